@@ -1,0 +1,694 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_schemes.c - `spoke-bench schemes`: the comparison of Varghese &
+ * Lauck's timer schemes (and the Timer Lawn) that the paper argues on paper,
+ * measured through the public engine API (include/spoke/engine.h) only.
+ *
+ * For every scheme and N = 1e3, 1e4, 1e5, 1e6 outstanding timers (--max-n
+ * 1e7 adds 1e7), delays uniform in [1, 2^20) ticks from a fixed seed:
+ *
+ *   W1          start N timers (not timed), then time P = max(N, 1e5) pairs
+ *               of (start a fresh timer with a random delay, stop a random
+ *               outstanding one), so N stay outstanding. ns per pair.
+ *   W2-advance  start N timers, time one advance(2^20) that fires all of
+ *               them. ns per fired timer.
+ *   W2-tick     start N timers, time 2^20 calls of advance(1). ns per fired
+ *               timer (total / N): the cost of the empty ticks is included.
+ *   W3          RSS just before the timer array and the engine exist, and
+ *               after the N starts; (after - before) / N bytes per timer. The
+ *               40-byte struct spoke_timer is part of it.
+ *
+ * Each run is a freshly forked child (bench_repeat), so every run, and W3's
+ * RSS in particular, starts from the same small heap; K runs (--runs,
+ * default 5) give the median, min and max. The engine clock starts at 0 in
+ * each run; W1 never advances it.
+ *
+ * What the harness adds per operation: one xorshift64* (~1 ns) gives both
+ * the delay (low 32 bits) and the victim (high 32 bits). Timers live in one
+ * array of N + 1; exactly one of them (the spare) is not pending, so "a
+ * random outstanding timer" is a random index other than the spare's - no
+ * bookkeeping array at all - and the stopped victim becomes the next spare.
+ * The expiry callback increments a counter. The clock is read around whole
+ * loops only.
+ *
+ * Caps. Some schemes cost O(n) per operation (list expiry, sorted-list
+ * insertion, ...), so a run costs O(n^2). Before a cell (scheme, workload, n)
+ * runs, its cost is extrapolated from the same scheme and workload at the
+ * last two sizes that ran: per-op cost c(n) = c(n1) * (n / n1)^g with g
+ * fitted from c(n0) and c(n1), clamped to [0, 1.5] (O(n) per op is the
+ * worst any scheme has, and such a walk also falls out of cache as n
+ * grows), for the untimed starts and the timed part separately. W2-tick
+ * does W2-advance's setup and expiry work plus 2^20 tick steps, so it is
+ * estimated as W2-advance at the same n plus the tick overhead seen at the
+ * previous n. A cell whose K runs would take longer than --budget seconds
+ * (default 30) is reported as skipped, with the estimate. With no trend yet
+ * (the first two sizes) a cell just runs. Estimates miss cache cliffs, so
+ * the budget is also enforced as the runs go: a cell whose runs so far
+ * project past it, or whose run is still going at twice it, is stopped and
+ * reported as skipped, and so are the larger sizes of that workload. No
+ * scheme is special-cased.
+ */
+#include "bench_util.h"
+
+#include <spoke/engine.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <malloc.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DELAY_SPAN_TICKS (UINT64_C(1) << 20) /* delays in [1, DELAY_SPAN_TICKS) */
+#define W1_MIN_PAIRS 100000u
+#define BENCH_SEED UINT64_C(0x5b0ce7139e1d5eed)
+#define MAX_SCHEMES 16
+#define MAX_SIZES 5 /* 1e3 .. 1e7 */
+#define DEFAULT_BUDGET_S 30.0
+#define QUICK_BUDGET_S 0.2
+#define MAX_GROWTH 1.5 /* per-op cost exponent: O(n), and a walk falling out of cache */
+
+/* `wheel` is bounded: give it room for every delay. The others ignore it. */
+static const struct spoke_engine_params engine_params = {
+	.max_interval = DELAY_SPAN_TICKS,
+};
+
+/* One run's subject: a scheme at a size. */
+struct cell {
+	const char *scheme;
+	uint64_t n;
+};
+
+/* ---- the workloads (each runs in a forked child) ----------------------- */
+
+struct fixture {
+	struct spoke_engine *e;
+	struct spoke_timer *timers;
+	struct bench_rng rng;
+};
+
+static int fail(struct bench_sample *out, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(struct bench_sample *out, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(out->error, sizeof(out->error), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+static inline uint64_t random_delay(uint64_t bits)
+{
+	return 1 + bench_below((uint32_t)bits, (uint32_t)DELAY_SPAN_TICKS - 1);
+}
+
+static void count_expired(void *ctx, struct spoke_timer *t)
+{
+	(void)t;
+	++*(size_t *)ctx;
+}
+
+static void fixture_close(struct fixture *f)
+{
+	spoke_engine_free(f->e);
+	free(f->timers);
+}
+
+/* Allocate and touch ntimers timers, create the engine, start the first nstart. */
+static int fixture_open(struct fixture *f, const struct cell *c, unsigned run, size_t ntimers,
+			size_t nstart, struct bench_sample *out)
+{
+	int err;
+
+	memset(f, 0, sizeof(*f));
+	bench_rng_seed(&f->rng, BENCH_SEED + run);
+	f->timers = malloc(ntimers * sizeof(*f->timers));
+	if (!f->timers)
+		return fail(out, -ENOMEM, "no memory for %zu timers", ntimers);
+	for (size_t i = 0; i < ntimers; i++)
+		spoke_timer_init(&f->timers[i]);
+	err = spoke_engine_new(&f->e, c->scheme, &engine_params);
+	if (err) {
+		free(f->timers);
+		return fail(out, err, "spoke_engine_new: %s", strerror(-err));
+	}
+	for (size_t i = 0; i < nstart; i++) {
+		err = spoke_engine_start(f->e, &f->timers[i], random_delay(bench_rng_next(&f->rng)));
+		if (err) {
+			fixture_close(f);
+			return fail(out, err, "start of timer %zu: %s", i, strerror(-err));
+		}
+	}
+	return 0;
+}
+
+static uint64_t w1_pairs(uint64_t n)
+{
+	return n > W1_MIN_PAIRS ? n : W1_MIN_PAIRS;
+}
+
+static int run_w1(void *arg, unsigned run, struct bench_sample *out)
+{
+	const struct cell *c = arg;
+	const uint32_t n = (uint32_t)c->n;
+	const uint64_t pairs = w1_pairs(c->n);
+	uint32_t spare = n; /* the one timer not pending */
+	uint64_t t0, t1, t2;
+	struct fixture f;
+	int err;
+
+	t0 = bench_now_ns();
+	err = fixture_open(&f, c, run, (size_t)n + 1, n, out);
+	if (err)
+		return err;
+	t1 = bench_now_ns();
+	for (uint64_t i = 0; i < pairs; i++) {
+		uint64_t x = bench_rng_next(&f.rng);
+		uint32_t victim = bench_below((uint32_t)(x >> 32), n);
+
+		victim += victim >= spare; /* any index but the spare's */
+		err |= spoke_engine_start(f.e, &f.timers[spare], random_delay(x));
+		err |= spoke_engine_stop(f.e, &f.timers[victim]);
+		spare = victim;
+	}
+	t2 = bench_now_ns();
+	if (err || spoke_engine_count(f.e) != n)
+		err = fail(out, -EPROTO, "start/stop failed or %zu pending instead of %u",
+			   spoke_engine_count(f.e), n);
+	fixture_close(&f);
+	out->setup_ns = (double)(t1 - t0);
+	out->timed_ns = (double)(t2 - t1);
+	out->value = out->timed_ns / (double)pairs;
+	return err;
+}
+
+static int run_w2(const struct cell *c, unsigned run, struct bench_sample *out, bool tick_by_tick)
+{
+	size_t fired = 0, callbacks = 0;
+	uint64_t t0, t1, t2;
+	struct fixture f;
+	int err;
+
+	t0 = bench_now_ns();
+	err = fixture_open(&f, c, run, c->n, c->n, out);
+	if (err)
+		return err;
+	t1 = bench_now_ns();
+	if (tick_by_tick) {
+		for (uint64_t i = 0; i < DELAY_SPAN_TICKS; i++)
+			fired += spoke_engine_advance(f.e, 1, count_expired, &callbacks);
+	} else {
+		fired = spoke_engine_advance(f.e, DELAY_SPAN_TICKS, count_expired, &callbacks);
+	}
+	t2 = bench_now_ns();
+	if (fired != c->n || callbacks != c->n || spoke_engine_count(f.e) != 0)
+		err = fail(out, -EPROTO, "fired %zu, callbacks %zu, %zu still pending, of %llu",
+			   fired, callbacks, spoke_engine_count(f.e), (unsigned long long)c->n);
+	fixture_close(&f);
+	out->setup_ns = (double)(t1 - t0);
+	out->timed_ns = (double)(t2 - t1);
+	out->value = out->timed_ns / (double)c->n;
+	return err;
+}
+
+static int run_w2_advance(void *arg, unsigned run, struct bench_sample *out)
+{
+	return run_w2(arg, run, out, false);
+}
+
+static int run_w2_tick(void *arg, unsigned run, struct bench_sample *out)
+{
+	return run_w2(arg, run, out, true);
+}
+
+static int run_w3(void *arg, unsigned run, struct bench_sample *out)
+{
+	const struct cell *c = arg;
+	long before, after;
+	uint64_t t0, t1;
+	struct fixture f;
+	int err;
+
+	malloc_trim(0); /* resident free heap would hide growth */
+	before = bench_rss_bytes();
+	t0 = bench_now_ns();
+	err = fixture_open(&f, c, run, c->n, c->n, out);
+	if (err)
+		return err;
+	t1 = bench_now_ns();
+	after = bench_rss_bytes();
+	fixture_close(&f);
+	if (before < 0 || after < 0)
+		return fail(out, -EIO, "cannot read /proc/self/statm");
+	out->timed_ns = (double)(t1 - t0);
+	out->value = (double)(after - before) / (double)c->n;
+	return 0;
+}
+
+static uint64_t ops_n(uint64_t n)
+{
+	return n;
+}
+
+enum workload_id { W1, W2_ADVANCE, W2_TICK, W3, NWORKLOADS };
+
+static const struct workload_desc {
+	const char *name;
+	const char *unit;
+	const char *op;            /* what one timed op is, in skip messages */
+	const char *plot_title;
+	bench_run_fn *run;
+	uint64_t (*timed_ops)(uint64_t n); /* ops in the timed window */
+} workloads[NWORKLOADS] = {
+	[W1] = { "W1", "ns/op", "pair", "W1: start + stop of a random outstanding timer",
+		 run_w1, w1_pairs },
+	[W2_ADVANCE] = { "W2-advance", "ns/op", "fired timer",
+			 "W2: drain N timers by one advance(2^{20})", run_w2_advance, ops_n },
+	[W2_TICK] = { "W2-tick", "ns/op", "fired timer",
+		      "W2: drain N timers by 2^{20} advance(1) calls", run_w2_tick, ops_n },
+	[W3] = { "W3", "B/timer", "timer", "W3: RSS growth per outstanding timer", run_w3,
+		 ops_n },
+};
+
+/* ---- the plan, the caps, the results ----------------------------------- */
+
+enum cell_state { CELL_NOT_RUN, CELL_DONE, CELL_SKIPPED, CELL_STOPPED, CELL_FAILED };
+
+struct cell_result {
+	enum cell_state state;
+	struct bench_summary sum;
+};
+
+struct plan {
+	unsigned runs;
+	double budget_s;
+	const char *plot;
+	uint64_t sizes[MAX_SIZES];
+	size_t nsizes;
+	const char *schemes[MAX_SCHEMES];
+	size_t nschemes;
+	struct cell_result res[MAX_SCHEMES][NWORKLOADS][MAX_SIZES];
+	struct bench_out out;
+	bool failed;
+};
+
+/* One run's estimated cost at sizes[i]. */
+struct estimate {
+	double setup_ns, timed_ns;
+	size_t from; /* the size it is extrapolated from */
+};
+
+static double part_ns(const struct bench_summary *s, bool timed)
+{
+	return timed ? s->timed_ns : s->setup_ns;
+}
+
+static double part_ops(enum workload_id w, bool timed, uint64_t n)
+{
+	return (double)(timed ? workloads[w].timed_ops(n) : n);
+}
+
+/* Growth exponent of a per-op cost from (n0, c0) to (n1, c1), clamped to [0, MAX_GROWTH]. */
+static double growth(uint64_t n0, double c0, uint64_t n1, double c1)
+{
+	double g;
+
+	if (c0 <= 0 || c1 <= 0 || n1 <= n0)
+		return 1;
+	g = log(c1 / c0) / log((double)n1 / (double)n0);
+	return g < 0 ? 0 : g > MAX_GROWTH ? MAX_GROWTH : g;
+}
+
+/* Last size index below i at which hist ran, or -1. */
+static long last_done(const struct cell_result *hist, size_t i)
+{
+	for (long j = (long)i - 1; j >= 0; j--)
+		if (hist[j].state == CELL_DONE)
+			return j;
+	return -1;
+}
+
+/* One part (setup or timed) of one run of w at sizes[i], from the last two sizes that ran. */
+static double extrapolate(const struct plan *p, const struct cell_result *hist, enum workload_id w,
+			  size_t i, bool timed)
+{
+	long j = last_done(hist, i), k = j > 0 ? last_done(hist, (size_t)j) : -1;
+	double cj, g;
+
+	if (k < 0)
+		return 0;
+	cj = part_ns(&hist[j].sum, timed) / part_ops(w, timed, p->sizes[j]);
+	g = growth(p->sizes[k], part_ns(&hist[k].sum, timed) / part_ops(w, timed, p->sizes[k]),
+		   p->sizes[j], cj);
+	return part_ops(w, timed, p->sizes[i]) * cj * pow((double)p->sizes[i] / p->sizes[j], g);
+}
+
+/*
+ * Estimate one run of w at sizes[i] for scheme s. False when there is no
+ * trend yet (fewer than two sizes ran): the cell just runs, under the time
+ * limit of bench_repeat.
+ */
+static bool estimate_cell(const struct plan *p, size_t s, enum workload_id w, size_t i,
+			  struct estimate *est)
+{
+	const struct cell_result *hist = p->res[s][w], *adv = p->res[s][W2_ADVANCE];
+	long j = last_done(hist, i), k = j > 0 ? last_done(hist, (size_t)j) : -1;
+	struct estimate a;
+
+	if (j < 0)
+		return false;
+	est->from = (size_t)j;
+	/* W2-tick: W2-advance's setup and expiry work at n, plus the ticks seen at n_j */
+	if (w == W2_TICK && adv[j].state == CELL_DONE &&
+	    (adv[i].state == CELL_DONE || estimate_cell(p, s, W2_ADVANCE, i, &a))) {
+		double ticks_ns = hist[j].sum.timed_ns - adv[j].sum.timed_ns;
+
+		if (adv[i].state == CELL_DONE)
+			a = (struct estimate){ adv[i].sum.setup_ns, adv[i].sum.timed_ns, 0 };
+		est->setup_ns = a.setup_ns;
+		est->timed_ns = a.timed_ns + (ticks_ns > 0 ? ticks_ns : 0);
+		return true;
+	}
+	if (k < 0)
+		return false;
+	est->setup_ns = extrapolate(p, hist, w, i, false);
+	est->timed_ns = extrapolate(p, hist, w, i, true);
+	return true;
+}
+
+static const char *order_name(double g)
+{
+	return g < 0.25 ? "O(1)" : g < 0.75 ? "~O(sqrt n)" : "O(n)";
+}
+
+/* "list at n=1e5 W2-tick would take ~52 s for 5 runs (O(n) per fired timer, ...)" */
+static void skip_reason(char *buf, size_t len, const struct plan *p, size_t s, enum workload_id w,
+			size_t i, const struct estimate *est)
+{
+	const struct bench_summary *last = &p->res[s][w][est->from].sum;
+	uint64_t n = p->sizes[i], n0 = p->sizes[est->from];
+	bool timed = est->timed_ns >= est->setup_ns;
+	double g = growth(n0, part_ns(last, timed) / part_ops(w, timed, n0), n,
+			  (timed ? est->timed_ns : est->setup_ns) / part_ops(w, timed, n));
+	double run0 = last->setup_ns + last->timed_ns, run = est->setup_ns + est->timed_ns;
+	double x = log(run / run0) / log((double)n / (double)n0);
+	char nb[32];
+
+	snprintf(buf, len,
+		 "%s at n=%s %s would take ~%.0f s for %u runs (%s per %s; a run grows as ~n^%.1f)",
+		 p->schemes[s], bench_fmt_count(nb, sizeof(nb), n), workloads[w].name,
+		 p->runs * run / 1e9, p->runs, order_name(g), timed ? workloads[w].op : "start",
+		 x);
+}
+
+/* Run (or skip) one cell and record it. */
+static void run_cell(struct plan *p, size_t s, enum workload_id w, size_t i)
+{
+	struct cell_result *r = &p->res[s][w][i];
+	struct cell c = { .scheme = p->schemes[s], .n = p->sizes[i] };
+	struct estimate est;
+	char why[320], err[200], nb[32], nb0[32];
+	int rc;
+
+	for (size_t j = 0; j < i; j++) {
+		if (p->res[s][w][j].state == CELL_FAILED || p->res[s][w][j].state == CELL_STOPPED) {
+			snprintf(why, sizeof(why), "%s at n=%s %s not run: it failed or overran at n=%s",
+				 c.scheme, bench_fmt_count(nb, sizeof(nb), c.n), workloads[w].name,
+				 bench_fmt_count(nb0, sizeof(nb0), p->sizes[j]));
+			r->state = CELL_SKIPPED;
+			bench_out_note(&p->out, "skipped", c.scheme, workloads[w].name, c.n, why);
+			return;
+		}
+	}
+	if (estimate_cell(p, s, w, i, &est) &&
+	    p->runs * (est.setup_ns + est.timed_ns) / 1e9 > p->budget_s) {
+		skip_reason(why, sizeof(why), p, s, w, i, &est);
+		r->state = CELL_SKIPPED;
+		bench_out_note(&p->out, "skipped", c.scheme, workloads[w].name, c.n, why);
+		return;
+	}
+	rc = bench_repeat(workloads[w].run, &c, p->runs, p->budget_s, &r->sum, err, sizeof(err));
+	if (rc == -ETIMEDOUT) {
+		snprintf(why, sizeof(why), "%s at n=%s %s %s", c.scheme,
+			 bench_fmt_count(nb, sizeof(nb), c.n), workloads[w].name, err);
+		r->state = CELL_STOPPED;
+		bench_out_note(&p->out, "skipped", c.scheme, workloads[w].name, c.n, why);
+	} else if (rc != 0) {
+		r->state = CELL_FAILED;
+		p->failed = true;
+		bench_out_note(&p->out, "error", c.scheme, workloads[w].name, c.n, err);
+	} else {
+		r->state = CELL_DONE;
+		bench_out_result(&p->out, c.scheme, workloads[w].name, c.n, &r->sum,
+				 workloads[w].unit);
+	}
+}
+
+/* Can this scheme be created here? (Placeholders refuse with -EINVAL.) */
+static int probe_scheme(const char *scheme)
+{
+	struct spoke_engine *e;
+	int err = spoke_engine_new(&e, scheme, &engine_params);
+
+	if (err == 0)
+		spoke_engine_free(e);
+	return err;
+}
+
+/* ---- reporting --------------------------------------------------------- */
+
+/* Medians as one markdown table per workload: schemes down, sizes across. */
+static void print_summary(const struct plan *p)
+{
+	FILE *f = p->out.f;
+	char nb[32];
+
+	for (int w = 0; w < NWORKLOADS; w++) {
+		fprintf(f, "\n%s (%s), median of %u runs\n\n| %-13s |", workloads[w].name,
+			workloads[w].unit, p->runs, "scheme");
+		for (size_t i = 0; i < p->nsizes; i++)
+			fprintf(f, " %8s |", bench_fmt_count(nb, sizeof(nb), p->sizes[i]));
+		fprintf(f, "\n|---------------|");
+		for (size_t i = 0; i < p->nsizes; i++)
+			fprintf(f, "---------:|");
+		fputc('\n', f);
+		for (size_t s = 0; s < p->nschemes; s++) {
+			fprintf(f, "| %-13s |", p->schemes[s]);
+			for (size_t i = 0; i < p->nsizes; i++) {
+				const struct cell_result *r = &p->res[s][w][i];
+				double v = r->sum.median;
+
+				if (r->state == CELL_DONE)
+					fprintf(f, v < 100 ? " %8.1f |" : " %8.0f |", v);
+				else
+					fprintf(f, " %8s |", r->state == CELL_FAILED ? "ERROR"
+							     : r->state == CELL_NOT_RUN ? "n/a"
+											: "skipped");
+			}
+			fputc('\n', f);
+		}
+	}
+}
+
+static int plot(const struct plan *p)
+{
+	static struct bench_point pts[NWORKLOADS][MAX_SCHEMES][MAX_SIZES];
+	struct bench_series series[NWORKLOADS][MAX_SCHEMES];
+	struct bench_panel panels[NWORKLOADS];
+	char title[256];
+
+	for (int w = 0; w < NWORKLOADS; w++) {
+		for (size_t s = 0; s < p->nschemes; s++) {
+			size_t k = 0;
+
+			for (size_t i = 0; i < p->nsizes; i++)
+				if (p->res[s][w][i].state == CELL_DONE)
+					pts[w][s][k++] = (struct bench_point){
+						(double)p->sizes[i], p->res[s][w][i].sum.median };
+			series[w][s] = (struct bench_series){ p->schemes[s], pts[w][s], k };
+		}
+		panels[w] = (struct bench_panel){
+			.title = workloads[w].plot_title,
+			.xlabel = "N outstanding timers",
+			.ylabel = w == W3 ? "bytes per timer" : "ns per op (median)",
+			.logy = true,
+			.series = series[w],
+			.nseries = p->nschemes,
+		};
+	}
+	snprintf(title, sizeof(title),
+		 "spoke-bench schemes: delays uniform in [1, 2^{20}) ticks, median of %u runs",
+		 p->runs);
+	return bench_plot_png(p->plot, title, panels, NWORKLOADS);
+}
+
+/* ---- options ----------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: spoke-bench schemes [options]\n"
+		"  W1 ns per (start, stop random) pair; W2 ns per fired timer when N drain by\n"
+		"  one advance(2^20) and tick by tick; W3 bytes of RSS per timer.\n"
+		"  --json          one JSON object per line instead of the table\n"
+		"  --plot FILE     also draw FILE (PNG, 2x2 panels: W1, W2-advance, W2-tick, W3)\n"
+		"  --runs K        runs per cell, median/min/max (default 5)\n"
+		"  --max-n N       largest N, a power of ten 1e3..1e7 (default 1e6)\n"
+		"  --quick         N = 1e3 and 1e4, 3 runs, budget 0.2 s (smoke test)\n"
+		"  --scheme NAME   only this scheme (repeatable)\n"
+		"  --budget SEC    skip a cell whose runs would take longer (default 30)\n");
+}
+
+static bool known_scheme(const char *name)
+{
+	for (const char *const *s = spoke_engine_schemes(); *s; s++)
+		if (strcmp(*s, name) == 0)
+			return true;
+	return false;
+}
+
+/* Fill the plan from argv. 0, or the exit status for main (usage or error). */
+static int parse_options(struct plan *p, int argc, char **argv, bool *done)
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },	    { "plot", required_argument, NULL, 'p' },
+		{ "runs", required_argument, NULL, 'r' },   { "max-n", required_argument, NULL, 'n' },
+		{ "quick", no_argument, NULL, 'q' },	    { "scheme", required_argument, NULL, 's' },
+		{ "budget", required_argument, NULL, 'b' }, { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	uint64_t runs = 0, max_n = 0;
+	double budget_s = 0;
+	bool quick = false;
+	int opt;
+
+	*done = false;
+	p->out = (struct bench_out){ .f = stdout, .format = BENCH_TABLE, .subject_key = "scheme" };
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'j':
+			p->out.format = BENCH_JSON;
+			break;
+		case 'p':
+			p->plot = optarg;
+			break;
+		case 'r':
+			if (bench_parse_count(optarg, &runs) || runs > BENCH_MAX_RUNS) {
+				fprintf(stderr, "--runs: 1..%d\n", BENCH_MAX_RUNS);
+				return 2;
+			}
+			break;
+		case 'n':
+			if (bench_parse_count(optarg, &max_n) || max_n < 1000 || max_n > 10000000) {
+				fprintf(stderr, "--max-n: a power of ten from 1e3 to 1e7\n");
+				return 2;
+			}
+			break;
+		case 'q':
+			quick = true;
+			break;
+		case 's':
+			if (!known_scheme(optarg)) {
+				fprintf(stderr, "--scheme: unknown scheme '%s'\n", optarg);
+				return 2;
+			}
+			if (p->nschemes < MAX_SCHEMES)
+				p->schemes[p->nschemes++] = optarg;
+			break;
+		case 'b':
+			if (bench_parse_seconds(optarg, &budget_s)) {
+				fprintf(stderr, "--budget: seconds > 0\n");
+				return 2;
+			}
+			break;
+		case 'h':
+			usage(stdout);
+			*done = true;
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "spoke-bench schemes: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	p->runs = runs ? (unsigned)runs : quick ? 3 : 5;
+	p->budget_s = budget_s > 0 ? budget_s : quick ? QUICK_BUDGET_S : DEFAULT_BUDGET_S;
+	if (!max_n)
+		max_n = quick ? 10000 : 1000000;
+	for (uint64_t n = 1000; n <= max_n && p->nsizes < MAX_SIZES; n *= 10)
+		p->sizes[p->nsizes++] = n;
+	if (p->sizes[p->nsizes - 1] != max_n) {
+		fprintf(stderr, "--max-n: a power of ten from 1e3 to 1e7\n");
+		return 2;
+	}
+	if (p->nschemes == 0)
+		for (const char *const *s = spoke_engine_schemes(); *s && p->nschemes < MAX_SCHEMES; s++)
+			p->schemes[p->nschemes++] = *s;
+	return 0;
+}
+
+/* ---- main -------------------------------------------------------------- */
+
+int bench_schemes_main(int argc, char **argv)
+{
+	static struct plan plan;
+	struct plan *p = &plan;
+	uint64_t t0 = bench_now_ns();
+	char machine[256], nb0[32], nb1[32];
+	double wall_s;
+	bool done;
+	int rc;
+
+	rc = parse_options(p, argc, argv, &done);
+	if (rc || done)
+		return rc;
+	bench_machine(machine, sizeof(machine));
+	if (p->out.format == BENCH_TABLE)
+		printf("spoke-bench schemes: N = %s .. %s outstanding timers, delays uniform in "
+		       "[1, 2^20) ticks (seed %#llx),\n"
+		       "median, min, max of %u runs; a cell estimated over %g s is skipped.\n"
+		       "machine: %s\n\n",
+		       bench_fmt_count(nb0, sizeof(nb0), p->sizes[0]),
+		       bench_fmt_count(nb1, sizeof(nb1), p->sizes[p->nsizes - 1]),
+		       (unsigned long long)BENCH_SEED, p->runs, p->budget_s, machine);
+
+	for (size_t s = 0; s < p->nschemes; s++) {
+		int err = probe_scheme(p->schemes[s]);
+
+		if (err) {
+			char why[160];
+
+			snprintf(why, sizeof(why), "%s cannot be created here (spoke_engine_new: %s)",
+				 p->schemes[s], strerror(-err));
+			bench_out_note(&p->out, "skipped", p->schemes[s], "all", 0, why);
+			for (int w = 0; w < NWORKLOADS; w++)
+				for (size_t i = 0; i < p->nsizes; i++)
+					p->res[s][w][i].state = CELL_SKIPPED;
+			continue;
+		}
+		for (size_t i = 0; i < p->nsizes; i++)
+			for (int w = 0; w < NWORKLOADS; w++)
+				run_cell(p, s, (enum workload_id)w, i);
+	}
+
+	if (p->out.format == BENCH_TABLE)
+		print_summary(p);
+	if (p->plot) {
+		rc = plot(p);
+		if (rc)
+			fprintf(stderr, "spoke-bench schemes: drawing %s with gnuplot failed\n",
+				p->plot);
+	}
+	wall_s = (double)(bench_now_ns() - t0) / 1e9;
+	fprintf(p->out.format == BENCH_TABLE ? stdout : stderr,
+		"\nspoke-bench schemes: wall time %.1f s\n", wall_s);
+	return p->failed || rc ? 1 : 0;
+}

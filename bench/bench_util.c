@@ -1,0 +1,460 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_util.c - the shared half of spoke-bench: forked repeat-and-summarize,
+ * RSS, table/JSON rows, gnuplot output, option parsing. See bench_util.h.
+ */
+#include "bench_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- repeat and summarize ---------------------------------------------- */
+
+/* What a child sends back through its pipe (< PIPE_BUF: one atomic write). */
+struct child_msg {
+	int rc;
+	struct bench_sample sample;
+};
+
+static void set_error(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void set_error(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* Child side: run once, report, exit without touching the parent's stdio. */
+static void __attribute__((noreturn)) child_run(bench_run_fn *fn, void *arg, unsigned run, int fd)
+{
+	struct child_msg msg;
+	const char *p = (const char *)&msg;
+	size_t left = sizeof(msg);
+
+	memset(&msg, 0, sizeof(msg));
+	msg.rc = fn(arg, run, &msg.sample);
+	while (left > 0) {
+		ssize_t w = write(fd, p, left);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			_exit(3);
+		p += w;
+		left -= (size_t)w;
+	}
+	_exit(0);
+}
+
+/* Read the child's message; deadline_ns 0 = wait forever. 0, -ETIMEDOUT or -EPIPE. */
+static int read_msg(int fd, struct child_msg *msg, uint64_t deadline_ns)
+{
+	char *p = (char *)msg;
+	size_t got = 0;
+
+	while (got < sizeof(*msg)) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int timeout_ms = -1;
+		ssize_t r;
+
+		if (deadline_ns) {
+			uint64_t now = bench_now_ns();
+
+			if (now >= deadline_ns)
+				return -ETIMEDOUT;
+			timeout_ms = (int)((deadline_ns - now) / 1000000u) + 1;
+		}
+		r = poll(&pfd, 1, timeout_ms);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			continue; /* re-check the deadline */
+		r = read(fd, p + got, sizeof(*msg) - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -EPIPE;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+/* One run in a forked child. */
+static int run_forked(bench_run_fn *fn, void *arg, unsigned run, uint64_t deadline_ns,
+		      struct bench_sample *out, char *err, size_t errlen)
+{
+	struct child_msg msg;
+	int fds[2], status = 0, rc;
+	pid_t pid;
+
+	fflush(NULL);
+	if (pipe(fds) != 0) {
+		set_error(err, errlen, "pipe: %s", strerror(errno));
+		return -errno;
+	}
+	pid = fork();
+	if (pid < 0) {
+		rc = -errno;
+		close(fds[0]);
+		close(fds[1]);
+		set_error(err, errlen, "fork: %s", strerror(-rc));
+		return rc;
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		child_run(fn, arg, run, fds[1]);
+	}
+	close(fds[1]);
+	rc = read_msg(fds[0], &msg, deadline_ns);
+	if (rc == -ETIMEDOUT)
+		kill(pid, SIGKILL);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	close(fds[0]);
+
+	if (rc == -ETIMEDOUT) {
+		set_error(err, errlen, "stopped at the time limit");
+		return rc;
+	}
+	if (rc != 0) {
+		if (WIFSIGNALED(status))
+			set_error(err, errlen, "run crashed: %s", strsignal(WTERMSIG(status)));
+		else
+			set_error(err, errlen, "run died (exit status %d)", WEXITSTATUS(status));
+		return -ECHILD;
+	}
+	if (msg.rc != 0) {
+		msg.sample.error[sizeof(msg.sample.error) - 1] = '\0';
+		set_error(err, errlen, "%s", msg.sample.error[0] ? msg.sample.error
+								 : strerror(-msg.rc));
+		return msg.rc;
+	}
+	*out = msg.sample;
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+double bench_median(double *v, unsigned k)
+{
+	qsort(v, k, sizeof(*v), cmp_double);
+	return k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+}
+
+int bench_repeat(bench_run_fn *fn, void *arg, unsigned runs, double limit_s,
+		 struct bench_summary *sum, char *err, size_t errlen)
+{
+	double value[BENCH_MAX_RUNS], setup[BENCH_MAX_RUNS], timed[BENCH_MAX_RUNS];
+	uint64_t start_ns = bench_now_ns(), limit_ns = (uint64_t)(limit_s * 1e9);
+
+	if (runs == 0 || runs > BENCH_MAX_RUNS) {
+		set_error(err, errlen, "runs must be 1..%d", BENCH_MAX_RUNS);
+		return -EINVAL;
+	}
+	for (unsigned r = 0; r < runs; r++) {
+		struct bench_sample s = { 0 };
+		uint64_t spent_ns;
+		int rc = run_forked(fn, arg, r, limit_s > 0 ? start_ns + 2 * limit_ns : 0, &s, err,
+				    errlen);
+
+		if (rc == -ETIMEDOUT)
+			set_error(err, errlen, "stopped after %.1f s, twice the limit, in run %u of %u",
+				  2 * limit_s, r + 1, runs);
+		if (rc != 0)
+			return rc;
+		spent_ns = bench_now_ns() - start_ns;
+		if (limit_s > 0 && r + 1 < runs && spent_ns / (r + 1) * runs > limit_ns) {
+			set_error(err, errlen, "would take ~%.0f s for %u runs (%u took %.1f s)",
+				  spent_ns / 1e9 / (r + 1) * runs, runs, r + 1, spent_ns / 1e9);
+			return -ETIMEDOUT;
+		}
+		value[r] = s.value;
+		setup[r] = s.setup_ns;
+		timed[r] = s.timed_ns;
+	}
+	sum->runs = runs;
+	sum->median = bench_median(value, runs); /* sorted now */
+	sum->min = value[0];
+	sum->max = value[runs - 1];
+	sum->setup_ns = bench_median(setup, runs);
+	sum->timed_ns = bench_median(timed, runs);
+	return 0;
+}
+
+/* ---- memory ------------------------------------------------------------ */
+
+long bench_rss_bytes(void)
+{
+	char buf[128];
+	long resident, shared;
+	ssize_t r;
+	char *p;
+	int fd;
+
+	fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	r = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (r <= 0)
+		return -1;
+	buf[r] = '\0';
+	strtol(buf, &p, 10); /* size */
+	resident = strtol(p, &p, 10);
+	shared = strtol(p, NULL, 10); /* file-backed: code a fresh child faults in */
+	return (resident - shared) * sysconf(_SC_PAGESIZE);
+}
+
+/* ---- output ------------------------------------------------------------ */
+
+const char *bench_fmt_count(char *buf, size_t len, uint64_t n)
+{
+	unsigned exp = 0;
+	uint64_t m = n;
+
+	while (m >= 10 && m % 10 == 0) {
+		m /= 10;
+		exp++;
+	}
+	if (m == 1 && exp >= 3)
+		snprintf(buf, len, "1e%u", exp);
+	else
+		snprintf(buf, len, "%llu", (unsigned long long)n);
+	return buf;
+}
+
+static void json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+static void json_head(struct bench_out *o, const char *subject, const char *workload, uint64_t n)
+{
+	fprintf(o->f, "{\"%s\":", o->subject_key);
+	json_string(o->f, subject);
+	fputs(",\"workload\":", o->f);
+	json_string(o->f, workload);
+	fprintf(o->f, ",\"n\":%llu", (unsigned long long)n);
+}
+
+static void table_head(struct bench_out *o, const char *subject, const char *workload, uint64_t n)
+{
+	char nb[32];
+
+	if (!o->header_done) {
+		fprintf(o->f, "%-14s %-11s %5s %10s %10s %10s  %s\n", o->subject_key, "workload",
+			"n", "median", "min", "max", "unit");
+		o->header_done = true;
+	}
+	fprintf(o->f, "%-14s %-11s %5s", subject, workload, bench_fmt_count(nb, sizeof(nb), n));
+}
+
+void bench_out_result(struct bench_out *o, const char *subject, const char *workload,
+		      uint64_t n, const struct bench_summary *s, const char *unit)
+{
+	if (o->format == BENCH_JSON) {
+		json_head(o, subject, workload, n);
+		fprintf(o->f, ",\"ns_per_op\":%.2f,\"min\":%.2f,\"max\":%.2f,\"unit\":", s->median,
+			s->min, s->max);
+		json_string(o->f, unit);
+		fprintf(o->f, ",\"runs\":%u}\n", s->runs);
+	} else {
+		table_head(o, subject, workload, n);
+		fprintf(o->f, " %10.1f %10.1f %10.1f  %s\n", s->median, s->min, s->max, unit);
+	}
+	fflush(o->f);
+}
+
+void bench_out_note(struct bench_out *o, const char *kind, const char *subject,
+		    const char *workload, uint64_t n, const char *reason)
+{
+	if (o->format == BENCH_JSON) {
+		json_head(o, subject, workload, n);
+		fprintf(o->f, ",\"%s\":", kind);
+		json_string(o->f, reason);
+		fputs("}\n", o->f);
+	} else {
+		table_head(o, subject, workload, n);
+		fprintf(o->f, "  %s: %s\n", kind, reason);
+	}
+	fflush(o->f);
+}
+
+void bench_machine(char *buf, size_t len)
+{
+	char line[256], model[128] = "unknown CPU";
+	struct utsname u;
+	FILE *f = fopen("/proc/cpuinfo", "r");
+
+	while (f && fgets(line, sizeof(line), f)) {
+		char *colon = strchr(line, ':');
+
+		if (strncmp(line, "model name", 10) == 0 && colon) {
+			snprintf(model, sizeof(model), "%s", colon + 2);
+			model[strcspn(model, "\n")] = '\0';
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	if (uname(&u) != 0)
+		strcpy(u.release, "?");
+	snprintf(buf, len, "%s, %ld CPUs, Linux %s", model, sysconf(_SC_NPROCESSORS_ONLN),
+		 u.release);
+}
+
+/* ---- plot -------------------------------------------------------------- */
+
+/* A gnuplot single-quoted string: '' stands for one quote. */
+static void gp_quote(FILE *gp, const char *s)
+{
+	fputc('\'', gp);
+	for (; *s; s++) {
+		if (*s == '\'')
+			fputc('\'', gp);
+		if (*s != '\n')
+			fputc(*s, gp);
+	}
+	fputc('\'', gp);
+}
+
+static void gp_set(FILE *gp, const char *what, const char *text)
+{
+	fprintf(gp, "set %s ", what);
+	gp_quote(gp, text);
+	fputc('\n', gp);
+}
+
+static void gp_panel(FILE *gp, size_t p, const struct bench_panel *pn)
+{
+	double xmin = INFINITY, xmax = -INFINITY;
+	bool first = true;
+
+	for (size_t s = 0; s < pn->nseries; s++) {
+		const struct bench_series *se = &pn->series[s];
+
+		if (se->npts == 0)
+			continue;
+		fprintf(gp, "$d%zu_%zu << EOD\n", p, s);
+		for (size_t i = 0; i < se->npts; i++) {
+			fprintf(gp, "%.6g %.6g\n", se->pts[i].x, se->pts[i].y);
+			xmin = fmin(xmin, se->pts[i].x);
+			xmax = fmax(xmax, se->pts[i].x);
+		}
+		fputs("EOD\n", gp);
+	}
+	gp_set(gp, "title", pn->title);
+	gp_set(gp, "xlabel", pn->xlabel);
+	gp_set(gp, "ylabel", pn->ylabel);
+	fputs("set logscale x 10\nset format x '10^{%L}'\n", gp);
+	fputs(pn->logy ? "set logscale y 10\n" : "unset logscale y\n", gp);
+	if (xmin > xmax) { /* nothing measured: an empty frame */
+		fputs("set xrange [1e3:1e6]\nset yrange [1:10]\nplot 1/0 notitle\n", gp);
+		fputs("set autoscale\n", gp);
+		return;
+	}
+	fprintf(gp, "set xrange [%g:%g]\n", xmin / 1.5, xmax * 1.5);
+	for (size_t s = 0; s < pn->nseries; s++) {
+		const struct bench_series *se = &pn->series[s];
+
+		if (se->npts == 0)
+			continue;
+		fprintf(gp, "%s $d%zu_%zu using 1:2 with linespoints lw 2 lt %zu pt %zu ps 1.2 title ",
+			first ? "plot" : ",", p, s, s + 1, s + 1);
+		gp_quote(gp, se->title);
+		fputs(" noenhanced", gp);
+		first = false;
+	}
+	fputc('\n', gp);
+}
+
+int bench_plot_png(const char *file, const char *title, const struct bench_panel *panels,
+		   size_t npanels)
+{
+	size_t cols = npanels > 1 ? 2 : 1, rows = (npanels + cols - 1) / cols;
+	void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
+	struct stat st;
+	FILE *gp;
+	int status;
+
+	unlink(file);
+	gp = popen("gnuplot", "w");
+	if (!gp) {
+		signal(SIGPIPE, old_pipe);
+		return -errno;
+	}
+	fprintf(gp, "set terminal pngcairo size %zu,%zu font 'Sans,10'\n", 820 * cols, 520 * rows);
+	gp_set(gp, "output", file);
+	fputs("set grid\nset key outside right top font ',9'\nset format y '%g'\n", gp);
+	fprintf(gp, "set multiplot layout %zu,%zu title ", rows, cols);
+	gp_quote(gp, title);
+	fputc('\n', gp);
+	for (size_t p = 0; p < npanels; p++)
+		gp_panel(gp, p, &panels[p]);
+	fputs("unset multiplot\nset output\n", gp);
+	status = pclose(gp);
+	signal(SIGPIPE, old_pipe);
+	if (status != 0 || stat(file, &st) != 0 || st.st_size == 0)
+		return -EIO;
+	return 0;
+}
+
+/* ---- options ----------------------------------------------------------- */
+
+int bench_parse_count(const char *s, uint64_t *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end != '\0' || !(v >= 1 && v <= 1e12) || v != floor(v))
+		return -EINVAL;
+	*out = (uint64_t)v;
+	return 0;
+}
+
+int bench_parse_seconds(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end != '\0' || !(v > 0 && v < 1e6))
+		return -EINVAL;
+	*out = v;
+	return 0;
+}

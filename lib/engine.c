@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine.c - the scheme-independent half of every engine: names, the clock,
+ * the pending flag and count, deadline arithmetic and the advance loop.
+ * See engine_impl.h for the contract a scheme fills in.
+ */
+#include "engine_impl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct spoke_engine_ops *const scheme_table[] = {
+	&spoke_list_ops,   &spoke_sorted_list_ops, &spoke_heap_ops,
+	&spoke_wheel_ops,  &spoke_hashed_sorted_ops, &spoke_hashed_ops,
+	&spoke_hierarchical_ops, &spoke_lawn_ops,
+};
+
+#define NSCHEMES (sizeof(scheme_table) / sizeof(scheme_table[0]))
+
+static const char *const scheme_names[NSCHEMES + 1] = {
+	"list",	  "sorted-list", "heap", "wheel", "hashed-sorted",
+	"hashed", "hierarchical", "lawn", NULL,
+};
+
+const char *const *spoke_engine_schemes(void)
+{
+	return scheme_names;
+}
+
+static const struct spoke_engine_ops *find_scheme(const char *name)
+{
+	for (size_t i = 0; i < NSCHEMES; i++)
+		if (strcmp(scheme_table[i]->name, name) == 0)
+			return scheme_table[i];
+	return NULL;
+}
+
+int spoke_engine_new(struct spoke_engine **out, const char *scheme,
+		     const struct spoke_engine_params *params)
+{
+	static const struct spoke_engine_params defaults;
+	const struct spoke_engine_ops *ops;
+	struct spoke_engine *e;
+	int err;
+
+	if (!out || !scheme)
+		return -EINVAL;
+	ops = find_scheme(scheme);
+	if (!ops)
+		return -EINVAL;
+	e = calloc(1, ops->size);
+	if (!e)
+		return -ENOMEM;
+	e->ops = ops;
+	spoke_tlist_init(&e->due);
+	spoke_tlist_init(&e->firing);
+	err = ops->init(e, params ? params : &defaults);
+	if (err) {
+		free(e);
+		return err;
+	}
+	*out = e;
+	return 0;
+}
+
+void spoke_engine_free(struct spoke_engine *e)
+{
+	if (!e)
+		return;
+	e->ops->fini(e);
+	free(e);
+}
+
+const char *spoke_engine_scheme(const struct spoke_engine *e)
+{
+	return e->ops->name;
+}
+
+void spoke_timer_init(struct spoke_timer *t)
+{
+	memset(t, 0, sizeof(*t));
+}
+
+/* Take a pending timer out of wherever it is: the due list or the scheme. */
+static void unlink_pending(struct spoke_engine *e, struct spoke_timer *t)
+{
+	if (t->sp_slot == SPOKE_SLOT_DUE)
+		spoke_tlist_del(t);
+	else
+		e->ops->remove(e, t);
+	t->sp_flags &= ~SPOKE_TIMER_PENDING;
+	e->count--;
+}
+
+static uint64_t deadline_after(uint64_t now, uint64_t delay_ticks)
+{
+	uint64_t d;
+
+	if (delay_ticks == 0)
+		delay_ticks = 1;
+	if (__builtin_add_overflow(now, delay_ticks, &d))
+		return UINT64_MAX;
+	return d;
+}
+
+int spoke_engine_start(struct spoke_engine *e, struct spoke_timer *t, uint64_t delay_ticks)
+{
+	if (e->ops->admit) {
+		int err = e->ops->admit(e, delay_ticks);
+
+		if (err)
+			return err;
+	}
+	if (spoke_timer_pending(t))
+		unlink_pending(e, t);
+	t->sp_deadline = deadline_after(e->now, delay_ticks);
+	t->sp_flags |= SPOKE_TIMER_PENDING;
+	e->count++;
+	/*
+	 * The clock saturates: once now == UINT64_MAX no later tick exists, so
+	 * a new timer is due at once and fires in the next advance call.
+	 */
+	if (t->sp_deadline == e->now)
+		spoke_due_push(e, t);
+	else
+		e->ops->insert(e, t);
+	return 0;
+}
+
+int spoke_engine_stop(struct spoke_engine *e, struct spoke_timer *t)
+{
+	if (!spoke_timer_pending(t))
+		return -ENOENT;
+	unlink_pending(e, t);
+	return 0;
+}
+
+/* Fire what collect() put on the due list, one at a time (see engine_impl.h). */
+static size_t fire_due(struct spoke_engine *e, spoke_expire_fn *fn, void *ctx)
+{
+	struct spoke_timer *t;
+	size_t fired = 0;
+
+	/*
+	 * Fire from a private list: at the end of time (now == UINT64_MAX) a
+	 * timer armed by fn goes straight onto e->due, and must wait for the
+	 * next call instead of firing in this pass. Timers on e->firing stay
+	 * pending (sp_slot == SPOKE_SLOT_DUE) and fn may still stop them;
+	 * next() answers 1 while any are left.
+	 */
+	spoke_tlist_move(&e->firing, &e->due);
+	while ((t = spoke_tlist_pop(&e->firing)) != NULL) {
+		t->sp_flags &= ~SPOKE_TIMER_PENDING;
+		e->count--;
+		fired++;
+		fn(ctx, t);
+	}
+	return fired;
+}
+
+size_t spoke_engine_advance(struct spoke_engine *e, uint64_t ticks, spoke_expire_fn *fn,
+			    void *ctx)
+{
+	uint64_t target = deadline_after(e->now, ticks);
+	size_t fired;
+
+	if (ticks == 0 || e->advancing)
+		return 0; /* re-entered from fn: refused, see engine.h */
+	e->advancing = true;
+	fired = fire_due(e, fn, ctx); /* only at the end of time, see start */
+	while (e->count > 0) {
+		uint64_t ev = e->ops->next_event(e);
+
+		if (ev > target || ev <= e->now)
+			break;
+		e->now = ev;
+		e->ops->collect(e);
+		fired += fire_due(e, fn, ctx);
+	}
+	e->now = target;
+	e->advancing = false;
+	return fired;
+}
+
+uint64_t spoke_engine_now(const struct spoke_engine *e)
+{
+	return e->now;
+}
+
+uint64_t spoke_engine_next(const struct spoke_engine *e)
+{
+	/*
+	 * Logically const: next_event() may refresh a cached minimum that
+	 * a stop left stale, which changes no observable state.
+	 */
+	struct spoke_engine *me = (struct spoke_engine *)e;
+	uint64_t ev;
+
+	if (e->count == 0)
+		return UINT64_MAX;
+	if (!spoke_tlist_empty(&e->due) || !spoke_tlist_empty(&e->firing))
+		return 1;
+	ev = e->ops->next_event(me);
+	return ev > e->now ? ev - e->now : 1;
+}
+
+size_t spoke_engine_count(const struct spoke_engine *e)
+{
+	return e->count;
+}

@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine_hashed_sorted.c - scheme 5 of Varghese & Lauck: a hashed timing
+ * wheel with a list per bucket SORTED by deadline.
+ *
+ * table_size buckets (a power of two, default 4096 = 32 KiB of list heads);
+ * a timer with absolute deadline d goes into bucket d & (table_size - 1), at
+ * its place in deadline order (after the timers with the same deadline, so
+ * ties fire in start order). Start walks the bucket: O(bucket length),
+ * n / table_size on average, as the paper says; stop is O(1) (unlink, clear
+ * the bucket's bitmap bit if it emptied).
+ *
+ * A bucket's head is its exact minimum. next_event() walks the occupied
+ * buckets (bit scans, wheel_slots.h) in visit order from now + 1 for at most
+ * one revolution: the first bucket whose head is due at that visit holds the
+ * earliest deadline; if none is, the answer is the smallest head seen, so
+ * whole revolutions in which nothing can fire are skipped (a lone timer 2^40
+ * ticks ahead costs one walk, not 2^40 / table_size steps). The answer is
+ * cached until an insert lowers it or a stop/collect forgets it, so advance(1)
+ * tick by tick is O(1) per empty tick. collect(now) is the paper's per-tick
+ * work made O(1 + timers fired): pop the heads of bucket now & mask while
+ * they are due.
+ *
+ * Costs: start O(bucket length), stop O(1), a visit O(1 + fired), a fresh
+ * next_event() O(occupied buckets up to the next event, one revolution at
+ * most; see engine_hashed.c for the worst case).
+ */
+#include "wheel_slots.h"
+
+#include <errno.h>
+
+#define HASHED_SORTED_DEFAULT_TABLE_SIZE 4096u
+#define HASHED_SORTED_LIMIT_TABLE_SIZE	 ((size_t)1 << 24)
+
+struct hashed_sorted_engine {
+	struct spoke_engine base;
+	struct spoke_wheel_slots buckets;
+	struct spoke_next_cache next;
+};
+
+static struct hashed_sorted_engine *to_hashed_sorted(struct spoke_engine *e)
+{
+	return (struct hashed_sorted_engine *)e;
+}
+
+static int hashed_sorted_init(struct spoke_engine *e, const struct spoke_engine_params *p)
+{
+	struct hashed_sorted_engine *h = to_hashed_sorted(e);
+	size_t table_size = p->table_size ? p->table_size : HASHED_SORTED_DEFAULT_TABLE_SIZE;
+
+	if (table_size > HASHED_SORTED_LIMIT_TABLE_SIZE || (table_size & (table_size - 1)) != 0)
+		return -EINVAL;
+	return spoke_slots_init(&h->buckets, table_size);
+}
+
+static void hashed_sorted_fini(struct spoke_engine *e)
+{
+	spoke_slots_fini(&to_hashed_sorted(e)->buckets);
+}
+
+/* The last timer of the bucket list with a deadline <= d, NULL if none. */
+static struct spoke_timer *last_not_after(const struct spoke_tlist *bucket, uint64_t d)
+{
+	struct spoke_timer *prev = NULL;
+
+	for (struct spoke_timer *t = bucket->first; t && t->sp_deadline <= d; t = t->sp_next)
+		prev = t;
+	return prev;
+}
+
+static void hashed_sorted_insert(struct spoke_engine *e, struct spoke_timer *t)
+{
+	struct hashed_sorted_engine *h = to_hashed_sorted(e);
+	size_t j = spoke_slots_index(&h->buckets, t->sp_deadline);
+	struct spoke_timer *prev = last_not_after(&h->buckets.slot[j], t->sp_deadline);
+
+	if (prev) {
+		t->sp_slot = (uint32_t)j;
+		spoke_tlist_add_after(prev, t);
+	} else {
+		spoke_slots_push(&h->buckets, j, t);
+	}
+	spoke_next_cache_insert(&h->next, t->sp_deadline);
+}
+
+static void hashed_sorted_remove(struct spoke_engine *e, struct spoke_timer *t)
+{
+	struct hashed_sorted_engine *h = to_hashed_sorted(e);
+
+	spoke_slots_unlink(&h->buckets, t);
+	spoke_next_cache_remove(&h->next, t->sp_deadline);
+}
+
+static uint64_t bucket_head_deadline(const void *ctx, size_t j)
+{
+	return ((const struct hashed_sorted_engine *)ctx)->buckets.slot[j].first->sp_deadline;
+}
+
+static uint64_t hashed_sorted_next_event(struct spoke_engine *e)
+{
+	struct hashed_sorted_engine *h = to_hashed_sorted(e);
+
+	return spoke_slots_earliest_cached(&h->buckets, &h->next, e->now, bucket_head_deadline, h);
+}
+
+static void hashed_sorted_collect(struct spoke_engine *e)
+{
+	struct hashed_sorted_engine *h = to_hashed_sorted(e);
+	struct spoke_tlist *bucket = &h->buckets.slot[spoke_slots_index(&h->buckets, e->now)];
+	struct spoke_tlist run;
+	struct spoke_timer *t;
+
+	/*
+	 * Pop the due run (oldest first) onto a local stack, then push it onto
+	 * the due list from there: two reversals, so ties fire in start order.
+	 */
+	spoke_tlist_init(&run);
+	while ((t = bucket->first) != NULL && t->sp_deadline <= e->now) {
+		spoke_slots_unlink(&h->buckets, t);
+		spoke_tlist_push(&run, t);
+	}
+	while ((t = spoke_tlist_pop(&run)) != NULL)
+		spoke_due_push(e, t);
+	spoke_next_cache_forget(&h->next);
+}
+
+const struct spoke_engine_ops spoke_hashed_sorted_ops = {
+	.name = "hashed-sorted",
+	.size = sizeof(struct hashed_sorted_engine),
+	.init = hashed_sorted_init,
+	.fini = hashed_sorted_fini,
+	.insert = hashed_sorted_insert,
+	.remove = hashed_sorted_remove,
+	.next_event = hashed_sorted_next_event,
+	.collect = hashed_sorted_collect,
+};

@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine_hierarchical.c - scheme 7 of Varghese & Lauck: a hierarchy of
+ * timing wheels, tickless, exact, for any 64-bit deadline.
+ *
+ * Layout. A deadline d is read as a number in base 2^B (B = level_bits,
+ * default 10): digit k is bits [kB, kB+B). Level k is a wheel of 2^B slots
+ * whose slot j holds timers with digit k of d equal to j. With the default
+ * B = 10 and 7 levels (70 bits, so every 64-bit deadline has a level):
+ *
+ *   level  digit bits  one slot spans   the level spans     (1 tick = 1 ms)
+ *     0      0..9        1 tick          1024 ticks          ~1 s
+ *     1     10..19       1024 ticks      2^20 ticks          ~17 min
+ *     2     20..29       2^20 ticks      2^30 ticks          ~12 days
+ *     ...
+ *     6     60..63       2^60 ticks      2^64 ticks (4 useful bits)
+ *
+ * Placement. A timer goes to the level of the highest digit in which d and
+ * `now` differ: k = (63 - clz(d ^ now)) / B, slot = digit k of d. So d and
+ * now agree on every digit above k, and digit k of d is greater than that of
+ * now. Invariant: every timer on level k shares now's digits above k and
+ * sits in a slot beyond now's digit k.
+ *
+ * Why nothing fires early, and nothing late. The clock reaches slot j of
+ * level k at the tick T = (now's digits above k, j, zeros below), the first
+ * tick whose digit k is j; T <= d because d has the same upper digits and j
+ * with anything below. At T the slot is cascaded: each timer is placed
+ * again relative to T (a lower level, since it now shares digit k as well),
+ * or, if d == T, put on the due list. Level 0 slots hold timers whose
+ * deadline is exactly their slot's tick. So a timer fires at d exactly,
+ * after moving down at most once per level; with B = 10, a delay below 2^20
+ * moves at most once (unless it crosses a 2^20 boundary: then twice).
+ *
+ * Tickless. By the invariant, all timers of level k lie before the next
+ * boundary of level k+1, so the lowest non-empty level always holds the
+ * earliest event. Slot indices are level * 2^B + j in one occupancy bitmap,
+ * so the next event is the first set bit of that bitmap: one scan, never a
+ * walk over empty slots, and advance(next()) steps at most once per level
+ * per deadline.
+ *
+ * Fewer levels than 64 bits need (levels * B < 64): a timer beyond the top
+ * level waits on an unordered overflow list, keeping its absolute deadline.
+ * The overflow list is re-examined when the clock enters the top-level span
+ * that holds the earliest of them (cached, stale-low after a stop: one vain
+ * visit at worst), and its timers that now fit are placed on the wheels.
+ *
+ * Memory: levels * 2^B list heads of 8 bytes (56 KiB by default), the
+ * bitmap (1/64 of that), and nothing per timer beyond struct spoke_timer.
+ * Fields used: sp_next/sp_link (slot list), sp_deadline, sp_slot (level *
+ * 2^B + j, or SPOKE_SLOT_OVERFLOW).
+ */
+#include "bitmap.h"
+#include "engine_impl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#define DEFAULT_LEVEL_BITS 10
+#define MAX_LEVEL_BITS 16
+
+struct hier_engine {
+	struct spoke_engine base;
+	unsigned bits;            /* B */
+	unsigned levels;          /* levels actually kept: at most ceil(64 / B) */
+	uint64_t slot_mask;       /* 2^B - 1 */
+	uint8_t level_of_bit[64]; /* highest differing bit -> level (or levels) */
+	struct spoke_tlist *slots; /* levels * 2^B heads */
+	struct spoke_bitmap occupied;
+	struct spoke_tlist overflow;
+	uint64_t overflow_visit;  /* tick to re-examine overflow (<= the true one) */
+};
+
+static struct hier_engine *to_hier(struct spoke_engine *e)
+{
+	return (struct hier_engine *)e;
+}
+
+/* Bits covered by levels 0..k-1: the shift of level k's digit. */
+static unsigned level_shift(const struct hier_engine *h, unsigned k)
+{
+	return k * h->bits;
+}
+
+/* now with every digit below level k cleared (k * B may reach 64). */
+static uint64_t clear_below(const struct hier_engine *h, uint64_t now, unsigned k)
+{
+	unsigned s = level_shift(h, k);
+
+	return s >= 64 ? 0 : now & ~((1ull << s) - 1);
+}
+
+static uint64_t digit(const struct hier_engine *h, uint64_t x, unsigned k)
+{
+	return (x >> level_shift(h, k)) & h->slot_mask;
+}
+
+static int hier_init(struct spoke_engine *e, const struct spoke_engine_params *p)
+{
+	struct hier_engine *h = to_hier(e);
+	unsigned bits = p->level_bits ? p->level_bits : DEFAULT_LEVEL_BITS;
+	unsigned levels, needed;
+	size_t nslots;
+
+	if (bits > MAX_LEVEL_BITS || p->levels > 64)
+		return -EINVAL;
+	needed = (64 + bits - 1) / bits;
+	levels = p->levels ? p->levels : needed;
+	if (levels > needed)
+		levels = needed; /* a level past bit 63 could never hold a timer */
+	h->bits = bits;
+	h->levels = levels;
+	h->slot_mask = (1ull << bits) - 1;
+	for (unsigned b = 0; b < 64; b++)
+		h->level_of_bit[b] = (uint8_t)(b / bits < levels ? b / bits : levels);
+	nslots = (size_t)levels << bits;
+	h->slots = calloc(nslots, sizeof(*h->slots));
+	if (!h->slots)
+		return -ENOMEM;
+	if (spoke_bitmap_init(&h->occupied, nslots)) {
+		free(h->slots);
+		return -ENOMEM;
+	}
+	spoke_tlist_init(&h->overflow);
+	h->overflow_visit = UINT64_MAX;
+	return 0;
+}
+
+static void hier_fini(struct spoke_engine *e)
+{
+	struct hier_engine *h = to_hier(e);
+
+	spoke_bitmap_fini(&h->occupied);
+	free(h->slots);
+}
+
+/* First tick of the top-level span that holds d: when d stops overflowing. */
+static uint64_t overflow_entry_tick(const struct hier_engine *h, uint64_t d)
+{
+	return clear_below(h, d, h->levels);
+}
+
+/* Put t where the clock will meet it, relative to now (see the top). */
+static void place(struct hier_engine *h, struct spoke_timer *t)
+{
+	uint64_t d = t->sp_deadline, x = d ^ h->base.now;
+	unsigned k;
+	size_t slot;
+
+	if (x == 0) { /* only while cascading: due at this very tick */
+		spoke_due_push(&h->base, t);
+		return;
+	}
+	k = h->level_of_bit[63 - __builtin_clzll(x)];
+	if (k == h->levels) {
+		uint64_t visit = overflow_entry_tick(h, d);
+
+		t->sp_slot = SPOKE_SLOT_OVERFLOW;
+		spoke_tlist_push(&h->overflow, t);
+		if (visit < h->overflow_visit)
+			h->overflow_visit = visit;
+		return;
+	}
+	slot = ((size_t)k << h->bits) | digit(h, d, k);
+	t->sp_slot = (uint32_t)slot;
+	if (spoke_tlist_empty(&h->slots[slot]))
+		spoke_bitmap_set(&h->occupied, slot);
+	spoke_tlist_push(&h->slots[slot], t);
+}
+
+static void hier_insert(struct spoke_engine *e, struct spoke_timer *t)
+{
+	place(to_hier(e), t);
+}
+
+static void hier_remove(struct spoke_engine *e, struct spoke_timer *t)
+{
+	struct hier_engine *h = to_hier(e);
+	uint32_t slot = t->sp_slot;
+
+	spoke_tlist_del(t);
+	if (slot != SPOKE_SLOT_OVERFLOW) {
+		if (spoke_tlist_empty(&h->slots[slot]))
+			spoke_bitmap_clear(&h->occupied, slot);
+	} else if (spoke_tlist_empty(&h->overflow)) {
+		h->overflow_visit = UINT64_MAX;
+	}
+	/* Otherwise a stale overflow_visit only causes one vain visit. */
+}
+
+static void visit_overflow(struct hier_engine *h)
+{
+	struct spoke_timer *t = h->overflow.first;
+	uint64_t visit = UINT64_MAX;
+
+	while (t) {
+		struct spoke_timer *next = t->sp_next;
+		uint64_t entry = overflow_entry_tick(h, t->sp_deadline);
+
+		if (entry <= h->base.now) {
+			spoke_tlist_del(t);
+			place(h, t);
+		} else if (entry < visit) {
+			visit = entry;
+		}
+		t = next;
+	}
+	h->overflow_visit = visit;
+}
+
+static uint64_t hier_next_event(struct spoke_engine *e)
+{
+	struct hier_engine *h = to_hier(e);
+	size_t slot = spoke_bitmap_next(&h->occupied, 0);
+	unsigned k;
+
+	if (slot == SPOKE_BITMAP_NONE) {
+		/* Stale and already behind the clock: find the true one. */
+		if (h->overflow_visit <= e->now)
+			visit_overflow(h);
+		return h->overflow_visit;
+	}
+	k = (unsigned)(slot >> h->bits);
+	return clear_below(h, e->now, k + 1) |
+	       ((uint64_t)(slot & h->slot_mask) << level_shift(h, k));
+}
+
+/* Empty one slot and place each of its timers again relative to now. */
+static void cascade_slot(struct hier_engine *h, size_t slot)
+{
+	struct spoke_tlist moving;
+	struct spoke_timer *t;
+
+	spoke_tlist_move(&moving, &h->slots[slot]);
+	spoke_bitmap_clear(&h->occupied, slot);
+	while ((t = spoke_tlist_pop(&moving)) != NULL)
+		place(h, t);
+}
+
+static void hier_collect(struct spoke_engine *e)
+{
+	struct hier_engine *h = to_hier(e);
+	uint64_t now = e->now;
+	unsigned top;
+
+	if (now >= h->overflow_visit)
+		visit_overflow(h);
+	/* The levels whose slot boundary this tick is, highest first. */
+	top = now ? (unsigned)__builtin_ctzll(now) / h->bits : h->levels - 1;
+	if (top > h->levels - 1)
+		top = h->levels - 1;
+	for (unsigned k = top; k > 0; k--) {
+		size_t slot = ((size_t)k << h->bits) | digit(h, now, k);
+
+		if (!spoke_tlist_empty(&h->slots[slot]))
+			cascade_slot(h, slot);
+	}
+	/* Level 0: everything in the slot of this tick is due now. */
+	{
+		size_t slot = digit(h, now, 0);
+		struct spoke_tlist due;
+		struct spoke_timer *t;
+
+		if (spoke_tlist_empty(&h->slots[slot]))
+			return;
+		spoke_tlist_move(&due, &h->slots[slot]);
+		spoke_bitmap_clear(&h->occupied, slot);
+		while ((t = spoke_tlist_pop(&due)) != NULL)
+			spoke_due_push(e, t);
+	}
+}
+
+const struct spoke_engine_ops spoke_hierarchical_ops = {
+	.name = "hierarchical",
+	.size = sizeof(struct hier_engine),
+	.init = hier_init,
+	.fini = hier_fini,
+	.insert = hier_insert,
+	.remove = hier_remove,
+	.next_event = hier_next_event,
+	.collect = hier_collect,
+};

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine_impl.h - what every scheme in lib/ fills in, and what lib/engine.c
+ * does for all of them.
+ *
+ * The split of work: engine.c owns the clock, the pending flag, the count,
+ * deadline arithmetic (now + max(delay, 1), saturating) and the advance loop.
+ * A scheme only stores timers and answers three questions:
+ *
+ *   insert(t)       t->sp_deadline is set and > now; put t where it will be
+ *                   found no later than that tick.
+ *   remove(t)       t is pending and held by this scheme; take it out.
+ *   next_event()    the earliest tick > now at which the scheme has work
+ *                   (a timer to fire, or a slot to cascade or re-examine);
+ *                   never later than the earliest deadline; UINT64_MAX if
+ *                   it holds nothing.
+ *   collect(now)    called with the clock set to a tick returned by
+ *                   next_event(): move every timer whose deadline is now onto
+ *                   the engine's due list (spoke_due_push), cascade whatever
+ *                   else the tick asks for. Must not fire anything.
+ *
+ * The advance loop then pops the due list one timer at a time, clears the
+ * pending flag and calls the expiry function. Timers still on the due list
+ * are pending: the expiry function of one may stop another (remove() must
+ * handle a timer on the due list, whose sp_slot is SPOKE_SLOT_DUE) or re-arm
+ * it. A timer armed from inside an expiry function has a deadline > now, so
+ * it is never collected in the same pass.
+ */
+#ifndef SPOKE_LIB_ENGINE_IMPL_H
+#define SPOKE_LIB_ENGINE_IMPL_H
+
+#include <spoke/engine.h>
+
+#include "tlist.h"
+
+/* sp_slot values that mean "not in any slot of the scheme's own". */
+#define SPOKE_SLOT_DUE 0xffffffffu
+#define SPOKE_SLOT_OVERFLOW 0xfffffffeu
+
+struct spoke_engine_ops {
+	const char *name;
+	size_t size; /* bytes of the scheme's engine struct (embeds struct spoke_engine first) */
+	/* Validate params (already defaulted to zeros if NULL) and set up e. -EINVAL/-ENOMEM. */
+	int (*init)(struct spoke_engine *e, const struct spoke_engine_params *p);
+	/* Release what init allocated (not e itself). */
+	void (*fini)(struct spoke_engine *e);
+	/* Refuse a start before anything changes: 0 or -ERANGE/-ENOMEM. Optional. */
+	int (*admit)(struct spoke_engine *e, uint64_t delay_ticks);
+	void (*insert)(struct spoke_engine *e, struct spoke_timer *t);
+	void (*remove)(struct spoke_engine *e, struct spoke_timer *t);
+	uint64_t (*next_event)(struct spoke_engine *e);
+	void (*collect)(struct spoke_engine *e);
+};
+
+/* The part of every engine that engine.c owns. Schemes embed it first. */
+struct spoke_engine {
+	const struct spoke_engine_ops *ops;
+	uint64_t now;             /* current tick */
+	size_t count;             /* pending timers, due list included */
+	struct spoke_tlist due;   /* collected at `now`, not yet fired */
+	struct spoke_tlist firing; /* taken from `due` by the running advance */
+	bool advancing;           /* inside spoke_engine_advance() */
+};
+
+/* Put a collected timer on the due list (scheme side of collect()). */
+static inline void spoke_due_push(struct spoke_engine *e, struct spoke_timer *t)
+{
+	t->sp_slot = SPOKE_SLOT_DUE;
+	spoke_tlist_push(&e->due, t);
+}
+
+/* The scheme tables, one per file in lib/. */
+extern const struct spoke_engine_ops spoke_list_ops;
+extern const struct spoke_engine_ops spoke_sorted_list_ops;
+extern const struct spoke_engine_ops spoke_heap_ops;
+extern const struct spoke_engine_ops spoke_wheel_ops;
+extern const struct spoke_engine_ops spoke_hashed_sorted_ops;
+extern const struct spoke_engine_ops spoke_hashed_ops;
+extern const struct spoke_engine_ops spoke_hierarchical_ops;
+extern const struct spoke_engine_ops spoke_lawn_ops;
+
+#endif /* SPOKE_LIB_ENGINE_IMPL_H */

@@ -1,0 +1,373 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine_lawn.c - Timer Lawn (Lev-Libfeld, Algorithm 1): one FIFO queue per
+ * distinct TTL, found through a hash table keyed by the TTL.
+ *
+ * A timer started at tick N with delay D has the TTL max(D, 1) and the
+ * deadline N + TTL. The clock never goes back, so the timers of one TTL
+ * reach their queue in deadline order: appending at the tail keeps each
+ * queue sorted and its head is its earliest timer. Near the end of time the
+ * deadline saturates at UINT64_MAX; the key is then deadline - N, not D,
+ * so that deadline = N + key holds for every timer and the argument stands.
+ *
+ * `closest` caches the earliest deadline over all queue heads. A start
+ * lowers it (a stale value stays stale); a stop of a timer whose deadline
+ * equals it marks it stale (0, as in the paper: no deadline is 0);
+ * next_event() recomputes a stale value over the heads of all queues,
+ * O(number of TTLs). collect() - the paper's
+ * PerTickBookkeeping - returns at once if now < closest, else walks every
+ * queue, moves the due heads to the due list, drops queues that became
+ * empty and recomputes closest on the way.
+ *
+ * Costs, n timers over q distinct TTLs: start and stop O(1) expected (one
+ * hash lookup, an append or unlink); next_event() O(1), O(q) after a stop
+ * of the earliest timer; collect() O(q + timers fired). Good for many
+ * timers sharing few TTLs (request timeouts, leases); with a different
+ * TTL per timer it degrades to an unsorted list.
+ *
+ * Memory: queue structs come from a pool grown 64 at a time and recycled
+ * through a free list; the hash table (chained through the queue structs,
+ * power-of-two size, 64 buckets at first) doubles before the live queues
+ * would outnumber half its buckets. Both grow only in admit(), which looks
+ * the TTL up to know whether a start will need a new queue, so insert()
+ * never fails and a start that cannot grow returns -ENOMEM with nothing
+ * changed. Nothing shrinks before fini.
+ *
+ * Fields of struct spoke_timer while the timer is in a queue:
+ *   sp_next      next (later) timer of the queue, or NULL at the tail
+ *   sp_link      previous (earlier) timer, a struct spoke_timer *, or NULL
+ *                at the head
+ *   sp_aux       its queue, a struct lawn_queue * stored as an integer
+ *   sp_deadline  set by engine.c
+ *   sp_slot      0 (anything but SPOKE_SLOT_DUE)
+ * Once collected the timer is unlinked first: the due list (tlist.h) reuses
+ * sp_next and sp_link with its own meaning.
+ */
+#include "engine_impl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#define LAWN_CHUNK_QUEUES 64
+#define LAWN_MIN_BUCKETS 64
+#define LAWN_CLOSEST_STALE 0 /* no timer in a queue has deadline 0 */
+
+/* The timers of one TTL, and the links that find it. */
+struct lawn_queue {
+	uint64_t ttl_ticks;                       /* the hash key */
+	struct spoke_timer *head, *tail;          /* earliest, latest */
+	struct lawn_queue *hash_next;             /* bucket chain */
+	struct lawn_queue **hash_pprev;           /* what points at us in the chain */
+	struct lawn_queue *live_next, *live_prev; /* live list; live_next links the free list */
+};
+
+/* A block of the queue pool, kept only to be freed by fini. */
+struct lawn_chunk {
+	struct lawn_chunk *next;
+	struct lawn_queue queues[LAWN_CHUNK_QUEUES];
+};
+
+struct lawn_engine {
+	struct spoke_engine base;
+	struct lawn_queue **buckets;    /* nbuckets chain heads */
+	size_t nbuckets;                /* a power of two */
+	unsigned bucket_shift;          /* 64 - log2(nbuckets) */
+	size_t nqueues;                 /* live queues: non-empty, in the table */
+	struct lawn_queue *live_queues; /* every live queue */
+	struct lawn_queue *free_queues; /* recycled queue structs */
+	struct lawn_chunk *chunks;      /* the pool */
+	uint64_t closest;               /* earliest head deadline, or LAWN_CLOSEST_STALE */
+};
+
+static struct lawn_engine *to_lawn(struct spoke_engine *e)
+{
+	return (struct lawn_engine *)e;
+}
+
+static struct lawn_queue *queue_of(const struct spoke_timer *t)
+{
+	return (struct lawn_queue *)(uintptr_t)t->sp_aux;
+}
+
+/* TTL of a timer started now with delay_ticks: its deadline minus now. */
+static uint64_t ttl_of_delay(uint64_t now, uint64_t delay_ticks)
+{
+	uint64_t ttl = delay_ticks ? delay_ticks : 1;
+
+	return ttl > UINT64_MAX - now ? UINT64_MAX - now : ttl;
+}
+
+/* Fibonacci hashing: the top bits of ttl * 2^64/phi. */
+static size_t bucket_of(const struct lawn_engine *l, uint64_t ttl_ticks)
+{
+	return (size_t)((ttl_ticks * UINT64_C(0x9e3779b97f4a7c15)) >> l->bucket_shift);
+}
+
+/* ---- hash table ---- */
+
+static struct lawn_queue *lookup(const struct lawn_engine *l, uint64_t ttl_ticks)
+{
+	struct lawn_queue *q = l->buckets[bucket_of(l, ttl_ticks)];
+
+	while (q && q->ttl_ticks != ttl_ticks)
+		q = q->hash_next;
+	return q;
+}
+
+static void hash_add(struct lawn_engine *l, struct lawn_queue *q)
+{
+	struct lawn_queue **head = &l->buckets[bucket_of(l, q->ttl_ticks)];
+
+	q->hash_next = *head;
+	if (*head)
+		(*head)->hash_pprev = &q->hash_next;
+	*head = q;
+	q->hash_pprev = head;
+}
+
+static void hash_del(struct lawn_queue *q)
+{
+	*q->hash_pprev = q->hash_next;
+	if (q->hash_next)
+		q->hash_next->hash_pprev = q->hash_pprev;
+}
+
+static unsigned log2_of(size_t pow2)
+{
+	return (unsigned)__builtin_ctzll((unsigned long long)pow2);
+}
+
+/* Switch to a table of nbuckets (a power of two); rehash from the live list. */
+static int rehash(struct lawn_engine *l, size_t nbuckets)
+{
+	struct lawn_queue **buckets = calloc(nbuckets, sizeof(*buckets));
+
+	if (!buckets)
+		return -ENOMEM;
+	free(l->buckets);
+	l->buckets = buckets;
+	l->nbuckets = nbuckets;
+	l->bucket_shift = 64 - log2_of(nbuckets);
+	for (struct lawn_queue *q = l->live_queues; q; q = q->live_next)
+		hash_add(l, q);
+	return 0;
+}
+
+/* ---- queue pool and live list ---- */
+
+static int pool_grow(struct lawn_engine *l)
+{
+	struct lawn_chunk *c = malloc(sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->next = l->chunks;
+	l->chunks = c;
+	for (size_t i = 0; i < LAWN_CHUNK_QUEUES; i++) {
+		c->queues[i].live_next = l->free_queues;
+		l->free_queues = &c->queues[i];
+	}
+	return 0;
+}
+
+/* Take a queue from the free list (admit saw to it that there is one). */
+static struct lawn_queue *queue_open(struct lawn_engine *l, uint64_t ttl_ticks)
+{
+	struct lawn_queue *q = l->free_queues;
+
+	l->free_queues = q->live_next;
+	q->ttl_ticks = ttl_ticks;
+	q->head = q->tail = NULL;
+	hash_add(l, q);
+	q->live_prev = NULL;
+	q->live_next = l->live_queues;
+	if (l->live_queues)
+		l->live_queues->live_prev = q;
+	l->live_queues = q;
+	l->nqueues++;
+	return q;
+}
+
+/* Drop an empty queue from the table and the live list, back to the pool. */
+static void queue_close(struct lawn_engine *l, struct lawn_queue *q)
+{
+	hash_del(q);
+	if (q->live_prev)
+		q->live_prev->live_next = q->live_next;
+	else
+		l->live_queues = q->live_next;
+	if (q->live_next)
+		q->live_next->live_prev = q->live_prev;
+	q->live_next = l->free_queues;
+	l->free_queues = q;
+	l->nqueues--;
+}
+
+/* ---- one queue ---- */
+
+static void queue_append(struct lawn_queue *q, struct spoke_timer *t)
+{
+	t->sp_next = NULL;
+	t->sp_link = q->tail;
+	if (q->tail)
+		q->tail->sp_next = t;
+	else
+		q->head = t;
+	q->tail = t;
+	t->sp_aux = (uintptr_t)q;
+}
+
+static void queue_unlink(struct lawn_queue *q, struct spoke_timer *t)
+{
+	struct spoke_timer *prev = (struct spoke_timer *)t->sp_link;
+
+	if (prev)
+		prev->sp_next = t->sp_next;
+	else
+		q->head = t->sp_next;
+	if (t->sp_next)
+		t->sp_next->sp_link = prev;
+	else
+		q->tail = prev;
+	t->sp_next = NULL;
+	t->sp_link = NULL;
+}
+
+/* Earliest head deadline over all queues, UINT64_MAX if there are none. */
+static uint64_t scan_closest(const struct lawn_engine *l)
+{
+	uint64_t min = UINT64_MAX;
+
+	for (const struct lawn_queue *q = l->live_queues; q; q = q->live_next)
+		if (q->head->sp_deadline < min)
+			min = q->head->sp_deadline;
+	return min;
+}
+
+/* ---- the operations ---- */
+
+static int lawn_init(struct spoke_engine *e, const struct spoke_engine_params *p)
+{
+	struct lawn_engine *l = to_lawn(e);
+
+	(void)p;
+	l->closest = UINT64_MAX;
+	return rehash(l, LAWN_MIN_BUCKETS);
+}
+
+static void lawn_fini(struct spoke_engine *e)
+{
+	struct lawn_engine *l = to_lawn(e);
+
+	while (l->chunks) {
+		struct lawn_chunk *c = l->chunks;
+
+		l->chunks = c->next;
+		free(c);
+	}
+	free(l->buckets);
+	l->buckets = NULL;
+	l->live_queues = l->free_queues = NULL;
+}
+
+/*
+ * A start needs a new queue only for a TTL not in the table; then make
+ * sure the pool has a free queue and the table stays at most half full.
+ * If the timer is re-armed its old queue may empty and be recycled before
+ * insert(), which only adds to the free list.
+ */
+static int lawn_admit(struct spoke_engine *e, uint64_t delay_ticks)
+{
+	struct lawn_engine *l = to_lawn(e);
+	uint64_t ttl_ticks = ttl_of_delay(e->now, delay_ticks);
+	int err;
+
+	if (ttl_ticks == 0 || lookup(l, ttl_ticks)) /* end of time, or a known TTL */
+		return 0;
+	if (!l->free_queues) {
+		err = pool_grow(l);
+		if (err)
+			return err;
+	}
+	if (l->nqueues + 1 > l->nbuckets / 2) {
+		if (l->nbuckets > SIZE_MAX / 2 / sizeof(*l->buckets))
+			return -ENOMEM;
+		err = rehash(l, l->nbuckets * 2);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static void lawn_insert(struct spoke_engine *e, struct spoke_timer *t)
+{
+	struct lawn_engine *l = to_lawn(e);
+	uint64_t ttl_ticks = t->sp_deadline - e->now;
+	struct lawn_queue *q = lookup(l, ttl_ticks);
+
+	if (!q)
+		q = queue_open(l, ttl_ticks);
+	t->sp_slot = 0;
+	queue_append(q, t);
+	if (t->sp_deadline < l->closest)
+		l->closest = t->sp_deadline;
+}
+
+static void lawn_remove(struct spoke_engine *e, struct spoke_timer *t)
+{
+	struct lawn_engine *l = to_lawn(e);
+	struct lawn_queue *q = queue_of(t);
+
+	if (t->sp_deadline == l->closest)
+		l->closest = LAWN_CLOSEST_STALE;
+	queue_unlink(q, t);
+	if (!q->head)
+		queue_close(l, q);
+}
+
+static uint64_t lawn_next_event(struct spoke_engine *e)
+{
+	struct lawn_engine *l = to_lawn(e);
+
+	if (l->closest == LAWN_CLOSEST_STALE)
+		l->closest = scan_closest(l);
+	return l->closest;
+}
+
+/* PerTickBookkeeping: move the due heads of every queue to the due list. */
+static void lawn_collect(struct spoke_engine *e)
+{
+	struct lawn_engine *l = to_lawn(e);
+	struct lawn_queue *q = l->live_queues;
+	uint64_t min = UINT64_MAX;
+
+	if (e->now < l->closest)
+		return;
+	while (q) {
+		struct lawn_queue *next = q->live_next;
+		struct spoke_timer *t;
+
+		while ((t = q->head) != NULL && t->sp_deadline <= e->now) {
+			queue_unlink(q, t);
+			spoke_due_push(e, t);
+		}
+		if (!t)
+			queue_close(l, q);
+		else if (t->sp_deadline < min)
+			min = t->sp_deadline;
+		q = next;
+	}
+	l->closest = min;
+}
+
+const struct spoke_engine_ops spoke_lawn_ops = {
+	.name = "lawn",
+	.size = sizeof(struct lawn_engine),
+	.init = lawn_init,
+	.fini = lawn_fini,
+	.admit = lawn_admit,
+	.insert = lawn_insert,
+	.remove = lawn_remove,
+	.next_event = lawn_next_event,
+	.collect = lawn_collect,
+};

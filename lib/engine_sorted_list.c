@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine_sorted_list.c - scheme 2 of Varghese & Lauck: one doubly linked
+ * list of timers ordered by deadline.
+ *
+ * The list is circular around a sentinel timer kept in the engine struct:
+ * sentinel.sp_next is the earliest timer (the head), sentinel.sp_link the
+ * latest (the tail); an empty list points at the sentinel both ways. Equal
+ * deadlines keep start order: a new timer goes after every timer whose
+ * deadline is <= its own, so timers due on the same tick fire FIFO.
+ *
+ * Costs: start is O(n) in the worst case - it walks from the tail backwards,
+ * which is O(1) when deadlines are started in non-decreasing order (the
+ * common case of one fixed timeout); stop is O(1) (unlink); next_event() is
+ * O(1) (the head's deadline); collect() is O(1) per timer it moves to the
+ * due list and nothing else. The paper's per-tick cost is O(1) as well.
+ * Choose it when most timers share a timeout or there are few of them.
+ *
+ * Fields of struct spoke_timer while the timer is on the list:
+ *   sp_next      next (later) timer, or &sentinel after the tail
+ *   sp_link      previous (earlier) timer, a struct spoke_timer *, or
+ *                &sentinel before the head
+ *   sp_deadline  the key (set by engine.c)
+ *   sp_slot      0 (anything but SPOKE_SLOT_DUE)
+ *   sp_aux       unused
+ * Once collected the timer is unlinked first: the due list (tlist.h) reuses
+ * sp_next and sp_link with its own meaning.
+ */
+#include "engine_impl.h"
+
+struct sorted_list_engine {
+	struct spoke_engine base;
+	/* sp_next = head, sp_link = tail; its sp_deadline stays 0 (see insert). */
+	struct spoke_timer sentinel;
+};
+
+static struct sorted_list_engine *to_sorted(struct spoke_engine *e)
+{
+	return (struct sorted_list_engine *)e;
+}
+
+static struct spoke_timer *prev_of(const struct spoke_timer *t)
+{
+	return (struct spoke_timer *)t->sp_link;
+}
+
+static bool sorted_empty(const struct sorted_list_engine *s)
+{
+	return s->sentinel.sp_next == &s->sentinel;
+}
+
+/* Link t between prev and prev->sp_next. */
+static void link_after(struct spoke_timer *prev, struct spoke_timer *t)
+{
+	struct spoke_timer *next = prev->sp_next;
+
+	t->sp_next = next;
+	t->sp_link = prev;
+	next->sp_link = t;
+	prev->sp_next = t;
+}
+
+static void unlink_timer(struct spoke_timer *t)
+{
+	struct spoke_timer *prev = prev_of(t);
+
+	prev->sp_next = t->sp_next;
+	t->sp_next->sp_link = prev;
+	t->sp_next = NULL;
+	t->sp_link = NULL;
+}
+
+static int sorted_init(struct spoke_engine *e, const struct spoke_engine_params *p)
+{
+	struct sorted_list_engine *s = to_sorted(e);
+
+	(void)p;
+	spoke_timer_init(&s->sentinel);
+	s->sentinel.sp_next = &s->sentinel;
+	s->sentinel.sp_link = &s->sentinel;
+	return 0;
+}
+
+static void sorted_fini(struct spoke_engine *e)
+{
+	(void)e;
+}
+
+static void sorted_insert(struct spoke_engine *e, struct spoke_timer *t)
+{
+	struct sorted_list_engine *s = to_sorted(e);
+	struct spoke_timer *prev = prev_of(&s->sentinel);
+
+	/*
+	 * Walk back from the tail past every later timer. The sentinel's
+	 * deadline is 0 and every inserted deadline is > now >= 0, so the walk
+	 * stops at the sentinel without a separate test.
+	 */
+	while (prev->sp_deadline > t->sp_deadline)
+		prev = prev_of(prev);
+	t->sp_slot = 0;
+	link_after(prev, t);
+}
+
+static void sorted_remove(struct spoke_engine *e, struct spoke_timer *t)
+{
+	(void)e;
+	unlink_timer(t);
+}
+
+static uint64_t sorted_next_event(struct spoke_engine *e)
+{
+	struct sorted_list_engine *s = to_sorted(e);
+
+	return sorted_empty(s) ? UINT64_MAX : s->sentinel.sp_next->sp_deadline;
+}
+
+/*
+ * Move the due prefix of the list onto the due list. The due list pops in
+ * reverse push order, so push from the last due timer back to the head:
+ * timers due on the same tick then fire in start order.
+ */
+static void sorted_collect(struct spoke_engine *e)
+{
+	struct sorted_list_engine *s = to_sorted(e);
+	struct spoke_timer *last = &s->sentinel;
+
+	while (last->sp_next != &s->sentinel && last->sp_next->sp_deadline <= e->now)
+		last = last->sp_next;
+	while (last != &s->sentinel) {
+		struct spoke_timer *prev = prev_of(last);
+
+		unlink_timer(last);
+		spoke_due_push(e, last);
+		last = prev;
+	}
+}
+
+const struct spoke_engine_ops spoke_sorted_list_ops = {
+	.name = "sorted-list",
+	.size = sizeof(struct sorted_list_engine),
+	.init = sorted_init,
+	.fini = sorted_fini,
+	.insert = sorted_insert,
+	.remove = sorted_remove,
+	.next_event = sorted_next_event,
+	.collect = sorted_collect,
+};

@@ -1,0 +1,70 @@
+#!/bin/sh
+# run.sh BUILD_DIR [CC] [CMAKE] - the installed spoke, seen from an outside project.
+#
+# Installs the build tree into a fresh temporary prefix, then
+#   1. configures, builds and runs tests/consumer with find_package(spoke)
+#      (CMAKE_PREFIX_PATH = the prefix), linking spoke::spoke;
+#   2. compiles the same consumer.c with `cc $(pkg-config --cflags --libs spoke)`
+#      against the prefix's spoke.pc and runs it with LD_LIBRARY_PATH.
+# Exits non-zero on any failure. Run by ctest as install.consumer.
+set -eu
+
+build_dir=${1:?usage: run.sh BUILD_DIR [CC] [CMAKE]}
+cc=${2:-cc}
+cmake=${3:-cmake}
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/spoke-consumer.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT INT TERM
+prefix=$tmp/prefix
+
+die() {
+	echo "run.sh: $*" >&2
+	exit 1
+}
+
+# Show a step's log only when it fails.
+step() {
+	what=$1
+	shift
+	if ! "$@" >"$tmp/step.log" 2>&1; then
+		cat "$tmp/step.log" >&2
+		die "$what failed: $*"
+	fi
+}
+
+step "install" "$cmake" --install "$build_dir" --prefix "$prefix"
+
+# 1. find_package(spoke)
+step "configure (find_package)" "$cmake" -S "$here" -B "$tmp/cmake-build" \
+	-DCMAKE_C_COMPILER="$cc" -DCMAKE_PREFIX_PATH="$prefix" \
+	-DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_BUILD_TYPE=Release
+grep -q "^spoke_DIR:PATH=$prefix/" "$tmp/cmake-build/CMakeCache.txt" ||
+	die "find_package(spoke) did not pick the package installed under $prefix: $(grep '^spoke_DIR' "$tmp/cmake-build/CMakeCache.txt")"
+step "build (find_package)" "$cmake" --build "$tmp/cmake-build"
+"$tmp/cmake-build/spoke_consumer" || die "the find_package consumer failed"
+
+# 2. pkg-config spoke
+pc=$(find "$prefix" -name spoke.pc -path '*/pkgconfig/*' | head -n 1)
+[ -n "$pc" ] || die "no pkgconfig/spoke.pc installed under $prefix"
+pcdir=$(dirname "$pc")
+pkgconf() {
+	PKG_CONFIG_PATH=$pcdir PKG_CONFIG_LIBDIR=$pcdir pkg-config "$@"
+}
+pkgconf --exists spoke || die "pkg-config does not find spoke in $pcdir"
+includedir=$(pkgconf --variable=includedir spoke)
+libdir=$(pkgconf --variable=libdir spoke)
+case $includedir/ in
+"$prefix"/*) ;;
+*) die "spoke.pc installed under $prefix says includedir=$includedir: the .pc file does not follow the install prefix (cmake --install --prefix)" ;;
+esac
+case $libdir/ in
+"$prefix"/*) ;;
+*) die "spoke.pc installed under $prefix says libdir=$libdir: the .pc file does not follow the install prefix" ;;
+esac
+[ -f "$includedir/spoke/engine.h" ] || die "spoke.pc's includedir $includedir has no spoke/engine.h"
+# shellcheck disable=SC2046 # the flags are meant to split
+step "compile (pkg-config)" "$cc" -std=c11 -Wall -Wextra -Werror -o "$tmp/consumer-pc" \
+	"$here/consumer.c" $(pkgconf --cflags --libs spoke)
+LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$tmp/consumer-pc" ||
+	die "the pkg-config consumer failed"
+echo "run.sh: find_package(spoke) and pkg-config spoke both work from $prefix"

@@ -1,0 +1,493 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_engine_schemes.c - the edge cases particular to one scheme, each
+ * checked against the oracle of engine_oracle.h (every timer fires exactly
+ * once, exactly at its deadline, in order; count, pending and next() agree).
+ *
+ * What it proves:
+ *   hierarchical   for level_bits 4, 6 and 8, with levels covering 64 bits and
+ *                  fewer (the overflow path), delays of exactly 2^(k*bits) - 1,
+ *                  2^(k*bits) and 2^(k*bits) + 1 for every level k, deadlines on
+ *                  and next to absolute level boundaries, and delays UINT64_MAX
+ *                  and UINT64_MAX - now, started at odd `now` offsets, fire at
+ *                  their deadline whether reached by one jump past it, by a jump
+ *                  to the tick before and one step, or by the tickless loop
+ *                  (in a bounded number of steps);
+ *   hashed,        with 1, 2, 16 and 4096 buckets, thousands of timers whose
+ *   hashed-sorted  deadlines are congruent modulo the table size (one bucket),
+ *                  many equal, many revolutions apart, started in random order,
+ *                  some stopped or re-armed, fire in order at the right ticks;
+ *   lawn           5000 distinct TTLs plus thousands of timers sharing a few
+ *                  TTLs, started at different ticks, stopped in the middle of
+ *                  their queues, re-armed into other queues, queues emptying
+ *                  (by firing and by stops) and being created again.
+ *
+ * Usage: test_engine_schemes [hierarchical | hashed | hashed-sorted | lawn].
+ */
+#include "engine_oracle.h"
+
+/* ---- hierarchical: level boundaries ------------------------------------------ */
+
+struct hier_case {
+	struct engine_cfg cfg;
+	unsigned bits, levels;
+};
+
+#define HIER(b, l)                                                                          \
+	{ .cfg = { .scheme = "hierarchical", .label = "hierarchical bits=" #b " levels=" #l, \
+		   .use_params = true, .params = { .level_bits = b, .levels = l } },         \
+	  .bits = b, .levels = l }
+
+static struct hier_case hier_cases[] = {
+	HIER(4, 16), HIER(4, 3), HIER(4, 1), HIER(6, 11), HIER(6, 4),
+	HIER(6, 2),  HIER(8, 8), HIER(8, 3), HIER(8, 1),
+};
+
+/* Where the clock stands before the boundary delays are started. */
+static size_t boundary_offsets(unsigned bits, uint64_t *out)
+{
+	size_t n = 0;
+
+	out[n++] = 0;
+	out[n++] = 1;
+	out[n++] = 3;
+	out[n++] = POW2(bits) - 1;
+	out[n++] = POW2(bits) + 1;
+	out[n++] = POW2(2 * bits) - 3;
+	out[n++] = 12345;
+	out[n++] = POW2(33) + 7;
+	out[n++] = POW2(50) + 11;
+	out[n++] = POW2(63) - 5;
+	return n;
+}
+
+/*
+ * Delays around every level boundary from `now`: 2^(k*bits) - 1, 2^(k*bits),
+ * 2^(k*bits) + 1 for each k with k*bits < 64; the delays that reach the next
+ * absolute multiple of 2^(k*bits), minus one, exactly, plus one; and
+ * UINT64_MAX, UINT64_MAX - now.
+ */
+static size_t boundary_delays(unsigned bits, uint64_t now, uint64_t *out)
+{
+	size_t n = 0;
+
+	for (unsigned kb = 0; kb < 64; kb += bits) {
+		uint64_t mask = POW2(kb) - 1;
+
+		out[n++] = POW2(kb) - 1;
+		out[n++] = POW2(kb);
+		out[n++] = POW2(kb) + 1;
+		if ((now | mask) != UINT64_MAX) {
+			uint64_t to_boundary = (now | mask) + 1 - now;
+
+			out[n++] = to_boundary - 1;
+			out[n++] = to_boundary;
+			out[n++] = to_boundary + 1;
+		}
+	}
+	out[n++] = UINT64_MAX;
+	out[n++] = UINT64_MAX - now;
+	return n;
+}
+
+#define MAX_BOUNDARY_DELAYS (6 * 64 + 2)
+
+/* One timer alone: jump to the tick before its deadline, then step onto it. */
+static void fire_by_step(struct engine_cfg *cfg, uint64_t offset, uint64_t delay)
+{
+	struct oracle *o;
+	uint64_t left;
+
+	o = oracle_new(cfg, 1, offset);
+	o->step = delay;
+	assert_int_equal(oracle_advance(o, offset), 0);
+	oracle_start(o, 0, delay);
+	left = o->tm[0].deadline - offset;
+	if (left > 1)
+		O_EQ(o, oracle_advance(o, left - 1), 0);
+	O_EQ(o, spoke_engine_next(o->e), 1);
+	O_EQ(o, oracle_advance(o, 1), 1);
+	oracle_check(o);
+	oracle_free(o);
+}
+
+/* One timer alone: a single jump far past its deadline fires it on time. */
+static void fire_by_jump(struct engine_cfg *cfg, uint64_t offset, uint64_t delay)
+{
+	struct oracle *o;
+
+	o = oracle_new(cfg, 1, offset);
+	o->step = delay;
+	assert_int_equal(oracle_advance(o, offset), 0);
+	oracle_start(o, 0, delay);
+	O_EQ(o, oracle_advance(o, sat_add(o->tm[0].deadline - offset, 1000)), 1);
+	oracle_check(o);
+	oracle_free(o);
+}
+
+/* All boundary delays together, drained by the tickless loop. */
+static void fire_all_tickless(struct engine_cfg *cfg, uint64_t offset, const uint64_t *delays,
+			      size_t n)
+{
+	struct oracle *o;
+
+	o = oracle_new(cfg, n, offset);
+	assert_int_equal(oracle_advance(o, offset), 0);
+	for (size_t i = 0; i < n; i++)
+		oracle_start(o, i, delays[i]);
+	oracle_check(o);
+	oracle_tickless(o, oracle_tickless_bound(o, n));
+	for (size_t i = 0; i < n; i++)
+		O_EQ(o, o->tm[i].fired, 1);
+	oracle_free(o);
+}
+
+/*
+ * All boundary delays together, driven by random advances, with some timers
+ * stopped and re-armed to other boundary delays on the way (then drained).
+ */
+static void fire_all_random(struct engine_cfg *cfg, uint64_t offset, const uint64_t *delays,
+			    size_t n)
+{
+	struct oracle *o;
+
+	o = oracle_new(cfg, n, offset ^ 0x5eed);
+	assert_int_equal(oracle_advance(o, offset), 0);
+	for (size_t i = 0; i < n; i++)
+		oracle_start(o, i, delays[i]);
+	for (o->step = 0; o->step < 300; o->step++) {
+		size_t i = (size_t)rng_below(&o->rng, n);
+
+		switch (rng_below(&o->rng, 6)) {
+		case 0:
+			oracle_stop(o, i);
+			break;
+		case 1:
+			oracle_start(o, i, delays[rng_below(&o->rng, n)]);
+			break;
+		default:
+			oracle_advance(o, draw_advance(o));
+			break;
+		}
+		oracle_check(o);
+	}
+	oracle_tickless(o, oracle_tickless_bound(o, n));
+	oracle_free(o);
+}
+
+static void test_hierarchical_level_boundaries(void **state)
+{
+	struct hier_case *hc = *state;
+	uint64_t offsets[16], delays[MAX_BOUNDARY_DELAYS];
+	size_t noffsets = boundary_offsets(hc->bits, offsets);
+
+	for (size_t i = 0; i < noffsets; i++) {
+		size_t n = boundary_delays(hc->bits, offsets[i], delays);
+
+		for (size_t j = 0; j < n; j++) {
+			fire_by_step(&hc->cfg, offsets[i], delays[j]);
+			fire_by_jump(&hc->cfg, offsets[i], delays[j]);
+		}
+		fire_all_tickless(&hc->cfg, offsets[i], delays, n);
+		fire_all_random(&hc->cfg, offsets[i], delays, n);
+	}
+}
+
+/* ---- hashed and hashed-sorted: one crowded bucket ------------------------------ */
+
+struct hashed_case {
+	struct engine_cfg cfg;
+	uint64_t table_size;
+};
+
+#define HASHED(s, size)                                                                       \
+	{ .cfg = { .scheme = s, .label = s " table_size=" #size, .use_params = true,             \
+		   .params = { .table_size = size } },                                         \
+	  .table_size = size }
+
+static struct hashed_case hashed_cases[] = {
+	HASHED("hashed", 1),	    HASHED("hashed", 2),	HASHED("hashed", 16),
+	HASHED("hashed", 4096),	    HASHED("hashed-sorted", 1), HASHED("hashed-sorted", 2),
+	HASHED("hashed-sorted", 16), HASHED("hashed-sorted", 4096),
+};
+
+/*
+ * A delay whose deadline is congruent to `residue` modulo `size`: the first
+ * such deadline after now, plus `revolutions` whole turns of the table.
+ */
+static uint64_t congruent_delay(uint64_t now, uint64_t size, uint64_t residue,
+				uint64_t revolutions)
+{
+	uint64_t first = ((residue - now - 1) & (size - 1)) + 1; /* in [1, size] */
+
+	return first + size * revolutions;
+}
+
+static uint64_t draw_revolutions(struct rng *r)
+{
+	switch (rng_below(r, 10)) {
+	case 0:
+		return rng_below(r, POW2(20));
+	case 1:
+		return POW2(rng_below(r, 31));
+	default:
+		return rng_below(r, 100); /* many equal deadlines */
+	}
+}
+
+static void test_hashed_one_bucket(void **state)
+{
+	struct hashed_case *hc = *state;
+	const size_t n = 3000;
+	const uint64_t residue = 5;
+	struct oracle *o = oracle_new(&hc->cfg, n, hc->table_size);
+	size_t *order = oracle_scratch(o, n * sizeof(*order));
+
+	assert_int_equal(oracle_advance(o, 777), 0);
+	for (size_t i = 0; i < n; i++)
+		order[i] = i;
+	rng_shuffle(&o->rng, order, n);
+	for (size_t i = 0; i < n; i++)
+		oracle_start(o, order[i], congruent_delay(oracle_now(o), hc->table_size, residue,
+							   draw_revolutions(&o->rng)));
+	/* Stop some and re-arm some, all over the bucket. */
+	for (size_t k = 0; k < n / 3; k++) {
+		size_t i = (size_t)rng_below(&o->rng, n);
+
+		if (k % 2)
+			oracle_stop(o, i);
+		else
+			oracle_start(o, i, congruent_delay(oracle_now(o), hc->table_size, residue,
+							    draw_revolutions(&o->rng)));
+	}
+	oracle_check(o);
+	/* Tick by tick through the first revolutions, then larger steps. */
+	for (o->step = 0; o->step < 300; o->step++)
+		oracle_advance(o, 1);
+	oracle_check(o);
+	for (o->step = 0; o->step < 300; o->step++) {
+		oracle_advance(o, rng_percent(&o->rng, 50) ? spoke_engine_next(o->e)
+							    : rng_between(&o->rng, 1, 3 * hc->table_size));
+		oracle_check(o);
+	}
+	oracle_tickless(o, oracle_tickless_bound(o, n));
+	for (size_t i = 0; i < n; i++)
+		O_TRUE(o, o->tm[i].fired <= 1);
+	oracle_free(o);
+}
+
+/* Timers in one bucket, 2^k revolutions apart: the tickless loop skips the turns. */
+static void test_hashed_revolutions(void **state)
+{
+	struct hashed_case *hc = *state;
+	const size_t n = 48;
+	struct oracle *o;
+
+	o = oracle_new(&hc->cfg, n, 77);
+	assert_int_equal(oracle_advance(o, 3), 0);
+	for (size_t k = 0; k < n; k++)
+		oracle_start(o, k, congruent_delay(3, hc->table_size, 1, POW2(k) - 1 + k % 3));
+	oracle_tickless(o, oracle_tickless_bound(o, n));
+	for (size_t k = 0; k < n; k++)
+		O_EQ(o, o->tm[k].fired, 1);
+	oracle_free(o);
+}
+
+/* ---- lawn: many TTLs, shared TTLs, queues coming and going ---------------------- */
+
+static struct engine_cfg lawn_cfg = { .scheme = "lawn", .label = "lawn" };
+
+static const uint64_t shared_ttls[] = { 1, 7, 100, 1000, 65536, POW2(33) };
+
+static void test_lawn_distinct_ttls(void **state)
+{
+	const size_t n = 5000;
+	struct oracle *o = oracle_new(&lawn_cfg, n, 5000);
+	size_t *ttl = oracle_scratch(o, n * sizeof(*ttl));
+
+	(void)state;
+	for (size_t i = 0; i < n; i++)
+		ttl[i] = i + 1;
+	rng_shuffle(&o->rng, ttl, n);
+	for (size_t i = 0; i < n; i++)
+		oracle_start(o, i, ttl[i]); /* 5000 queues of one timer */
+	oracle_check(o);
+	for (o->step = 0; o->step < 2000; o->step++) {
+		size_t i = (size_t)rng_below(&o->rng, n);
+
+		switch (rng_below(&o->rng, 4)) {
+		case 0:
+			oracle_stop(o, i);
+			break;
+		case 1: /* into another queue, existing or new */
+			oracle_start(o, i, rng_percent(&o->rng, 50) ? ttl[rng_below(&o->rng, n)]
+								   : rng_between(&o->rng, 1, POW2(40)));
+			break;
+		default:
+			oracle_advance(o, rng_percent(&o->rng, 80) ? 1 : spoke_engine_next(o->e));
+			break;
+		}
+		oracle_check(o);
+	}
+	oracle_tickless(o, oracle_tickless_bound(o, n));
+	oracle_free(o);
+}
+
+static void test_lawn_shared_ttls(void **state)
+{
+	const size_t n = 3000;
+	struct oracle *o;
+
+	(void)state;
+	o = oracle_new(&lawn_cfg, n, 3000);
+	for (int round = 0; round < 2; round++) { /* round 1 re-creates emptied queues */
+		/* Start over time, so each queue holds many deadlines in FIFO order. */
+		for (size_t i = 0; i < n; i++) {
+			o->step = i;
+			oracle_start(o, i, shared_ttls[rng_below(&o->rng, ARRAY_SIZE(shared_ttls))]);
+			if (rng_percent(&o->rng, 30))
+				oracle_advance(o, rng_between(&o->rng, 1, 3));
+			if (rng_percent(&o->rng, 5)) /* usually the middle of a queue */
+				oracle_stop(o, (size_t)rng_below(&o->rng, i + 1));
+			if (rng_percent(&o->rng, 3))
+				oracle_start(o, (size_t)rng_below(&o->rng, i + 1),
+					     shared_ttls[rng_below(&o->rng, ARRAY_SIZE(shared_ttls))]);
+		}
+		oracle_check(o);
+		/* The TTL-1 and TTL-7 queues empty and refill while others stay busy. */
+		for (size_t i = 0; i < 50; i++)
+			oracle_start(o, i, 7);
+		for (size_t i = 0; i < 50; i++)
+			oracle_stop(o, i); /* the TTL-7 queue emptied by stops */
+		for (size_t i = 0; i < 50; i++)
+			oracle_start(o, i, i % 2 ? 7 : 1);
+		oracle_advance(o, 8); /* ... and by firing */
+		oracle_check(o);
+		for (size_t i = 0; i < 50; i++)
+			oracle_start(o, i, 7);
+		oracle_advance(o, 7);
+		oracle_check(o);
+		/* Drain with mixed steps, then the tickless loop. */
+		for (o->step = 0; o->step < 500; o->step++) {
+			oracle_advance(o, rng_percent(&o->rng, 50) ? spoke_engine_next(o->e)
+								   : rng_between(&o->rng, 1, 2000));
+			oracle_check(o);
+		}
+		oracle_tickless(o, oracle_tickless_bound(o, n));
+		assert_int_equal(spoke_engine_count(o->e), 0);
+	}
+	oracle_free(o);
+}
+
+/* Distinct and shared TTLs in one lawn, with random operations. */
+static void test_lawn_mixed(void **state)
+{
+	const size_t n = 8000;
+	struct oracle *o;
+
+	(void)state;
+	o = oracle_new(&lawn_cfg, n, 8000);
+	for (size_t i = 0; i < n; i++)
+		oracle_start(o, i, i < 5000 ? 1 + i * 3 : shared_ttls[i % ARRAY_SIZE(shared_ttls)]);
+	for (o->step = 0; o->step < 3000; o->step++) {
+		size_t i = (size_t)rng_below(&o->rng, n);
+
+		switch (rng_below(&o->rng, 5)) {
+		case 0:
+			oracle_stop(o, i);
+			break;
+		case 1:
+			oracle_start(o, i, draw_delay(o));
+			break;
+		case 2:
+			oracle_start(o, i, shared_ttls[rng_below(&o->rng, ARRAY_SIZE(shared_ttls))]);
+			break;
+		default:
+			oracle_advance(o, draw_advance(o));
+			break;
+		}
+		if (o->step % 8 == 0)
+			oracle_check(o);
+	}
+	oracle_check(o);
+	oracle_tickless(o, oracle_tickless_bound(o, n));
+	oracle_free(o);
+}
+
+/* ---- main ------------------------------------------------------------------------- */
+
+static int run_hierarchical(void)
+{
+	int failed = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(hier_cases); i++) {
+		const struct CMUnitTest tests[] = {
+			cmocka_unit_test_prestate_setup_teardown(test_hierarchical_level_boundaries, NULL,
+								 oracle_teardown, &hier_cases[i]),
+		};
+
+		print_message("[ GROUP    ] %s\n", hier_cases[i].cfg.label);
+		failed += cmocka_run_group_tests_name(hier_cases[i].cfg.label, tests, NULL, NULL);
+	}
+	return failed;
+}
+
+static int run_hashed(const char *scheme)
+{
+	int failed = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(hashed_cases); i++) {
+		const struct CMUnitTest tests[] = {
+			cmocka_unit_test_prestate_setup_teardown(test_hashed_one_bucket, NULL, oracle_teardown,
+								 &hashed_cases[i]),
+			cmocka_unit_test_prestate_setup_teardown(test_hashed_revolutions, NULL, oracle_teardown,
+								 &hashed_cases[i]),
+		};
+
+		if (strcmp(hashed_cases[i].cfg.scheme, scheme) != 0)
+			continue;
+		print_message("[ GROUP    ] %s\n", hashed_cases[i].cfg.label);
+		failed += cmocka_run_group_tests_name(hashed_cases[i].cfg.label, tests, NULL, NULL);
+	}
+	return failed;
+}
+
+static int run_lawn(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_lawn_distinct_ttls, oracle_teardown),
+		cmocka_unit_test_teardown(test_lawn_shared_ttls, oracle_teardown),
+		cmocka_unit_test_teardown(test_lawn_mixed, oracle_teardown),
+	};
+
+	print_message("[ GROUP    ] lawn\n");
+	return cmocka_run_group_tests_name("lawn", tests, NULL, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	const char *only = argc > 1 ? argv[1] : NULL;
+	bool matched = false;
+	int failed = 0;
+
+	if (!only || strcmp(only, "hierarchical") == 0) {
+		failed += run_hierarchical();
+		matched = true;
+	}
+	if (!only || strcmp(only, "hashed") == 0 || strcmp(only, "hashed-sorted") == 0) {
+		if (!only || strcmp(only, "hashed") == 0)
+			failed += run_hashed("hashed");
+		if (!only || strcmp(only, "hashed-sorted") == 0)
+			failed += run_hashed("hashed-sorted");
+		matched = true;
+	}
+	if (!only || strcmp(only, "lawn") == 0) {
+		failed += run_lawn();
+		matched = true;
+	}
+	if (!matched) {
+		fprintf(stderr, "%s: unknown group \"%s\"\n", argv[0], only);
+		return 2;
+	}
+	return failed ? 1 : 0;
+}
