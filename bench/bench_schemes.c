@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * bench_schemes.c - `spoke-bench schemes`: the comparison of Varghese &
  * Lauck's timer schemes (and the Timer Lawn) that the paper argues on paper,
@@ -61,13 +61,13 @@
 #include <string.h>
 
 #define DELAY_SPAN_TICKS (UINT64_C(1) << 20) /* delays in [1, DELAY_SPAN_TICKS) */
-#define W1_MIN_PAIRS 100000u
-#define BENCH_SEED UINT64_C(0x5b0ce7139e1d5eed)
-#define MAX_SCHEMES 16
-#define MAX_SIZES 5 /* 1e3 .. 1e7 */
+#define W1_MIN_PAIRS	 100000u
+#define BENCH_SEED	 UINT64_C(0x5b0ce7139e1d5eed)
+#define MAX_SCHEMES	 16
+#define MAX_SIZES	 5 /* 1e3 .. 1e7 */
 #define DEFAULT_BUDGET_S 30.0
-#define QUICK_BUDGET_S 0.2
-#define MAX_GROWTH 1.5 /* per-op cost exponent: O(n), and a walk falling out of cache */
+#define QUICK_BUDGET_S	 0.2
+#define MAX_GROWTH	 1.5 /* per-op cost exponent: O(n), and a walk falling out of cache */
 
 /* `wheel` is bounded: give it room for every delay. The others ignore it. */
 static const struct spoke_engine_params engine_params = {
@@ -137,7 +137,8 @@ static int fixture_open(struct fixture *f, const struct cell *c, unsigned run, s
 		return fail(out, err, "spoke_engine_new: %s", strerror(-err));
 	}
 	for (size_t i = 0; i < nstart; i++) {
-		err = spoke_engine_start(f->e, &f->timers[i], random_delay(bench_rng_next(&f->rng)));
+		err = spoke_engine_start(f->e, &f->timers[i],
+					 random_delay(bench_rng_next(&f->rng)));
 		if (err) {
 			fixture_close(f);
 			return fail(out, err, "start of timer %zu: %s", i, strerror(-err));
@@ -259,19 +260,18 @@ enum workload_id { W1, W2_ADVANCE, W2_TICK, W3, NWORKLOADS };
 static const struct workload_desc {
 	const char *name;
 	const char *unit;
-	const char *op;            /* what one timed op is, in skip messages */
+	const char *op; /* what one timed op is, in skip messages */
 	const char *plot_title;
 	bench_run_fn *run;
 	uint64_t (*timed_ops)(uint64_t n); /* ops in the timed window */
 } workloads[NWORKLOADS] = {
-	[W1] = { "W1", "ns/op", "pair", "W1: start + stop of a random outstanding timer",
-		 run_w1, w1_pairs },
-	[W2_ADVANCE] = { "W2-advance", "ns/op", "fired timer",
-			 "W2: drain N timers by one advance(2^{20})", run_w2_advance, ops_n },
-	[W2_TICK] = { "W2-tick", "ns/op", "fired timer",
-		      "W2: drain N timers by 2^{20} advance(1) calls", run_w2_tick, ops_n },
-	[W3] = { "W3", "B/timer", "timer", "W3: RSS growth per outstanding timer", run_w3,
-		 ops_n },
+	[W1] = {"W1", "ns/op", "pair", "W1: start + stop of a random outstanding timer", run_w1,
+		w1_pairs},
+	[W2_ADVANCE] = {"W2-advance", "ns/op", "fired timer",
+			"W2: drain N timers by one advance(2^{20})", run_w2_advance, ops_n},
+	[W2_TICK] = {"W2-tick", "ns/op", "fired timer",
+		     "W2: drain N timers by 2^{20} advance(1) calls", run_w2_tick, ops_n},
+	[W3] = {"W3", "B/timer", "timer", "W3: RSS growth per outstanding timer", run_w3, ops_n},
 };
 
 /* ---- the plan, the caps, the results ----------------------------------- */
@@ -368,7 +368,7 @@ static bool estimate_cell(const struct plan *p, size_t s, enum workload_id w, si
 		double ticks_ns = hist[j].sum.timed_ns - adv[j].sum.timed_ns;
 
 		if (adv[i].state == CELL_DONE)
-			a = (struct estimate){ adv[i].sum.setup_ns, adv[i].sum.timed_ns, 0 };
+			a = (struct estimate){adv[i].sum.setup_ns, adv[i].sum.timed_ns, 0};
 		est->setup_ns = a.setup_ns;
 		est->timed_ns = a.timed_ns + (ticks_ns > 0 ? ticks_ns : 0);
 		return true;
@@ -395,57 +395,64 @@ static void skip_reason(char *buf, size_t len, const struct plan *p, size_t s, e
 	double g = growth(n0, part_ns(last, timed) / part_ops(w, timed, n0), n,
 			  (timed ? est->timed_ns : est->setup_ns) / part_ops(w, timed, n));
 	double run0 = last->setup_ns + last->timed_ns, run = est->setup_ns + est->timed_ns;
-	double x = log(run / run0) / log((double)n / (double)n0);
+	double x = log(run / run0) / log((double)n / (double)n0), total_s = p->runs * run / 1e9;
 	char nb[32];
 
 	snprintf(buf, len,
-		 "%s at n=%s %s would take ~%.0f s for %u runs (%s per %s; a run grows as ~n^%.1f)",
+		 "%s at n=%s %s would take ~%.*f s for %u runs (%s per %s; a run grows as ~n^%.1f)",
 		 p->schemes[s], bench_fmt_count(nb, sizeof(nb), n), workloads[w].name,
-		 p->runs * run / 1e9, p->runs, order_name(g), timed ? workloads[w].op : "start",
-		 x);
+		 total_s < 10 ? 1 : 0, total_s, p->runs, order_name(g),
+		 timed ? workloads[w].op : "start", x);
+}
+
+/* Record a cell that did not produce a result, and print why. */
+static void record_note(struct plan *p, size_t s, enum workload_id w, size_t i,
+			enum cell_state state, const char *why)
+{
+	p->res[s][w][i].state = state;
+	if (state == CELL_FAILED)
+		p->failed = true;
+	bench_out_note(&p->out, state == CELL_FAILED ? "error" : "skipped", p->schemes[s],
+		       workloads[w].name, p->sizes[i], why);
 }
 
 /* Run (or skip) one cell and record it. */
 static void run_cell(struct plan *p, size_t s, enum workload_id w, size_t i)
 {
 	struct cell_result *r = &p->res[s][w][i];
-	struct cell c = { .scheme = p->schemes[s], .n = p->sizes[i] };
-	struct estimate est;
+	struct cell c = {.scheme = p->schemes[s], .n = p->sizes[i]};
 	char why[320], err[200], nb[32], nb0[32];
+	struct estimate est;
 	int rc;
 
+	bench_fmt_count(nb, sizeof(nb), c.n);
 	for (size_t j = 0; j < i; j++) {
-		if (p->res[s][w][j].state == CELL_FAILED || p->res[s][w][j].state == CELL_STOPPED) {
-			snprintf(why, sizeof(why), "%s at n=%s %s not run: it failed or overran at n=%s",
-				 c.scheme, bench_fmt_count(nb, sizeof(nb), c.n), workloads[w].name,
+		enum cell_state was = p->res[s][w][j].state;
+
+		if (was == CELL_FAILED || was == CELL_STOPPED) {
+			snprintf(why, sizeof(why), "%s at n=%s %s not run: it %s at n=%s", c.scheme,
+				 nb, workloads[w].name,
+				 was == CELL_FAILED ? "failed" : "was stopped over the budget",
 				 bench_fmt_count(nb0, sizeof(nb0), p->sizes[j]));
-			r->state = CELL_SKIPPED;
-			bench_out_note(&p->out, "skipped", c.scheme, workloads[w].name, c.n, why);
+			record_note(p, s, w, i, CELL_SKIPPED, why);
 			return;
 		}
 	}
 	if (estimate_cell(p, s, w, i, &est) &&
 	    p->runs * (est.setup_ns + est.timed_ns) / 1e9 > p->budget_s) {
 		skip_reason(why, sizeof(why), p, s, w, i, &est);
-		r->state = CELL_SKIPPED;
-		bench_out_note(&p->out, "skipped", c.scheme, workloads[w].name, c.n, why);
+		record_note(p, s, w, i, CELL_SKIPPED, why);
 		return;
 	}
 	rc = bench_repeat(workloads[w].run, &c, p->runs, p->budget_s, &r->sum, err, sizeof(err));
-	if (rc == -ETIMEDOUT) {
-		snprintf(why, sizeof(why), "%s at n=%s %s %s", c.scheme,
-			 bench_fmt_count(nb, sizeof(nb), c.n), workloads[w].name, err);
-		r->state = CELL_STOPPED;
-		bench_out_note(&p->out, "skipped", c.scheme, workloads[w].name, c.n, why);
-	} else if (rc != 0) {
-		r->state = CELL_FAILED;
-		p->failed = true;
-		bench_out_note(&p->out, "error", c.scheme, workloads[w].name, c.n, err);
-	} else {
+	if (rc == 0) {
 		r->state = CELL_DONE;
 		bench_out_result(&p->out, c.scheme, workloads[w].name, c.n, &r->sum,
 				 workloads[w].unit);
+		return;
 	}
+	snprintf(why, sizeof(why), "%s at n=%s %s %s", c.scheme, nb, workloads[w].name, err);
+	record_note(p, s, w, i, rc == -ETIMEDOUT ? CELL_STOPPED : CELL_FAILED, why);
 }
 
 /* Can this scheme be created here? (Placeholders refuse with -EINVAL.) */
@@ -485,9 +492,10 @@ static void print_summary(const struct plan *p)
 				if (r->state == CELL_DONE)
 					fprintf(f, v < 100 ? " %8.1f |" : " %8.0f |", v);
 				else
-					fprintf(f, " %8s |", r->state == CELL_FAILED ? "ERROR"
-							     : r->state == CELL_NOT_RUN ? "n/a"
-											: "skipped");
+					fprintf(f, " %8s |",
+						r->state == CELL_FAILED	   ? "ERROR"
+						: r->state == CELL_NOT_RUN ? "n/a"
+									   : "skipped");
 			}
 			fputc('\n', f);
 		}
@@ -508,8 +516,8 @@ static int plot(const struct plan *p)
 			for (size_t i = 0; i < p->nsizes; i++)
 				if (p->res[s][w][i].state == CELL_DONE)
 					pts[w][s][k++] = (struct bench_point){
-						(double)p->sizes[i], p->res[s][w][i].sum.median };
-			series[w][s] = (struct bench_series){ p->schemes[s], pts[w][s], k };
+						(double)p->sizes[i], p->res[s][w][i].sum.median};
+			series[w][s] = (struct bench_series){p->schemes[s], pts[w][s], k};
 		}
 		panels[w] = (struct bench_panel){
 			.title = workloads[w].plot_title,
@@ -555,11 +563,15 @@ static bool known_scheme(const char *name)
 static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 {
 	static const struct option longopts[] = {
-		{ "json", no_argument, NULL, 'j' },	    { "plot", required_argument, NULL, 'p' },
-		{ "runs", required_argument, NULL, 'r' },   { "max-n", required_argument, NULL, 'n' },
-		{ "quick", no_argument, NULL, 'q' },	    { "scheme", required_argument, NULL, 's' },
-		{ "budget", required_argument, NULL, 'b' }, { "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{"json", no_argument, NULL, 'j'},
+		{"plot", required_argument, NULL, 'p'},
+		{"runs", required_argument, NULL, 'r'},
+		{"max-n", required_argument, NULL, 'n'},
+		{"quick", no_argument, NULL, 'q'},
+		{"scheme", required_argument, NULL, 's'},
+		{"budget", required_argument, NULL, 'b'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	uint64_t runs = 0, max_n = 0;
 	double budget_s = 0;
@@ -567,7 +579,7 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 	int opt;
 
 	*done = false;
-	p->out = (struct bench_out){ .f = stdout, .format = BENCH_TABLE, .subject_key = "scheme" };
+	p->out = (struct bench_out){.f = stdout, .format = BENCH_TABLE, .subject_key = "scheme"};
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {
@@ -630,7 +642,8 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 		return 2;
 	}
 	if (p->nschemes == 0)
-		for (const char *const *s = spoke_engine_schemes(); *s && p->nschemes < MAX_SCHEMES; s++)
+		for (const char *const *s = spoke_engine_schemes(); *s && p->nschemes < MAX_SCHEMES;
+		     s++)
 			p->schemes[p->nschemes++] = *s;
 	return 0;
 }
@@ -666,8 +679,9 @@ int bench_schemes_main(int argc, char **argv)
 		if (err) {
 			char why[160];
 
-			snprintf(why, sizeof(why), "%s cannot be created here (spoke_engine_new: %s)",
-				 p->schemes[s], strerror(-err));
+			snprintf(why, sizeof(why),
+				 "%s cannot be created here (spoke_engine_new: %s)", p->schemes[s],
+				 strerror(-err));
 			bench_out_note(&p->out, "skipped", p->schemes[s], "all", 0, why);
 			for (int w = 0; w < NWORKLOADS; w++)
 				for (size_t i = 0; i < p->nsizes; i++)

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * bench_util.c - the shared half of spoke-bench: forked repeat-and-summarize,
  * RSS, table/JSON rows, gnuplot output, option parsing. See bench_util.h.
@@ -67,7 +67,7 @@ static int read_msg(int fd, struct child_msg *msg, uint64_t deadline_ns)
 	size_t got = 0;
 
 	while (got < sizeof(*msg)) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
 		int timeout_ms = -1;
 		ssize_t r;
 
@@ -141,8 +141,8 @@ static int run_forked(bench_run_fn *fn, void *arg, unsigned run, uint64_t deadli
 	}
 	if (msg.rc != 0) {
 		msg.sample.error[sizeof(msg.sample.error) - 1] = '\0';
-		set_error(err, errlen, "%s", msg.sample.error[0] ? msg.sample.error
-								 : strerror(-msg.rc));
+		set_error(err, errlen, "%s",
+			  msg.sample.error[0] ? msg.sample.error : strerror(-msg.rc));
 		return msg.rc;
 	}
 	*out = msg.sample;
@@ -173,20 +173,23 @@ int bench_repeat(bench_run_fn *fn, void *arg, unsigned runs, double limit_s,
 		return -EINVAL;
 	}
 	for (unsigned r = 0; r < runs; r++) {
-		struct bench_sample s = { 0 };
+		struct bench_sample s = {0};
 		uint64_t spent_ns;
 		int rc = run_forked(fn, arg, r, limit_s > 0 ? start_ns + 2 * limit_ns : 0, &s, err,
 				    errlen);
 
 		if (rc == -ETIMEDOUT)
-			set_error(err, errlen, "stopped after %.1f s, twice the limit, in run %u of %u",
+			set_error(err, errlen,
+				  "stopped after %.1f s, twice the limit, in run %u of %u",
 				  2 * limit_s, r + 1, runs);
 		if (rc != 0)
 			return rc;
 		spent_ns = bench_now_ns() - start_ns;
 		if (limit_s > 0 && r + 1 < runs && spent_ns / (r + 1) * runs > limit_ns) {
-			set_error(err, errlen, "would take ~%.0f s for %u runs (%u took %.1f s)",
-				  spent_ns / 1e9 / (r + 1) * runs, runs, r + 1, spent_ns / 1e9);
+			double total_s = spent_ns / 1e9 / (r + 1) * runs;
+
+			set_error(err, errlen, "would take ~%.*f s for %u runs (%u took %.1f s)",
+				  total_s < 10 ? 1 : 0, total_s, runs, r + 1, spent_ns / 1e9);
 			return -ETIMEDOUT;
 		}
 		value[r] = s.value;
@@ -281,8 +284,8 @@ static void table_head(struct bench_out *o, const char *subject, const char *wor
 	fprintf(o->f, "%-14s %-11s %5s", subject, workload, bench_fmt_count(nb, sizeof(nb), n));
 }
 
-void bench_out_result(struct bench_out *o, const char *subject, const char *workload,
-		      uint64_t n, const struct bench_summary *s, const char *unit)
+void bench_out_result(struct bench_out *o, const char *subject, const char *workload, uint64_t n,
+		      const struct bench_summary *s, const char *unit)
 {
 	if (o->format == BENCH_JSON) {
 		json_head(o, subject, workload, n);
@@ -391,7 +394,8 @@ static void gp_panel(FILE *gp, size_t p, const struct bench_panel *pn)
 
 		if (se->npts == 0)
 			continue;
-		fprintf(gp, "%s $d%zu_%zu using 1:2 with linespoints lw 2 lt %zu pt %zu ps 1.2 title ",
+		fprintf(gp,
+			"%s $d%zu_%zu using 1:2 with linespoints lw 2 lt %zu pt %zu ps 1.2 title ",
 			first ? "plot" : ",", p, s, s + 1, s + 1);
 		gp_quote(gp, se->title);
 		fputs(" noenhanced", gp);

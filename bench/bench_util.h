@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * bench_util.h - what every spoke-bench subcommand shares.
  *
@@ -86,7 +86,7 @@ static inline uint32_t bench_below(uint32_t bits, uint32_t n)
 
 /* What one run reports. */
 struct bench_sample {
-	double value;    /* the figure reported: ns per op, bytes per timer, ... */
+	double value;	 /* the figure reported: ns per op, bytes per timer, ... */
 	double setup_ns; /* untimed preparation (for cost estimates) */
 	double timed_ns; /* the measured window (for cost estimates) */
 	char error[160]; /* why, when the run returns a negative errno */
@@ -96,8 +96,8 @@ struct bench_sample {
 struct bench_summary {
 	unsigned runs;
 	double median, min, max; /* of bench_sample.value */
-	double setup_ns;         /* median */
-	double timed_ns;         /* median */
+	double setup_ns;	 /* median */
+	double timed_ns;	 /* median */
 };
 
 /*
@@ -141,8 +141,8 @@ struct bench_out {
 };
 
 /* A result row. unit: "ns/op", "B/timer", ... */
-void bench_out_result(struct bench_out *o, const char *subject, const char *workload,
-		      uint64_t n, const struct bench_summary *s, const char *unit);
+void bench_out_result(struct bench_out *o, const char *subject, const char *workload, uint64_t n,
+		      const struct bench_summary *s, const char *unit);
 /* A cell that did not run (kind "skipped") or failed (kind "error"). */
 void bench_out_note(struct bench_out *o, const char *kind, const char *subject,
 		    const char *workload, uint64_t n, const char *reason);

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * spoke-bench.c - the benchmark driver: `spoke-bench <subcommand> [options]`.
  *
@@ -24,15 +24,16 @@ struct subcommand {
 };
 
 static const struct subcommand subcommands[] = {
-	{ "schemes", bench_schemes_main,
-	  "every engine scheme: start/stop, expiry and memory against N (the paper's comparison)" },
+	{"schemes", bench_schemes_main,
+	 "every engine scheme: start/stop, expiry and memory against N (the paper's comparison)"},
 };
 
 #define NSUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: spoke-bench <subcommand> [options]   (<subcommand> --help for its options)\n\n");
+	fprintf(f, "usage: spoke-bench <subcommand> [options]   (<subcommand> --help for its "
+		   "options)\n\n");
 	for (size_t i = 0; i < NSUBCOMMANDS; i++)
 		fprintf(f, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
 }

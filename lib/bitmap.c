@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* bitmap.c - allocation of the summary bitmaps described in bitmap.h. */
 #include "bitmap.h"
 

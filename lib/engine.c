@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * engine.c - the scheme-independent half of every engine: names, the clock,
  * the pending flag and count, deadline arithmetic and the advance loop.

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * engine_hashed.c - scheme 6 of Varghese & Lauck: a hashed timing wheel with
  * an UNSORTED list per bucket.

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * engine_hashed_sorted.c - scheme 5 of Varghese & Lauck: a hashed timing
  * wheel with a list per bucket SORTED by deadline.

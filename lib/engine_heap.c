@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * engine_heap.c - scheme 3 of Varghese & Lauck: a tree-based priority
  * queue, here an implicit 4-ary min-heap keyed by deadline.

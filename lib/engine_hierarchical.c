@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * engine_hierarchical.c - scheme 7 of Varghese & Lauck: a hierarchy of
  * timing wheels, tickless, exact, for any 64-bit deadline.

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * engine_impl.h - what every scheme in lib/ fills in, and what lib/engine.c
  * does for all of them.

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * engine_lawn.c - Timer Lawn (Lev-Libfeld, Algorithm 1): one FIFO queue per
  * distinct TTL, found through a hash table keyed by the TTL.

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * engine_list.c - scheme 1 of Varghese & Lauck: an unordered timer list.
  *

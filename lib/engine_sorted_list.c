@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * engine_sorted_list.c - scheme 2 of Varghese & Lauck: one doubly linked
  * list of timers ordered by deadline.

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * engine_wheel.c - scheme 4 of Varghese & Lauck: the basic timing wheel.
  *

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * tlist.h - the intrusive timer list every slot, bucket and due list uses.
  *

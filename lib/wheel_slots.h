@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * wheel_slots.h - the ring of slots that `wheel`, `hashed-sorted` and
  * `hashed` share: a power-of-two array of one-pointer list heads plus an

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * engine_oracle.h - the model the engine tests hold every scheme to.
  *
@@ -47,9 +47,9 @@
 
 #include <spoke/engine.h>
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#define CONTAINER_OF(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
-#define POW2(k) ((uint64_t)1 << (k))
+#define ARRAY_SIZE(a)		      (sizeof(a) / sizeof((a)[0]))
+#define CONTAINER_OF(p, type, member) ((type *)(void *)((char *)(p)-offsetof(type, member)))
+#define POW2(k)			      ((uint64_t)1 << (k))
 
 /* ---- a fixed-seed PRNG (splitmix64) --------------------------------------- */
 
@@ -134,16 +134,19 @@ static inline uint64_t cfg_max_interval(const struct engine_cfg *c)
 /*
  * Tickless steps allowed per deadline: the contract allows one per wheel level
  * it cascades through; 10 covers every default geometry, a deep hierarchy
- * (1-bit levels) gets its level count plus a few.
+ * (1-bit levels) gets its level count plus a few. Levels beyond what 64 bits
+ * need (default: just enough, with 10-bit levels) never hold a timer.
  */
 static inline uint64_t cfg_steps_per_deadline(const struct engine_cfg *c)
 {
-	unsigned levels = 8;
+	unsigned bits = c->use_params && c->params.level_bits ? c->params.level_bits : 10;
+	unsigned needed = (64 + bits - 1) / bits;
+	unsigned levels = c->use_params && c->params.levels ? c->params.levels : needed;
 
 	if (!cfg_is(c, "hierarchical"))
 		return 10;
-	if (c->use_params && c->params.levels)
-		levels = c->params.levels;
+	if (levels > needed)
+		levels = needed;
 	return levels + 3 > 10 ? levels + 3 : 10;
 }
 
@@ -164,8 +167,8 @@ struct otimer {
 	uint64_t deadline;   /* expected deadline while pending */
 	uint64_t armed_at;   /* now when last armed */
 	uint64_t armed_pass; /* oracle pass it was armed in, 0 = between passes */
-	uint64_t fired;      /* callbacks run so far */
-	bool pending;        /* expected pending */
+	uint64_t fired;	     /* callbacks run so far */
+	bool pending;	     /* expected pending */
 };
 
 struct oracle;
@@ -178,7 +181,7 @@ struct oracle {
 	size_t n;
 	size_t npending;
 	uint64_t max_interval;
-	uint64_t pass;          /* serial of the current (or last) advance call */
+	uint64_t pass; /* serial of the current (or last) advance call */
 	bool in_advance;
 	size_t fired_in_pass;
 	uint64_t last_fire_now; /* now at the previous expiry of this pass */
@@ -188,40 +191,41 @@ struct oracle {
 	struct rng rng;
 	uint64_t seed;
 	uint64_t step;
-	void *scratch;             /* oracle_scratch(), freed with the oracle */
-	struct oracle *live_next;  /* on oracle_live until oracle_free() */
+	void *scratch;		  /* oracle_scratch(), freed with the oracle */
+	struct oracle *live_next; /* on oracle_live until oracle_free() */
 };
 
 /* Oracles not yet freed: a failed assertion leaves its test by longjmp. */
 static struct oracle *oracle_live;
 
 /* Print where a failure happened (scheme, seed, step, now), then fail. */
-#define O_FAIL(o, ...)                                                                     \
-	do {                                                                                \
-		oracle_where(o);                                                            \
-		fail_msg(__VA_ARGS__);                                                      \
+#define O_FAIL(o, ...)                                                                             \
+	do {                                                                                       \
+		oracle_where(o);                                                                   \
+		fail_msg(__VA_ARGS__);                                                             \
 	} while (0)
 
-#define O_EQ(o, a, b)                                                                      \
-	do {                                                                                \
-		uint64_t a_ = (uint64_t)(a), b_ = (uint64_t)(b);                            \
-		if (a_ != b_)                                                               \
-			O_FAIL(o, "%s = %" PRIu64 " (%#" PRIx64 "), expected %s = %" PRIu64 \
-				  " (%#" PRIx64 ")",                                         \
-			       #a, a_, a_, #b, b_, b_);                                      \
+#define O_EQ(o, a, b)                                                                              \
+	do {                                                                                       \
+		uint64_t a_ = (uint64_t)(a), b_ = (uint64_t)(b);                                   \
+		if (a_ != b_)                                                                      \
+			O_FAIL(o,                                                                  \
+			       "%s = %" PRIu64 " (%#" PRIx64 "), expected %s = %" PRIu64           \
+			       " (%#" PRIx64 ")",                                                  \
+			       #a, a_, a_, #b, b_, b_);                                            \
 	} while (0)
 
-#define O_RC(o, a, b)                                                                      \
-	do {                                                                                \
-		int a_ = (a), b_ = (b);                                                     \
-		if (a_ != b_)                                                               \
-			O_FAIL(o, "%s = %d, expected %s = %d", #a, a_, #b, b_);             \
+#define O_RC(o, a, b)                                                                              \
+	do {                                                                                       \
+		int a_ = (a), b_ = (b);                                                            \
+		if (a_ != b_)                                                                      \
+			O_FAIL(o, "%s = %d, expected %s = %d", #a, a_, #b, b_);                    \
 	} while (0)
 
-#define O_TRUE(o, c)                                                                       \
-	do {                                                                                \
-		if (!(c))                                                                   \
-			O_FAIL(o, "expected: %s", #c);                                      \
+#define O_TRUE(o, c)                                                                               \
+	do {                                                                                       \
+		if (!(c))                                                                          \
+			O_FAIL(o, "expected: %s", #c);                                             \
 	} while (0)
 
 static inline void oracle_where(const struct oracle *o)
@@ -369,8 +373,9 @@ static inline void oracle_next_within(struct oracle *o, uint64_t earliest)
 	}
 	O_TRUE(o, next >= 1);
 	if (next > (earliest > now ? earliest - now : 1))
-		O_FAIL(o, "next() = %" PRIu64 " is later than the earliest deadline %" PRIu64
-			  " (now %" PRIu64 ")",
+		O_FAIL(o,
+		       "next() = %" PRIu64 " is later than the earliest deadline %" PRIu64
+		       " (now %" PRIu64 ")",
 		       next, earliest, now);
 }
 
@@ -395,12 +400,14 @@ static inline void oracle_expire(void *ctx, struct spoke_timer *t)
 		O_FAIL(o, "timer %zu fired but is not pending (fired %" PRIu64 " times before)",
 		       oracle_index(o, ot), ot->fired);
 	if (now != ot->deadline)
-		O_FAIL(o, "timer %zu fired at now=%" PRIu64 ", its deadline is %" PRIu64
-			  " (armed at %" PRIu64 ")",
+		O_FAIL(o,
+		       "timer %zu fired at now=%" PRIu64 ", its deadline is %" PRIu64
+		       " (armed at %" PRIu64 ")",
 		       oracle_index(o, ot), now, ot->deadline, ot->armed_at);
 	if (ot->armed_pass == o->pass && ot->armed_at == now)
-		O_FAIL(o, "timer %zu armed inside this pass at tick %" PRIu64
-			  " fired in the same pass",
+		O_FAIL(o,
+		       "timer %zu armed inside this pass at tick %" PRIu64
+		       " fired in the same pass",
 		       oracle_index(o, ot), now);
 	O_TRUE(o, now >= o->last_fire_now);
 	O_TRUE(o, !spoke_timer_pending(t));
@@ -468,8 +475,9 @@ static inline size_t oracle_advance(struct oracle *o, uint64_t ticks)
 		/* Only a timer armed at the end of time in this very pass may wait. */
 		if (ot->pending && ot->deadline <= now &&
 		    !(ot->armed_pass == o->pass && ot->armed_at == now))
-			O_FAIL(o, "timer %zu with deadline %" PRIu64 " still pending after "
-				  "advance(%" PRIu64 ") from %" PRIu64,
+			O_FAIL(o,
+			       "timer %zu with deadline %" PRIu64 " still pending after "
+			       "advance(%" PRIu64 ") from %" PRIu64,
 			       i, ot->deadline, ticks, before);
 	}
 	return fired;
@@ -493,8 +501,9 @@ static inline uint64_t oracle_tickless(struct oracle *o, uint64_t max_steps)
 		uint64_t next = spoke_engine_next(o->e);
 
 		if (steps >= max_steps)
-			O_FAIL(o, "tickless loop needs more than %" PRIu64 " advance(next()) "
-				  "steps (%zu pending, next()=%" PRIu64 ")",
+			O_FAIL(o,
+			       "tickless loop needs more than %" PRIu64 " advance(next()) "
+			       "steps (%zu pending, next()=%" PRIu64 ")",
 			       max_steps, spoke_engine_count(o->e), next);
 		oracle_advance(o, next);
 		steps++;

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * test_bitmap.c - lib/bitmap.h, the hierarchical "which slots are occupied"
  * bitmap the wheels scan, agrees with a plain array of booleans.
@@ -151,8 +151,8 @@ static void test_against_model(void **state)
 		size_t ops;
 		unsigned set_pct;
 	} phases[] = {
-		{ 1, 100 }, { 3, 100 }, { 8, 60 }, { 40, 80 }, { 200, 70 }, { 50, 10 },
-		{ 400, 50 }, { 100, 0 }, { 30, 50 },
+		{1, 100}, {3, 100},  {8, 60},  {40, 80}, {200, 70},
+		{50, 10}, {400, 50}, {100, 0}, {30, 50},
 	};
 
 	model_init(&m, nbits);
@@ -215,18 +215,18 @@ static void test_init_bounds(void **state)
 	spoke_bitmap_fini(&b); /* twice is harmless */
 }
 
-static const size_t sizes[] = { 1, 63, 64, 65, 4096, ((size_t)1 << 20) + 3 };
+static const size_t sizes[] = {1, 63, 64, 65, 4096, ((size_t)1 << 20) + 3};
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_init_bounds),
-		{ "model nbits=1", test_against_model, NULL, NULL, (void *)&sizes[0] },
-		{ "model nbits=63", test_against_model, NULL, NULL, (void *)&sizes[1] },
-		{ "model nbits=64", test_against_model, NULL, NULL, (void *)&sizes[2] },
-		{ "model nbits=65", test_against_model, NULL, NULL, (void *)&sizes[3] },
-		{ "model nbits=4096", test_against_model, NULL, NULL, (void *)&sizes[4] },
-		{ "model nbits=2^20+3", test_against_model, NULL, NULL, (void *)&sizes[5] },
+		{"model nbits=1", test_against_model, NULL, NULL, (void *)&sizes[0]},
+		{"model nbits=63", test_against_model, NULL, NULL, (void *)&sizes[1]},
+		{"model nbits=64", test_against_model, NULL, NULL, (void *)&sizes[2]},
+		{"model nbits=65", test_against_model, NULL, NULL, (void *)&sizes[3]},
+		{"model nbits=4096", test_against_model, NULL, NULL, (void *)&sizes[4]},
+		{"model nbits=2^20+3", test_against_model, NULL, NULL, (void *)&sizes[5]},
 	};
 
 	return cmocka_run_group_tests_name("bitmap", tests, NULL, NULL);

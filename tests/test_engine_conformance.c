@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * test_engine_conformance.c - every scheme named by spoke_engine_schemes()
  * keeps the engine contract of DESIGN.md section 3 and include/spoke/engine.h.
@@ -80,7 +80,8 @@ static void must_not_fire(void *ctx, struct spoke_timer *t)
 static void test_scheme_names(void **state)
 {
 	static const char *const expected[] = {
-		"list", "sorted-list", "heap", "wheel", "hashed-sorted", "hashed", "hierarchical", "lawn",
+		"list",		 "sorted-list", "heap",		"wheel",
+		"hashed-sorted", "hashed",	"hierarchical", "lawn",
 	};
 	const char *const *names = spoke_engine_schemes();
 	size_t i;
@@ -97,8 +98,20 @@ static void test_scheme_names(void **state)
 static void test_unknown_names(void **state)
 {
 	static const char *const bad[] = {
-		"", "LIST", "List", " list", "list ", "lists", "sorted_list", "sortedlist",
-		"hashed_sorted", "hash", "hierarchical\n", "wheel2", "lawn-", "timer",
+		"",
+		"LIST",
+		"List",
+		" list",
+		"list ",
+		"lists",
+		"sorted_list",
+		"sortedlist",
+		"hashed_sorted",
+		"hash",
+		"hierarchical\n",
+		"wheel2",
+		"lawn-",
+		"timer",
 	};
 	struct spoke_engine *const sentinel = SENTINEL_ENGINE;
 	struct spoke_engine *e;
@@ -127,35 +140,35 @@ struct param_case {
 };
 
 static const struct param_case param_cases[] = {
-	{ "level_bits=17", { .level_bits = 17 }, "hierarchical" },
-	{ "level_bits=UINT_MAX", { .level_bits = UINT_MAX }, "hierarchical" },
-	{ "levels=65", { .levels = 65 }, "hierarchical" },
-	{ "levels=UINT_MAX", { .levels = UINT_MAX }, "hierarchical" },
-	{ "level_bits=17 levels=1", { .level_bits = 17, .levels = 1 }, "hierarchical" },
-	{ "table_size=3", { .table_size = 3 }, "hashed hashed-sorted" },
-	{ "table_size=12", { .table_size = 12 }, "hashed hashed-sorted" },
-	{ "table_size=2^24+1", { .table_size = ((size_t)1 << 24) + 1 }, "hashed hashed-sorted" },
-	{ "table_size=2^25", { .table_size = (size_t)1 << 25 }, "hashed hashed-sorted" },
-	{ "table_size=SIZE_MAX", { .table_size = SIZE_MAX }, "hashed hashed-sorted" },
-	{ "max_interval=2^28+1", { .max_interval = POW2(28) + 1 }, "wheel" },
-	{ "max_interval=UINT64_MAX", { .max_interval = UINT64_MAX }, "wheel" },
-	{ "everything out of range",
-	  { .level_bits = 17, .levels = 65, .table_size = 3, .max_interval = UINT64_MAX },
-	  "hierarchical hashed hashed-sorted wheel" },
+	{"level_bits=17", {.level_bits = 17}, "hierarchical"},
+	{"level_bits=UINT_MAX", {.level_bits = UINT_MAX}, "hierarchical"},
+	{"levels=65", {.levels = 65}, "hierarchical"},
+	{"levels=UINT_MAX", {.levels = UINT_MAX}, "hierarchical"},
+	{"level_bits=17 levels=1", {.level_bits = 17, .levels = 1}, "hierarchical"},
+	{"table_size=3", {.table_size = 3}, "hashed hashed-sorted"},
+	{"table_size=12", {.table_size = 12}, "hashed hashed-sorted"},
+	{"table_size=2^24+1", {.table_size = ((size_t)1 << 24) + 1}, "hashed hashed-sorted"},
+	{"table_size=2^25", {.table_size = (size_t)1 << 25}, "hashed hashed-sorted"},
+	{"table_size=SIZE_MAX", {.table_size = SIZE_MAX}, "hashed hashed-sorted"},
+	{"max_interval=2^28+1", {.max_interval = POW2(28) + 1}, "wheel"},
+	{"max_interval=UINT64_MAX", {.max_interval = UINT64_MAX}, "wheel"},
+	{"everything out of range",
+	 {.level_bits = 17, .levels = 65, .table_size = 3, .max_interval = UINT64_MAX},
+	 "hierarchical hashed hashed-sorted wheel"},
 	/* valid everywhere */
-	{ "all zero (defaults)", { 0 }, "" },
-	{ "level_bits=16 levels=1", { .level_bits = 16, .levels = 1 }, "" },
-	{ "level_bits=1 levels=64", { .level_bits = 1, .levels = 64 }, "" },
-	{ "level_bits=1 levels=1", { .level_bits = 1, .levels = 1 }, "" },
-	{ "level_bits=16 levels=4", { .level_bits = 16, .levels = 4 }, "" },
-	{ "level_bits=5 (levels default)", { .level_bits = 5 }, "" },
-	{ "levels=3 (level_bits default)", { .levels = 3 }, "" },
-	{ "table_size=1", { .table_size = 1 }, "" },
-	{ "table_size=2^20", { .table_size = (size_t)1 << 20 }, "" },
-	{ "max_interval=1", { .max_interval = 1 }, "" },
-	{ "max_interval=2^20+7", { .max_interval = POW2(20) + 7 }, "" },
-	{ "initial_capacity=1", { .initial_capacity = 1 }, "" },
-	{ "initial_capacity=100000", { .initial_capacity = 100000 }, "" },
+	{"all zero (defaults)", {0}, ""},
+	{"level_bits=16 levels=1", {.level_bits = 16, .levels = 1}, ""},
+	{"level_bits=1 levels=64", {.level_bits = 1, .levels = 64}, ""},
+	{"level_bits=1 levels=1", {.level_bits = 1, .levels = 1}, ""},
+	{"level_bits=16 levels=4", {.level_bits = 16, .levels = 4}, ""},
+	{"level_bits=5 (levels default)", {.level_bits = 5}, ""},
+	{"levels=3 (level_bits default)", {.levels = 3}, ""},
+	{"table_size=1", {.table_size = 1}, ""},
+	{"table_size=2^20", {.table_size = (size_t)1 << 20}, ""},
+	{"max_interval=1", {.max_interval = 1}, ""},
+	{"max_interval=2^20+7", {.max_interval = POW2(20) + 7}, ""},
+	{"initial_capacity=1", {.initial_capacity = 1}, ""},
+	{"initial_capacity=100000", {.initial_capacity = 100000}, ""},
 };
 
 static bool word_in(const char *word, const char *list)
@@ -185,7 +198,8 @@ static void test_params(void **state)
 			continue;
 		}
 		if (rc != 0)
-			fail_msg("%s with %s: %d, expected 0 (valid or ignored)", scheme, pc->what, rc);
+			fail_msg("%s with %s: %d, expected 0 (valid or ignored)", scheme, pc->what,
+				 rc);
 		assert_ptr_not_equal(e, sentinel);
 		assert_non_null(e);
 		assert_string_equal(spoke_engine_scheme(e), scheme);
@@ -222,11 +236,11 @@ static void test_start_stop_rearm(void **state)
 
 	skip_unless_delays_up_to(state, 10);
 	o = oracle_new(cfg_of(state), 3, 1);
-	oracle_stop(o, 0);              /* never started: -ENOENT */
-	oracle_start(o, 0, 0);          /* deadline now + 1 */
+	oracle_stop(o, 0);     /* never started: -ENOENT */
+	oracle_start(o, 0, 0); /* deadline now + 1 */
 	oracle_check(o);
-	oracle_start(o, 0, 10);         /* re-arm later */
-	oracle_start(o, 0, 5);          /* re-arm earlier */
+	oracle_start(o, 0, 10); /* re-arm later */
+	oracle_start(o, 0, 5);	/* re-arm earlier */
 	oracle_check(o);
 	assert_int_equal(oracle_stop(o, 0), 0);
 	assert_int_equal(oracle_stop(o, 0), -ENOENT);
@@ -323,11 +337,13 @@ static void random_hook(struct oracle *o, struct otimer *ot)
 		oracle_start(o, (size_t)rng_below(&o->rng, o->n), draw_delay(o));
 }
 
-static void run_random_ops(struct engine_cfg *cfg, uint64_t seed, size_t ntimers, size_t nops)
+static void run_random_ops(struct engine_cfg *cfg, uint64_t seed, size_t ntimers, size_t nops,
+			   uint64_t start_at)
 {
 	struct oracle *o;
 
 	o = oracle_new(cfg, ntimers, seed);
+	oracle_advance(o, start_at);
 	o->on_fire = random_hook;
 	for (o->step = 0; o->step < nops; o->step++) {
 		unsigned op = (unsigned)rng_below(&o->rng, 100);
@@ -351,23 +367,26 @@ static void test_random_ops(void **state)
 {
 	static const struct {
 		size_t seeds, ntimers, nops;
+		uint64_t start_at;
 	} regimes[] = {
-		{ 16, 4, 3000 },  /* often empty: caches left stale across idle stretches */
-		{ 12, 48, 4000 }, /* each timer hit often */
-		{ 2, 500, 6000 }, /* crowded */
+		{ 32, 4, 3000, 0 },  /* often empty: caches left stale across idle stretches */
+		{ 24, 48, 4000, 0 }, /* each timer hit often */
+		{ 4, 500, 6000, 0 }, /* crowded */
+		/* the last 2^16 ticks: saturated deadlines, small steps to the end of time */
+		{ 8, 48, 3000, UINT64_MAX - POW2(16) },
 	};
 	uint64_t salt = 0;
 
 	for (size_t r = 0; r < ARRAY_SIZE(regimes); r++)
 		for (size_t s = 0; s < regimes[r].seeds; s++)
 			run_random_ops(cfg_of(state), seed_for(cfg_of(state), ++salt),
-				       regimes[r].ntimers, regimes[r].nops);
+				       regimes[r].ntimers, regimes[r].nops, regimes[r].start_at);
 }
 
 /* ---- callbacks that start and stop timers --------------------------------------- */
 
 struct rearm_plan {
-	size_t budget;       /* re-arms left */
+	size_t budget; /* re-arms left */
 	uint64_t delay_ticks;
 };
 
@@ -383,7 +402,7 @@ static void rearm_self_hook(struct oracle *o, struct otimer *ot)
 
 static void test_rearm_self(void **state)
 {
-	struct rearm_plan plan = { .budget = 1000, .delay_ticks = 0 };
+	struct rearm_plan plan = {.budget = 1000, .delay_ticks = 0};
 	struct oracle *o;
 
 	skip_unless_delays_up_to(state, 7);
@@ -413,7 +432,7 @@ static void test_rearm_self(void **state)
 struct stop_plan {
 	bool done;
 	size_t first, last; /* timers the first expiry acts on */
-	bool rearm;         /* re-arm them by rearm_delay instead of stopping */
+	bool rearm;	    /* re-arm them by rearm_delay instead of stopping */
 	uint64_t rearm_delay;
 };
 
@@ -435,7 +454,7 @@ static void stop_others_hook(struct oracle *o, struct otimer *ot)
 
 static void test_stop_from_callback(void **state)
 {
-	struct stop_plan plan = { .first = 0, .last = 14 };
+	struct stop_plan plan = {.first = 0, .last = 14};
 	struct oracle *o;
 
 	skip_unless_delays_up_to(state, 100);
@@ -455,7 +474,7 @@ static void test_stop_from_callback(void **state)
 	assert_int_equal(oracle_advance(o, 100), 5);
 
 	/* Same again, but the first expiry re-arms the others 3 ticks later. */
-	plan = (struct stop_plan){ .first = 0, .last = 9, .rearm = true, .rearm_delay = 3 };
+	plan = (struct stop_plan){.first = 0, .last = 9, .rearm = true, .rearm_delay = 3};
 	for (size_t i = 0; i < 10; i++)
 		oracle_start(o, i, 5);
 	assert_int_equal(oracle_advance(o, 5), 1);
@@ -465,7 +484,7 @@ static void test_stop_from_callback(void **state)
 	oracle_check(o);
 
 	/* Re-armed with delay 0 while due at this tick: the next tick, not this pass. */
-	plan = (struct stop_plan){ .first = 0, .last = 9, .rearm = true, .rearm_delay = 0 };
+	plan = (struct stop_plan){.first = 0, .last = 9, .rearm = true, .rearm_delay = 0};
 	for (size_t i = 0; i < 10; i++)
 		oracle_start(o, i, 5);
 	assert_int_equal(oracle_advance(o, 5), 1);
@@ -481,7 +500,7 @@ struct chain_plan {
 /* Timer i starts timer i + 1 with delay 0 (a chain), up to the fan-out timer. */
 static void chain_hook(struct oracle *o, struct otimer *ot)
 {
-	static const uint64_t fan_delays[] = { 0, 1, 2, 3, 50, UINT64_MAX };
+	static const uint64_t fan_delays[] = {0, 1, 2, 3, 50, UINT64_MAX};
 	struct chain_plan *plan = o->user;
 	size_t i = oracle_index(o, ot);
 
@@ -495,7 +514,7 @@ static void chain_hook(struct oracle *o, struct otimer *ot)
 
 static void test_start_from_callback(void **state)
 {
-	struct chain_plan plan = { .fanout_from = 50 };
+	struct chain_plan plan = {.fanout_from = 50};
 	struct oracle *o;
 
 	skip_unless_delays_up_to(state, 50);
@@ -525,7 +544,7 @@ static void rearm_before_end_hook(struct oracle *o, struct otimer *ot)
 
 static void run_tickless(struct engine_cfg *cfg, uint64_t seed, size_t n, bool rearm)
 {
-	struct rearm_plan plan = { .budget = rearm ? n : 0, .delay_ticks = 1 };
+	struct rearm_plan plan = {.budget = rearm ? n : 0, .delay_ticks = 1};
 	struct oracle *o;
 	uint64_t arms = 0;
 
@@ -585,7 +604,9 @@ static void test_far_jumps(void **state)
 	}
 	for (o->step = 0; o->step < 1000; o->step++) {
 		if (o->step % 2 == 0) {
-			oracle_start(o, NEAR, 1 + rng_below(&o->rng, o->max_interval < jump ? o->max_interval : jump));
+			oracle_start(o, NEAR,
+				     1 + rng_below(&o->rng, o->max_interval < jump ? o->max_interval
+										   : jump));
 			near_fired++;
 		}
 		if (!bounded && !o->tm[STRADDLE].pending)
@@ -614,8 +635,8 @@ static void test_far_jumps(void **state)
 /* At the end of time a re-arming callback still fires once per advance call. */
 static void test_end_of_time(void **state)
 {
-	static const uint64_t delays[] = { 1, 5, 9, 10, 11, 1000, POW2(40), UINT64_MAX };
-	struct rearm_plan plan = { .budget = 0, .delay_ticks = 0 };
+	static const uint64_t delays[] = {1, 5, 9, 10, 11, 1000, POW2(40), UINT64_MAX};
+	struct rearm_plan plan = {.budget = 0, .delay_ticks = 0};
 	const size_t n = ARRAY_SIZE(delays) + 3;
 	struct oracle *o;
 
@@ -660,7 +681,8 @@ static void test_delay_range(void **state)
 	max = o->max_interval;
 	assert_int_equal(oracle_advance(o, 12345), 0);
 	if (max == UINT64_MAX) {
-		static const uint64_t delays[] = { 0, 1, POW2(32), POW2(63), UINT64_MAX - 12345, UINT64_MAX };
+		static const uint64_t delays[] = {
+			0, 1, POW2(32), POW2(63), UINT64_MAX - 12345, UINT64_MAX};
 
 		for (size_t i = 0; i < ARRAY_SIZE(delays); i++)
 			assert_int_equal(oracle_start(o, i % 3, delays[i]), 0);
@@ -716,7 +738,10 @@ static void test_free_pending(void **state)
 
 /* ---- configurations and main ----------------------------------------------------- */
 
-#define GEOMETRY(s, l, ...) { .scheme = s, .label = l, .use_params = true, .params = { __VA_ARGS__ } }
+#define GEOMETRY(s, l, ...)                                                                        \
+	{                                                                                          \
+		.scheme = s, .label = l, .use_params = true, .params = { __VA_ARGS__ }             \
+	}
 
 static struct engine_cfg geometries[] = {
 	GEOMETRY("heap", "heap initial_capacity=1", .initial_capacity = 1),
@@ -753,20 +778,13 @@ static int run_cfg(struct engine_cfg *cfg, bool with_api_checks)
 		SCHEME_TEST(test_params),
 	};
 	const struct CMUnitTest tests[] = {
-		SCHEME_TEST(test_new_engine),
-		SCHEME_TEST(test_start_stop_rearm),
-		SCHEME_TEST(test_fire_each_tick),
-		SCHEME_TEST(test_advance_zero),
-		SCHEME_TEST(test_many_same_deadline),
-		SCHEME_TEST(test_random_ops),
-		SCHEME_TEST(test_rearm_self),
-		SCHEME_TEST(test_stop_from_callback),
-		SCHEME_TEST(test_start_from_callback),
-		SCHEME_TEST(test_tickless),
-		SCHEME_TEST(test_far_jumps),
-		SCHEME_TEST(test_end_of_time),
-		SCHEME_TEST(test_delay_range),
-		SCHEME_TEST(test_free_pending),
+		SCHEME_TEST(test_new_engine),	       SCHEME_TEST(test_start_stop_rearm),
+		SCHEME_TEST(test_fire_each_tick),      SCHEME_TEST(test_advance_zero),
+		SCHEME_TEST(test_many_same_deadline),  SCHEME_TEST(test_random_ops),
+		SCHEME_TEST(test_rearm_self),	       SCHEME_TEST(test_stop_from_callback),
+		SCHEME_TEST(test_start_from_callback), SCHEME_TEST(test_tickless),
+		SCHEME_TEST(test_far_jumps),	       SCHEME_TEST(test_end_of_time),
+		SCHEME_TEST(test_delay_range),	       SCHEME_TEST(test_free_pending),
 	};
 	int failed = 0;
 
@@ -779,7 +797,7 @@ static int run_cfg(struct engine_cfg *cfg, bool with_api_checks)
 
 static int run_scheme(const char *scheme)
 {
-	struct engine_cfg defaults = { .scheme = scheme, .label = scheme };
+	struct engine_cfg defaults = {.scheme = scheme, .label = scheme};
 	int failed = run_cfg(&defaults, true);
 
 	for (size_t i = 0; i < ARRAY_SIZE(geometries); i++)

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * test_engine_schemes.c - the edge cases particular to one scheme, each
  * checked against the oracle of engine_oracle.h (every timer fires exactly
@@ -33,10 +33,14 @@ struct hier_case {
 	unsigned bits, levels;
 };
 
-#define HIER(b, l)                                                                          \
-	{ .cfg = { .scheme = "hierarchical", .label = "hierarchical bits=" #b " levels=" #l, \
-		   .use_params = true, .params = { .level_bits = b, .levels = l } },         \
-	  .bits = b, .levels = l }
+#define HIER(b, l)                                                                                 \
+	{                                                                                          \
+		.cfg = {.scheme = "hierarchical",                                                  \
+			.label = "hierarchical bits=" #b " levels=" #l,                            \
+			.use_params = true,                                                        \
+			.params = {.level_bits = b, .levels = l}},                                 \
+		.bits = b, .levels = l                                                             \
+	}
 
 static struct hier_case hier_cases[] = {
 	HIER(4, 16), HIER(4, 3), HIER(4, 1), HIER(6, 11), HIER(6, 4),
@@ -46,6 +50,7 @@ static struct hier_case hier_cases[] = {
 /* Where the clock stands before the boundary delays are started. */
 static size_t boundary_offsets(unsigned bits, uint64_t *out)
 {
+	struct rng r = {.s = bits};
 	size_t n = 0;
 
 	out[n++] = 0;
@@ -58,6 +63,8 @@ static size_t boundary_offsets(unsigned bits, uint64_t *out)
 	out[n++] = POW2(33) + 7;
 	out[n++] = POW2(50) + 11;
 	out[n++] = POW2(63) - 5;
+	for (int k = 0; k < 6; k++) /* odd, anywhere below 2^62 */
+		out[n++] = (rng_next(&r) >> (2 + rng_below(&r, 60))) | 1;
 	return n;
 }
 
@@ -178,7 +185,7 @@ static void fire_all_random(struct engine_cfg *cfg, uint64_t offset, const uint6
 static void test_hierarchical_level_boundaries(void **state)
 {
 	struct hier_case *hc = *state;
-	uint64_t offsets[16], delays[MAX_BOUNDARY_DELAYS];
+	uint64_t offsets[32], delays[MAX_BOUNDARY_DELAYS];
 	size_t noffsets = boundary_offsets(hc->bits, offsets);
 
 	for (size_t i = 0; i < noffsets; i++) {
@@ -200,14 +207,18 @@ struct hashed_case {
 	uint64_t table_size;
 };
 
-#define HASHED(s, size)                                                                       \
-	{ .cfg = { .scheme = s, .label = s " table_size=" #size, .use_params = true,             \
-		   .params = { .table_size = size } },                                         \
-	  .table_size = size }
+#define HASHED(s, size)                                                                            \
+	{                                                                                          \
+		.cfg = {.scheme = s,                                                               \
+			.label = s " table_size=" #size,                                           \
+			.use_params = true,                                                        \
+			.params = {.table_size = size}},                                           \
+		.table_size = size                                                                 \
+	}
 
 static struct hashed_case hashed_cases[] = {
-	HASHED("hashed", 1),	    HASHED("hashed", 2),	HASHED("hashed", 16),
-	HASHED("hashed", 4096),	    HASHED("hashed-sorted", 1), HASHED("hashed-sorted", 2),
+	HASHED("hashed", 1),	     HASHED("hashed", 2),	    HASHED("hashed", 16),
+	HASHED("hashed", 4096),	     HASHED("hashed-sorted", 1),    HASHED("hashed-sorted", 2),
 	HASHED("hashed-sorted", 16), HASHED("hashed-sorted", 4096),
 };
 
@@ -215,8 +226,7 @@ static struct hashed_case hashed_cases[] = {
  * A delay whose deadline is congruent to `residue` modulo `size`: the first
  * such deadline after now, plus `revolutions` whole turns of the table.
  */
-static uint64_t congruent_delay(uint64_t now, uint64_t size, uint64_t residue,
-				uint64_t revolutions)
+static uint64_t congruent_delay(uint64_t now, uint64_t size, uint64_t residue, uint64_t revolutions)
 {
 	uint64_t first = ((residue - now - 1) & (size - 1)) + 1; /* in [1, size] */
 
@@ -248,8 +258,9 @@ static void test_hashed_one_bucket(void **state)
 		order[i] = i;
 	rng_shuffle(&o->rng, order, n);
 	for (size_t i = 0; i < n; i++)
-		oracle_start(o, order[i], congruent_delay(oracle_now(o), hc->table_size, residue,
-							   draw_revolutions(&o->rng)));
+		oracle_start(o, order[i],
+			     congruent_delay(oracle_now(o), hc->table_size, residue,
+					     draw_revolutions(&o->rng)));
 	/* Stop some and re-arm some, all over the bucket. */
 	for (size_t k = 0; k < n / 3; k++) {
 		size_t i = (size_t)rng_below(&o->rng, n);
@@ -257,8 +268,9 @@ static void test_hashed_one_bucket(void **state)
 		if (k % 2)
 			oracle_stop(o, i);
 		else
-			oracle_start(o, i, congruent_delay(oracle_now(o), hc->table_size, residue,
-							    draw_revolutions(&o->rng)));
+			oracle_start(o, i,
+				     congruent_delay(oracle_now(o), hc->table_size, residue,
+						     draw_revolutions(&o->rng)));
 	}
 	oracle_check(o);
 	/* Tick by tick through the first revolutions, then larger steps. */
@@ -266,8 +278,9 @@ static void test_hashed_one_bucket(void **state)
 		oracle_advance(o, 1);
 	oracle_check(o);
 	for (o->step = 0; o->step < 300; o->step++) {
-		oracle_advance(o, rng_percent(&o->rng, 50) ? spoke_engine_next(o->e)
-							    : rng_between(&o->rng, 1, 3 * hc->table_size));
+		oracle_advance(o, rng_percent(&o->rng, 50)
+					  ? spoke_engine_next(o->e)
+					  : rng_between(&o->rng, 1, 3 * hc->table_size));
 		oracle_check(o);
 	}
 	oracle_tickless(o, oracle_tickless_bound(o, n));
@@ -295,9 +308,9 @@ static void test_hashed_revolutions(void **state)
 
 /* ---- lawn: many TTLs, shared TTLs, queues coming and going ---------------------- */
 
-static struct engine_cfg lawn_cfg = { .scheme = "lawn", .label = "lawn" };
+static struct engine_cfg lawn_cfg = {.scheme = "lawn", .label = "lawn"};
 
-static const uint64_t shared_ttls[] = { 1, 7, 100, 1000, 65536, POW2(33) };
+static const uint64_t shared_ttls[] = {1, 7, 100, 1000, 65536, POW2(33)};
 
 static void test_lawn_distinct_ttls(void **state)
 {
@@ -320,8 +333,9 @@ static void test_lawn_distinct_ttls(void **state)
 			oracle_stop(o, i);
 			break;
 		case 1: /* into another queue, existing or new */
-			oracle_start(o, i, rng_percent(&o->rng, 50) ? ttl[rng_below(&o->rng, n)]
-								   : rng_between(&o->rng, 1, POW2(40)));
+			oracle_start(o, i,
+				     rng_percent(&o->rng, 50) ? ttl[rng_below(&o->rng, n)]
+							      : rng_between(&o->rng, 1, POW2(40)));
 			break;
 		default:
 			oracle_advance(o, rng_percent(&o->rng, 80) ? 1 : spoke_engine_next(o->e));
@@ -344,14 +358,16 @@ static void test_lawn_shared_ttls(void **state)
 		/* Start over time, so each queue holds many deadlines in FIFO order. */
 		for (size_t i = 0; i < n; i++) {
 			o->step = i;
-			oracle_start(o, i, shared_ttls[rng_below(&o->rng, ARRAY_SIZE(shared_ttls))]);
+			oracle_start(o, i,
+				     shared_ttls[rng_below(&o->rng, ARRAY_SIZE(shared_ttls))]);
 			if (rng_percent(&o->rng, 30))
 				oracle_advance(o, rng_between(&o->rng, 1, 3));
 			if (rng_percent(&o->rng, 5)) /* usually the middle of a queue */
 				oracle_stop(o, (size_t)rng_below(&o->rng, i + 1));
 			if (rng_percent(&o->rng, 3))
-				oracle_start(o, (size_t)rng_below(&o->rng, i + 1),
-					     shared_ttls[rng_below(&o->rng, ARRAY_SIZE(shared_ttls))]);
+				oracle_start(
+					o, (size_t)rng_below(&o->rng, i + 1),
+					shared_ttls[rng_below(&o->rng, ARRAY_SIZE(shared_ttls))]);
 		}
 		oracle_check(o);
 		/* The TTL-1 and TTL-7 queues empty and refill while others stay busy. */
@@ -400,7 +416,8 @@ static void test_lawn_mixed(void **state)
 			oracle_start(o, i, draw_delay(o));
 			break;
 		case 2:
-			oracle_start(o, i, shared_ttls[rng_below(&o->rng, ARRAY_SIZE(shared_ttls))]);
+			oracle_start(o, i,
+				     shared_ttls[rng_below(&o->rng, ARRAY_SIZE(shared_ttls))]);
 			break;
 		default:
 			oracle_advance(o, draw_advance(o));
@@ -422,8 +439,9 @@ static int run_hierarchical(void)
 
 	for (size_t i = 0; i < ARRAY_SIZE(hier_cases); i++) {
 		const struct CMUnitTest tests[] = {
-			cmocka_unit_test_prestate_setup_teardown(test_hierarchical_level_boundaries, NULL,
-								 oracle_teardown, &hier_cases[i]),
+			cmocka_unit_test_prestate_setup_teardown(test_hierarchical_level_boundaries,
+								 NULL, oracle_teardown,
+								 &hier_cases[i]),
 		};
 
 		print_message("[ GROUP    ] %s\n", hier_cases[i].cfg.label);
@@ -438,10 +456,10 @@ static int run_hashed(const char *scheme)
 
 	for (size_t i = 0; i < ARRAY_SIZE(hashed_cases); i++) {
 		const struct CMUnitTest tests[] = {
-			cmocka_unit_test_prestate_setup_teardown(test_hashed_one_bucket, NULL, oracle_teardown,
-								 &hashed_cases[i]),
-			cmocka_unit_test_prestate_setup_teardown(test_hashed_revolutions, NULL, oracle_teardown,
-								 &hashed_cases[i]),
+			cmocka_unit_test_prestate_setup_teardown(test_hashed_one_bucket, NULL,
+								 oracle_teardown, &hashed_cases[i]),
+			cmocka_unit_test_prestate_setup_teardown(test_hashed_revolutions, NULL,
+								 oracle_teardown, &hashed_cases[i]),
 		};
 
 		if (strcmp(hashed_cases[i].cfg.scheme, scheme) != 0)

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * spoke/engine.h - the single-threaded timer schemes of Varghese & Lauck
  * ("Hashed and Hierarchical Timing Wheels", schemes 1-7) and Lev-Libfeld's

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * consumer.c - a program outside the spoke tree, built against the installed
  * library (find_package(spoke) and pkg-config spoke, see run.sh): it creates
@@ -32,7 +32,7 @@ static int fail(const char *what)
 
 int main(void)
 {
-	struct seen s = { 0 };
+	struct seen s = {0};
 	struct spoke_timer t;
 	int rc = spoke_engine_new(&s.e, "hierarchical", NULL);
 

@@ -47,12 +47,12 @@ step "build (find_package)" "$cmake" --build "$tmp/cmake-build"
 pc=$(find "$prefix" -name spoke.pc -path '*/pkgconfig/*' | head -n 1)
 [ -n "$pc" ] || die "no pkgconfig/spoke.pc installed under $prefix"
 pcdir=$(dirname "$pc")
-pkgconf() {
+pc_query() {
 	PKG_CONFIG_PATH=$pcdir PKG_CONFIG_LIBDIR=$pcdir pkg-config "$@"
 }
-pkgconf --exists spoke || die "pkg-config does not find spoke in $pcdir"
-includedir=$(pkgconf --variable=includedir spoke)
-libdir=$(pkgconf --variable=libdir spoke)
+pc_query --exists spoke || die "pkg-config does not find spoke in $pcdir"
+includedir=$(pc_query --variable=includedir spoke)
+libdir=$(pc_query --variable=libdir spoke)
 case $includedir/ in
 "$prefix"/*) ;;
 *) die "spoke.pc installed under $prefix says includedir=$includedir: the .pc file does not follow the install prefix (cmake --install --prefix)" ;;
@@ -64,7 +64,7 @@ esac
 [ -f "$includedir/spoke/engine.h" ] || die "spoke.pc's includedir $includedir has no spoke/engine.h"
 # shellcheck disable=SC2046 # the flags are meant to split
 step "compile (pkg-config)" "$cc" -std=c11 -Wall -Wextra -Werror -o "$tmp/consumer-pc" \
-	"$here/consumer.c" $(pkgconf --cflags --libs spoke)
+	"$here/consumer.c" $(pc_query --cflags --libs spoke)
 LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$tmp/consumer-pc" ||
 	die "the pkg-config consumer failed"
 echo "run.sh: find_package(spoke) and pkg-config spoke both work from $prefix"

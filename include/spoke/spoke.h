@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * spoke/spoke.h - the multicore timer service.
+ *
+ * Each shard (by default one per online CPU) owns a timer engine (the
+ * `hierarchical` wheel unless configured otherwise) and, if it takes Lawn
+ * buckets, a `lawn` engine for TTL timers. Only the shard's owner thread
+ * touches its engines: its managed thread (pinned to its CPU, asleep until
+ * the next deadline or message), or the server thread that took it over with
+ * spoke_attach(). Starts, resets and cancels from other threads reach the
+ * owner through a wait-free MPSC inbox; the verdict of a cancel or reset is
+ * decided at once, on the timer's atomic state word, from any thread.
+ * Expiry callbacks run on a callback pool, or inline on the shard thread
+ * (callback_threads = 0), and always inline on attached shards.
+ *
+ * Every function may be called from any thread, including from inside a
+ * callback (except spoke_destroy), unless its comment says otherwise. No
+ * start, reset or cancel path takes a lock. Functions return 0 or a negative
+ * errno unless stated.
+ */
+#ifndef SPOKE_SPOKE_H
+#define SPOKE_SPOKE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint64_t spoke_id; /* 0 is never a valid id */
+typedef void spoke_fn(void *arg);
+
+struct spoke;
+
+#define SPOKE_MAX_SHARDS 256
+
+/* Per-shard overrides ("per-core tuning"); zero / NULL fields keep the global value. */
+struct spoke_shard_config {
+	int cpu;              /* CPU to pin the managed thread to; -1 = shard index mod CPUs */
+	uint64_t tick_ns;     /* tick length of this shard */
+	const char *engine;   /* engine scheme for one-shot and periodic timers */
+	unsigned level_bits;  /* wheel geometry (hierarchical): bits per level */
+	unsigned levels;      /* wheel geometry (hierarchical): number of levels */
+	size_t table_size;    /* hashed schemes: buckets */
+};
+
+struct spoke_config {
+	unsigned shards;           /* 0 = one per online CPU; at most SPOKE_MAX_SHARDS */
+	uint64_t tick_ns;          /* default 1000000 (1 ms); 1000 .. 3600 s */
+	const char *engine;        /* default "hierarchical"; `wheel` is refused (bounded) */
+	unsigned level_bits;       /* 0 = engine default */
+	unsigned levels;           /* 0 = engine default */
+	size_t table_size;         /* 0 = engine default */
+	unsigned callback_threads; /* pool size; 0 = callbacks inline on the shard thread */
+	bool pin_threads;          /* pin managed shard threads to their CPUs (default true) */
+	unsigned inbox_batch;      /* messages a shard takes per turn before it looks at
+				      the clock again (default 4096; 0 = all) */
+	uint64_t lawn_shards;      /* bit k set: shard k takes Lawn TTL buckets (k < 64);
+				      0 = every shard (default) */
+	/* Optional: overrides for shards 0 .. n_shard_overrides-1 (NULL = none). */
+	const struct spoke_shard_config *shard_overrides;
+	unsigned n_shard_overrides;
+};
+
+struct spoke_shard_stats {
+	uint64_t started;        /* timers this shard took on (starts and re-arms of periodic do not count twice) */
+	uint64_t cancelled;      /* cancels that won */
+	uint64_t reset;          /* resets applied */
+	uint64_t fired;          /* callback runs dispatched (each periodic run counts) */
+	uint64_t pending;        /* timers in the shard's engines now */
+	uint64_t inbox_hwm;      /* most messages taken from the inbox in one turn */
+	uint64_t max_late_ns;    /* worst lateness seen at dispatch (now - deadline) */
+	uint64_t tick_ns;
+	bool attached;
+};
+
+struct spoke_stats {
+	unsigned shards;
+	struct spoke_shard_stats total; /* sums (max for inbox_hwm and max_late_ns) */
+	struct spoke_shard_stats shard[SPOKE_MAX_SHARDS];
+};
+
+/* Fill cfg with the defaults; edit it, then pass it to spoke_create(). */
+void spoke_config_init(struct spoke_config *cfg);
+
+/* Create the service and start its threads. cfg NULL = defaults. -EINVAL, -ENOMEM, -EAGAIN. */
+int spoke_create(struct spoke **out, const struct spoke_config *cfg);
+
+/*
+ * Stop the service: from the moment it begins, every call returns
+ * -ESHUTDOWN and nothing is re-armed; it waits for calls in progress and
+ * running callbacks, joins its threads, and frees everything. Pending timers
+ * never run. Must not be called from a callback or an attached thread's poll.
+ */
+void spoke_destroy(struct spoke *s);
+
+/* One-shot timer on the caller's shard (its attached shard, else its CPU's). */
+int spoke_start(struct spoke *s, uint64_t delay_ns, spoke_fn *fn, void *arg, spoke_id *id);
+/* One-shot timer on a given shard (-EINVAL if out of range). */
+int spoke_start_on(struct spoke *s, unsigned shard, uint64_t delay_ns, spoke_fn *fn, void *arg,
+		   spoke_id *id);
+/*
+ * Periodic timer: runs at start + period, + 2 period, ... (no drift); never
+ * overlaps itself. If a run ends after the next due time, the missed periods
+ * are skipped: it runs once, then keeps its phase. period_ns 0 is -EINVAL.
+ */
+int spoke_start_periodic(struct spoke *s, uint64_t period_ns, spoke_fn *fn, void *arg,
+			 spoke_id *id);
+/* TTL timer in the Timer Lawn of the shard that owns this TTL. */
+int spoke_start_ttl(struct spoke *s, uint64_t ttl_ns, spoke_fn *fn, void *arg, spoke_id *id);
+
+/*
+ * Move a pending timer's next run to now + delay_ns. -ENOENT if it is no
+ * longer pending (fired, running one-shot, cancelled, stale id).
+ */
+int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns);
+
+/* 0: this call prevented the (next) run. -ENOENT: nothing left to prevent. */
+int spoke_cancel(struct spoke *s, spoke_id id);
+
+/*
+ * As spoke_cancel, and on return no run of the timer is in progress.
+ * -EDEADLK from inside that timer's own callback (nothing is waited for;
+ * the cancel itself still takes effect for a periodic timer).
+ */
+int spoke_cancel_sync(struct spoke *s, spoke_id id);
+
+unsigned spoke_shards(const struct spoke *s);
+
+/*
+ * Make the calling thread the owner of shard k: its managed thread stops
+ * driving it before this returns. -EINVAL (k out of range), -EBUSY (shard
+ * already attached, or this thread already owns a shard).
+ */
+int spoke_attach(struct spoke *s, unsigned shard);
+
+/* Attached thread only: run what is due, inline. Returns callbacks run, or -errno (-EPERM if not attached). */
+int spoke_poll(struct spoke *s);
+
+/* Attached thread only: ns until its next deadline (0 if work waits), -1 if none. */
+int64_t spoke_next_deadline(struct spoke *s);
+
+void spoke_stats(struct spoke *s, struct spoke_stats *out);
+
+/* CLOCK_MONOTONIC in ns. */
+uint64_t spoke_now_ns(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SPOKE_SPOKE_H */

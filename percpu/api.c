@@ -1,0 +1,646 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * api.c - the public functions of spoke.h: configuration, life cycle, and
+ * the start / reset / cancel paths, which any thread may take.
+ *
+ * Each start/reset/cancel is decided by compare-and-swap on the timer's state
+ * word (state.h), never by a lock. If the caller is the owner of the timer's
+ * shard (an attached thread, or a callback running inline on the shard
+ * thread) it changes the engine itself; otherwise it sets SPOKE_ST_INBOX and
+ * posts the handle to the owner's inbox, unless INBOX was already set (then
+ * the queued message carries the new state too).
+ *
+ * Shutdown: every call enters through call_enter(), which counts itself in
+ * the calling thread's arena (a line no other thread writes) and then reads
+ * `stopping`; spoke_destroy sets `stopping` and then waits until no arena
+ * counts a call. The two seq_cst accesses on each side make sure a call
+ * either sees `stopping` (-ESHUTDOWN) or is waited for.
+ */
+#define _GNU_SOURCE
+#include "service.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_TICK_NS 1000000ull
+#define MIN_TICK_NS 1000ull
+#define MAX_TICK_NS 3600000000000ull
+#define DEFAULT_INBOX_BATCH 4096
+#define MAX_CALLBACK_THREADS 1024
+
+static _Atomic uint64_t next_serial = 1;
+
+uint64_t spoke_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static unsigned online_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n < 1 ? 1 : (unsigned)n;
+}
+
+void spoke_config_init(struct spoke_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->shards = online_cpus();
+	if (cfg->shards > SPOKE_MAX_SHARDS)
+		cfg->shards = SPOKE_MAX_SHARDS;
+	cfg->tick_ns = DEFAULT_TICK_NS;
+	cfg->engine = "hierarchical";
+	cfg->callback_threads = cfg->shards;
+	cfg->pin_threads = true;
+	cfg->inbox_batch = DEFAULT_INBOX_BATCH;
+}
+
+/*
+ * A shard's main engine must accept every delay and never fail a start:
+ * `wheel` is bounded (-ERANGE), `heap` and `lawn` allocate as they grow.
+ */
+static bool engine_ok(const char *name)
+{
+	static const char *const ok[] = {"hierarchical", "hashed", "hashed-sorted", "list",
+					 "sorted-list"};
+
+	if (!name)
+		return true;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		if (strcmp(name, ok[i]) == 0)
+			return true;
+	return false;
+}
+
+static bool tick_ok(uint64_t t)
+{
+	return t == 0 || (t >= MIN_TICK_NS && t <= MAX_TICK_NS);
+}
+
+static int config_check(const struct spoke_config *c)
+{
+	if (c->shards == 0 || c->shards > SPOKE_MAX_SHARDS)
+		return -EINVAL;
+	if (c->tick_ns < MIN_TICK_NS || c->tick_ns > MAX_TICK_NS)
+		return -EINVAL;
+	if (!c->engine || !engine_ok(c->engine))
+		return -EINVAL;
+	if (c->callback_threads > MAX_CALLBACK_THREADS)
+		return -EINVAL;
+	if (c->shards < 64 && (c->lawn_shards >> c->shards) != 0)
+		return -EINVAL;
+	if (c->n_shard_overrides > c->shards || (c->n_shard_overrides && !c->shard_overrides))
+		return -EINVAL;
+	for (unsigned i = 0; i < c->n_shard_overrides; i++) {
+		const struct spoke_shard_config *o = &c->shard_overrides[i];
+
+		if (o->cpu < -1 || o->cpu >= CPU_SETSIZE || !tick_ok(o->tick_ns) ||
+		    !engine_ok(o->engine))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+static int build_maps(struct spoke *s)
+{
+	s->ncpus = online_cpus();
+	s->cpu_shard = calloc(s->ncpus, sizeof(*s->cpu_shard));
+	s->lawn_shard = calloc(s->nshards, sizeof(*s->lawn_shard));
+	if (!s->cpu_shard || !s->lawn_shard)
+		return -ENOMEM;
+	for (unsigned c = 0; c < s->ncpus; c++)
+		s->cpu_shard[c] = c % s->nshards;
+	for (unsigned k = s->nshards; k-- > 0;) {
+		if (s->shards[k].cpu >= 0 && (unsigned)s->shards[k].cpu < s->ncpus)
+			s->cpu_shard[s->shards[k].cpu] = k; /* lowest shard of a CPU wins */
+		if (s->shards[k].lawn)
+			s->lawn_shard[s->nlawn++] = k;
+	}
+	return 0;
+}
+
+static void free_all(struct spoke *s)
+{
+	if (s->shards)
+		for (unsigned k = 0; k < s->nshards; k++)
+			if (s->shards[k].wheel)
+				spoke_shard_fini(&s->shards[k]);
+	free(s->shards);
+	free(s->cpu_shard);
+	free(s->lawn_shard);
+	spoke_arenas_free(s);
+	pthread_key_delete(s->arena_key);
+	free(s);
+}
+
+static void stop_threads(struct spoke *s)
+{
+	for (unsigned k = 0; k < s->nshards; k++)
+		spoke_shard_stop(&s->shards[k]);
+	spoke_pool_stop(s);
+}
+
+int spoke_create(struct spoke **out, const struct spoke_config *cfg)
+{
+	struct spoke_config defaults;
+	struct spoke *s;
+	int err;
+
+	if (!out)
+		return -EINVAL;
+	if (!cfg) {
+		spoke_config_init(&defaults);
+		cfg = &defaults;
+	}
+	err = config_check(cfg);
+	if (err)
+		return err;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->cfg = *cfg;
+	s->cfg.shard_overrides = NULL; /* copied below as needed by shard init */
+	s->serial = atomic_fetch_add(&next_serial, 1);
+	s->nshards = cfg->shards;
+	s->nworkers = cfg->callback_threads;
+	if (pthread_key_create(&s->arena_key, NULL) != 0) {
+		free(s);
+		return -EAGAIN;
+	}
+	s->shards = calloc(s->nshards, sizeof(*s->shards));
+	err = s->shards ? 0 : -ENOMEM;
+	s->ncpus = online_cpus();
+	s->cfg.shard_overrides = cfg->shard_overrides;
+	for (unsigned k = 0; !err && k < s->nshards; k++)
+		err = spoke_shard_init(s, &s->shards[k], k);
+	s->cfg.shard_overrides = NULL; /* the caller's array need not outlive create */
+	s->cfg.n_shard_overrides = 0;
+	if (!err)
+		err = build_maps(s);
+	if (!err)
+		err = spoke_pool_start(s);
+	for (unsigned k = 0; !err && k < s->nshards; k++)
+		err = spoke_shard_launch(&s->shards[k]);
+	if (err) {
+		stop_threads(s);
+		free_all(s);
+		return err;
+	}
+	*out = s;
+	return 0;
+}
+
+void spoke_destroy(struct spoke *s)
+{
+	struct timespec pause = {0, 100000};
+
+	if (!s)
+		return;
+	atomic_store_explicit(&s->stopping, 1, memory_order_seq_cst);
+	while (spoke_arenas_busy(s))
+		nanosleep(&pause, NULL);
+	stop_threads(s);
+	free_all(s);
+}
+
+unsigned spoke_shards(const struct spoke *s)
+{
+	return s->nshards;
+}
+
+/* --- entering and leaving a call ------------------------------------------- */
+
+static int call_enter(struct spoke *s, struct arena **out)
+{
+	struct arena *a;
+
+	if (atomic_load_explicit(&s->stopping, memory_order_relaxed))
+		return -ESHUTDOWN;
+	a = spoke_arena_mine(s);
+	if (!a)
+		return -EAGAIN;
+	atomic_fetch_add_explicit(&a->in_call, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&s->stopping, memory_order_seq_cst)) {
+		atomic_fetch_sub_explicit(&a->in_call, 1, memory_order_release);
+		return -ESHUTDOWN;
+	}
+	*out = a;
+	return 0;
+}
+
+static int call_leave(struct arena *a, int ret)
+{
+	atomic_fetch_sub_explicit(&a->in_call, 1, memory_order_release);
+	return ret;
+}
+
+/* --- starting ------------------------------------------------------------- */
+
+static uint64_t deadline_after(uint64_t delay_ns)
+{
+	uint64_t d;
+
+	if (__builtin_add_overflow(spoke_now_ns(), delay_ns, &d))
+		return UINT64_MAX;
+	return d;
+}
+
+/* The shard a plain spoke_start uses: the caller's own, else its CPU's. */
+static unsigned home_shard(struct spoke *s)
+{
+	struct shard *mine = spoke_shard_mine(s);
+	int cpu;
+
+	if (mine)
+		return mine->index;
+	cpu = sched_getcpu();
+	return cpu >= 0 && (unsigned)cpu < s->ncpus ? s->cpu_shard[cpu] : 0;
+}
+
+/* Lawn: each TTL's queue lives on exactly one shard (Fibonacci hash of the TTL). */
+static unsigned ttl_shard(struct spoke *s, uint64_t ttl_ns)
+{
+	uint64_t h = ttl_ns * 0x9e3779b97f4a7c15ull;
+
+	return s->lawn_shard[(h >> 32) % s->nlawn];
+}
+
+static int start_timer(struct spoke *s, unsigned shard, unsigned kind, uint64_t delay_ns,
+		       uint64_t period_ns, spoke_fn *fn, void *arg, spoke_id *id)
+{
+	struct shard *sh = &s->shards[shard];
+	struct spoke_handle *h;
+	struct arena *a;
+	uint64_t deadline = deadline_after(delay_ns), st;
+	bool direct = spoke_shard_owned_by_me(sh);
+	int err = call_enter(s, &a);
+
+	if (err)
+		return err;
+	h = spoke_handle_alloc(a);
+	if (!h)
+		return call_leave(a, -ENOMEM);
+	h->fn = fn;
+	h->arg = arg;
+	h->period_ns = period_ns;
+	h->base_ns = deadline;
+	h->owner_flags = 0;
+	spoke_timer_init(&h->node);
+	atomic_store_explicit(&h->deadline_ns, deadline, memory_order_relaxed);
+	st = spoke_st_armed(spoke_st_gen(atomic_load_explicit(&h->state, memory_order_relaxed)),
+			    kind, shard);
+	if (id)
+		*id = spoke_make_id(spoke_st_gen(st), h->slot_id);
+	if (direct) {
+		atomic_store_explicit(&h->state, st, memory_order_release);
+		spoke_shard_note_started(sh, h);
+		spoke_shard_arm(sh, h, deadline);
+	} else {
+		atomic_store_explicit(&h->state, st | SPOKE_ST_INBOX | SPOKE_ST_RESET,
+				      memory_order_release);
+		spoke_shard_post(sh, h);
+	}
+	return call_leave(a, 0);
+}
+
+int spoke_start(struct spoke *s, uint64_t delay_ns, spoke_fn *fn, void *arg, spoke_id *id)
+{
+	if (!s || !fn)
+		return -EINVAL;
+	return start_timer(s, home_shard(s), SPOKE_KIND_ONESHOT, delay_ns, 0, fn, arg, id);
+}
+
+int spoke_start_on(struct spoke *s, unsigned shard, uint64_t delay_ns, spoke_fn *fn, void *arg,
+		   spoke_id *id)
+{
+	if (!s || !fn || shard >= s->nshards)
+		return -EINVAL;
+	return start_timer(s, shard, SPOKE_KIND_ONESHOT, delay_ns, 0, fn, arg, id);
+}
+
+int spoke_start_periodic(struct spoke *s, uint64_t period_ns, spoke_fn *fn, void *arg,
+			 spoke_id *id)
+{
+	if (!s || !fn || period_ns == 0)
+		return -EINVAL;
+	return start_timer(s, home_shard(s), SPOKE_KIND_PERIODIC, period_ns, period_ns, fn, arg,
+			   id);
+}
+
+int spoke_start_ttl(struct spoke *s, uint64_t ttl_ns, spoke_fn *fn, void *arg, spoke_id *id)
+{
+	if (!s || !fn)
+		return -EINVAL;
+	if (s->nlawn == 0)
+		return -EINVAL; /* unreachable with a valid config, kept as a guard */
+	return start_timer(s, ttl_shard(s, ttl_ns), SPOKE_KIND_TTL, ttl_ns, 0, fn, arg, id);
+}
+
+/* --- cancel and reset -------------------------------------------------------- */
+
+/*
+ * Resolve an id to its handle and current state word; NULL if the id is
+ * malformed or its generation is over.
+ */
+static struct spoke_handle *resolve(struct spoke *s, spoke_id id, uint64_t *st)
+{
+	struct spoke_handle *h = spoke_handle_lookup(s, id);
+
+	if (!h)
+		return NULL;
+	*st = atomic_load_explicit(&h->state, memory_order_acquire);
+	return spoke_st_gen(*st) == spoke_st_gen(id) ? h : NULL;
+}
+
+/* Cancel on the owner thread: unlink and free at once (no message queued). */
+static int cancel_direct(struct shard *sh, struct spoke_handle *h, uint64_t st)
+{
+	uint64_t c = spoke_st_with_status(st, SPOKE_ST_CANCELLED);
+
+	if (!atomic_compare_exchange_strong_explicit(&h->state, &st, c, memory_order_acq_rel,
+						     memory_order_acquire))
+		return -EAGAIN;
+	spoke_shard_note_started(sh, h);
+	spoke_shard_disarm(sh, h);
+	atomic_fetch_add_explicit(&sh->ctr.cancelled, 1, memory_order_relaxed);
+	atomic_store_explicit(&h->state, spoke_st_freed(c), memory_order_release);
+	spoke_handle_release(sh->s, h);
+	return 0;
+}
+
+/* One attempt at cancelling; -EAGAIN means the state changed under us. */
+static int cancel_once(struct spoke *s, struct spoke_handle *h, uint64_t st)
+{
+	struct shard *sh = &s->shards[spoke_st_shard(st)];
+	uint64_t next;
+
+	switch (spoke_st_status(st)) {
+	case SPOKE_ST_ARMED:
+		if (!(st & SPOKE_ST_INBOX) && spoke_shard_owned_by_me(sh))
+			return cancel_direct(sh, h, st);
+		next = spoke_st_with_status(st, SPOKE_ST_CANCELLED) | SPOKE_ST_INBOX;
+		break;
+	case SPOKE_ST_DISPATCHED:
+		next = spoke_st_with_status(st, SPOKE_ST_CANCELLED); /* the runner frees it */
+		break;
+	case SPOKE_ST_RUNNING:
+		if (spoke_st_kind(st) != SPOKE_KIND_PERIODIC || (st & SPOKE_ST_STOP))
+			return -ENOENT;
+		next = st | SPOKE_ST_STOP; /* no further run */
+		break;
+	default:
+		return -ENOENT;
+	}
+	if (!atomic_compare_exchange_strong_explicit(&h->state, &st, next, memory_order_acq_rel,
+						     memory_order_acquire))
+		return -EAGAIN;
+	if (spoke_st_status(st) == SPOKE_ST_ARMED && !(st & SPOKE_ST_INBOX))
+		spoke_shard_post(sh, h);
+	return 0;
+}
+
+static int cancel_id(struct spoke *s, spoke_id id)
+{
+	for (;;) {
+		uint64_t st;
+		struct spoke_handle *h = resolve(s, id, &st);
+		int r;
+
+		if (!h)
+			return -ENOENT;
+		r = cancel_once(s, h, st);
+		if (r != -EAGAIN)
+			return r;
+	}
+}
+
+int spoke_cancel(struct spoke *s, spoke_id id)
+{
+	struct arena *a;
+	int err;
+
+	if (!s)
+		return -EINVAL;
+	err = call_enter(s, &a);
+	if (err)
+		return err;
+	return call_leave(a, cancel_id(s, id));
+}
+
+/* Sleep until no run of generation `gen` of h is in progress. */
+static void wait_not_running(struct spoke_handle *h, uint32_t gen)
+{
+	for (;;) {
+		uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
+
+		if (spoke_st_gen(st) != gen || spoke_st_status(st) != SPOKE_ST_RUNNING)
+			return;
+		if (!(st & SPOKE_ST_WAITERS) &&
+		    !atomic_compare_exchange_strong_explicit(&h->state, &st,
+							     st | SPOKE_ST_WAITERS,
+							     memory_order_acq_rel,
+							     memory_order_acquire))
+			continue;
+		/* Bounded sleep: a missed wake-up costs at most a millisecond. */
+		spoke_ec_wait_word(spoke_state_futex(h), (uint32_t)(st | SPOKE_ST_WAITERS), 1000000);
+	}
+}
+
+int spoke_cancel_sync(struct spoke *s, spoke_id id)
+{
+	struct spoke_handle *h;
+	struct arena *a;
+	uint64_t st;
+	int err, r;
+
+	if (!s)
+		return -EINVAL;
+	err = call_enter(s, &a);
+	if (err)
+		return err;
+	r = cancel_id(s, id);
+	h = resolve(s, id, &st);
+	if (h && spoke_st_status(st) == SPOKE_ST_RUNNING) {
+		if (spoke_running_in_callback(h))
+			return call_leave(a, -EDEADLK);
+		wait_not_running(h, spoke_st_gen(id));
+	}
+	return call_leave(a, r);
+}
+
+/* Reset on the owner thread: move the engine node at once. */
+static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, uint64_t d)
+{
+	if (!atomic_compare_exchange_strong_explicit(&h->state, &st, spoke_st_bump_seq(st),
+						     memory_order_acq_rel, memory_order_acquire))
+		return -EAGAIN;
+	atomic_store_explicit(&h->deadline_ns, d, memory_order_relaxed);
+	spoke_shard_note_started(sh, h);
+	h->base_ns = d;
+	spoke_shard_arm(sh, h, d);
+	return 0;
+}
+
+static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint64_t d)
+{
+	struct shard *sh = &s->shards[spoke_st_shard(st)];
+	bool periodic = spoke_st_kind(st) == SPOKE_KIND_PERIODIC;
+	uint64_t next;
+
+	switch (spoke_st_status(st)) {
+	case SPOKE_ST_ARMED:
+		if (!(st & SPOKE_ST_INBOX) && spoke_shard_owned_by_me(sh))
+			return reset_direct(sh, h, st, d);
+		next = spoke_st_bump_seq(st) | SPOKE_ST_INBOX | SPOKE_ST_RESET;
+		break;
+	case SPOKE_ST_DISPATCHED:
+	case SPOKE_ST_RUNNING:
+		/* A periodic timer between runs: the reset moves its next run. */
+		if (!periodic || (st & SPOKE_ST_STOP))
+			return -ENOENT;
+		next = spoke_st_bump_seq(st) | SPOKE_ST_RESET;
+		break;
+	default:
+		return -ENOENT;
+	}
+	/* Written before the CAS that publishes RESET; see state.h. */
+	atomic_store_explicit(&h->deadline_ns, d, memory_order_relaxed);
+	if (!atomic_compare_exchange_strong_explicit(&h->state, &st, next, memory_order_acq_rel,
+						     memory_order_acquire))
+		return -EAGAIN;
+	if ((next & SPOKE_ST_INBOX) && !(st & SPOKE_ST_INBOX))
+		spoke_shard_post(sh, h);
+	return 0;
+}
+
+int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
+{
+	uint64_t d = deadline_after(delay_ns);
+	struct arena *a;
+	int err, r;
+
+	if (!s)
+		return -EINVAL;
+	err = call_enter(s, &a);
+	if (err)
+		return err;
+	do {
+		uint64_t st;
+		struct spoke_handle *h = resolve(s, id, &st);
+
+		r = h ? reset_once(s, h, st, d) : -ENOENT;
+		if (r == 0)
+			atomic_fetch_add_explicit(&s->shards[spoke_st_shard(st)].ctr.reset, 1,
+						  memory_order_relaxed);
+	} while (r == -EAGAIN);
+	return call_leave(a, r);
+}
+
+/* --- attached shards ---------------------------------------------------------- */
+
+int spoke_attach(struct spoke *s, unsigned shard)
+{
+	struct arena *a;
+	int err;
+
+	if (!s || shard >= s->nshards)
+		return -EINVAL;
+	err = call_enter(s, &a);
+	if (err)
+		return err;
+	if (spoke_shard_mine(s))
+		return call_leave(a, -EBUSY);
+	return call_leave(a, spoke_shard_attach(&s->shards[shard]));
+}
+
+static struct shard *attached_shard(struct spoke *s)
+{
+	struct shard *sh = spoke_shard_mine(s);
+
+	if (!sh || atomic_load_explicit(&sh->mode, memory_order_relaxed) != SHARD_ATTACHED)
+		return NULL;
+	return sh;
+}
+
+int spoke_poll(struct spoke *s)
+{
+	struct shard *sh;
+	struct arena *a;
+	int err;
+
+	if (!s)
+		return -EINVAL;
+	err = call_enter(s, &a);
+	if (err)
+		return err;
+	sh = attached_shard(s);
+	if (!sh)
+		return call_leave(a, -EPERM);
+	return call_leave(a, spoke_shard_turn(sh));
+}
+
+int64_t spoke_next_deadline(struct spoke *s)
+{
+	struct shard *sh;
+	struct arena *a;
+	int64_t ns;
+	int err;
+
+	if (!s)
+		return -EINVAL;
+	err = call_enter(s, &a);
+	if (err)
+		return err;
+	sh = attached_shard(s);
+	if (!sh)
+		return call_leave(a, -EPERM);
+	ns = spoke_shard_next_ns(sh);
+	call_leave(a, 0);
+	return ns;
+}
+
+/* --- statistics ------------------------------------------------------------------ */
+
+static void shard_stats(struct shard *sh, struct spoke_shard_stats *o)
+{
+	o->started = atomic_load_explicit(&sh->ctr.started, memory_order_relaxed);
+	o->cancelled = atomic_load_explicit(&sh->ctr.cancelled, memory_order_relaxed);
+	o->reset = atomic_load_explicit(&sh->ctr.reset, memory_order_relaxed);
+	o->fired = atomic_load_explicit(&sh->ctr.fired, memory_order_relaxed);
+	o->pending = atomic_load_explicit(&sh->pending, memory_order_relaxed);
+	o->inbox_hwm = atomic_load_explicit(&sh->ctr.inbox_hwm, memory_order_relaxed);
+	o->max_late_ns = atomic_load_explicit(&sh->ctr.max_late_ns, memory_order_relaxed);
+	o->tick_ns = sh->tick_ns;
+	o->attached = atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHED;
+}
+
+void spoke_stats(struct spoke *s, struct spoke_stats *out)
+{
+	struct spoke_shard_stats *t = &out->total;
+
+	memset(out, 0, sizeof(*out));
+	if (!s)
+		return;
+	out->shards = s->nshards;
+	for (unsigned k = 0; k < s->nshards; k++) {
+		struct spoke_shard_stats *o = &out->shard[k];
+
+		shard_stats(&s->shards[k], o);
+		t->started += o->started;
+		t->cancelled += o->cancelled;
+		t->reset += o->reset;
+		t->fired += o->fired;
+		t->pending += o->pending;
+		if (o->inbox_hwm > t->inbox_hwm)
+			t->inbox_hwm = o->inbox_hwm;
+		if (o->max_late_ns > t->max_late_ns)
+			t->max_late_ns = o->max_late_ns;
+	}
+}

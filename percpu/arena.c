@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * arena.c - where timer handles live, and how ids find them.
+ *
+ * Every thread that calls the service gets an arena of its own (found through
+ * a pthread key of the instance, cached in a thread-local pair). A handle is
+ * allocated from the calling thread's arena without any atomic operation:
+ * from the arena's private free list, else from the handles other threads
+ * returned (a liburcu wfcqueue the owner splices in one step, without
+ * blocking), else from a fresh slot; chunks of 1024 handles are allocated as
+ * slots run out and never freed before spoke_destroy, so memory is
+ * type-stable: a stale id always points at a handle, whose generation then
+ * tells it apart. A thread that frees a handle of its own arena pushes it on
+ * the private list; any other thread enqueues it on the arena's return queue
+ * (wait-free). So the free list needs no ABA-prone lock-free pop, and the
+ * memory held is bounded by the most timers each thread had live at once.
+ *
+ * An id is generation << 32 | arena << 24 | slot: 256 arenas (threads alive
+ * at once per instance; an exiting thread's arena is adopted by the next new
+ * thread) of up to 2^24 handles each.
+ */
+#include "service.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+static _Thread_local struct {
+	uint64_t serial;
+	struct arena *arena;
+} tls_arena;
+
+static struct spoke_handle *chunk_new(struct arena *a, size_t first_slot)
+{
+	struct spoke_handle *c = calloc(SPOKE_ARENA_CHUNK, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	for (size_t i = 0; i < SPOKE_ARENA_CHUNK; i++) {
+		atomic_init(&c[i].state, spoke_st_freed(0)); /* generation 1, FREE */
+		c[i].slot_id = (uint32_t)(a->index << 24 | (first_slot + i));
+	}
+	return c;
+}
+
+/*
+ * Take back what other threads returned (owner only, never blocks): splice
+ * the return queue onto the private `taken` queue, then move what is fully
+ * linked onto the free list. A node a preempted producer has not linked yet
+ * stays on `taken` for the next time.
+ */
+static void take_returned(struct arena *a)
+{
+	struct cds_wfcq_node *n;
+
+	if (!cds_wfcq_empty(&a->ret_head, &a->ret_tail))
+		(void)__cds_wfcq_splice_nonblocking(&a->taken_head, &a->taken_tail, &a->ret_head,
+						    &a->ret_tail);
+	while ((n = __cds_wfcq_dequeue_nonblocking(&a->taken_head, &a->taken_tail)) != NULL &&
+	       n != CDS_WFCQ_WOULDBLOCK) {
+		struct spoke_handle *h = caa_container_of(n, struct spoke_handle, qnode);
+
+		h->qnode.next = (struct cds_wfcq_node *)a->free_list;
+		a->free_list = h;
+	}
+}
+
+struct spoke_handle *spoke_handle_alloc(struct arena *a)
+{
+	struct spoke_handle *h = a->free_list;
+	size_t slot;
+
+	if (!h) {
+		take_returned(a);
+		h = a->free_list;
+	}
+	if (h) {
+		a->free_list = (struct spoke_handle *)h->qnode.next;
+		return h;
+	}
+	slot = a->fresh;
+	if (slot >= SPOKE_ARENA_SLOTS)
+		return NULL;
+	if (slot % SPOKE_ARENA_CHUNK == 0) {
+		struct spoke_handle *c = chunk_new(a, slot);
+
+		if (!c)
+			return NULL;
+		atomic_store_explicit(&a->chunk[slot / SPOKE_ARENA_CHUNK], c,
+				      memory_order_release);
+	}
+	a->fresh = slot + 1;
+	return &atomic_load_explicit(&a->chunk[slot / SPOKE_ARENA_CHUNK],
+				     memory_order_relaxed)[slot % SPOKE_ARENA_CHUNK];
+}
+
+/*
+ * Give a handle back to its arena. The caller has already moved its state to
+ * FREE (new generation) and guarantees the queue node is in no queue.
+ */
+void spoke_handle_release(struct spoke *s, struct spoke_handle *h)
+{
+	struct arena *a = atomic_load_explicit(&s->arenas[h->slot_id >> 24], memory_order_acquire);
+
+	if (tls_arena.serial == s->serial && tls_arena.arena == a) {
+		h->qnode.next = (struct cds_wfcq_node *)a->free_list;
+		a->free_list = h;
+		return;
+	}
+	cds_wfcq_node_init(&h->qnode);
+	cds_wfcq_enqueue(&a->ret_head, &a->ret_tail, &h->qnode);
+}
+
+struct spoke_handle *spoke_handle_lookup(struct spoke *s, spoke_id id)
+{
+	uint32_t slot_id = (uint32_t)id;
+	struct arena *a;
+	struct spoke_handle *c;
+	uint32_t slot = slot_id & (SPOKE_ARENA_SLOTS - 1);
+
+	if (spoke_st_gen(id) == 0)
+		return NULL;
+	a = atomic_load_explicit(&s->arenas[slot_id >> 24], memory_order_acquire);
+	if (!a)
+		return NULL;
+	c = atomic_load_explicit(&a->chunk[slot / SPOKE_ARENA_CHUNK], memory_order_acquire);
+	if (!c)
+		return NULL;
+	return &c[slot % SPOKE_ARENA_CHUNK];
+}
+
+static void arena_orphan(void *p)
+{
+	struct arena *a = p;
+
+	atomic_store_explicit(&a->owned, 0, memory_order_release);
+}
+
+static struct arena *arena_adopt_or_create(struct spoke *s)
+{
+	unsigned n = atomic_load_explicit(&s->narenas, memory_order_acquire);
+	struct arena *a;
+
+	for (unsigned i = 0; i < n; i++) {
+		int expect = 0;
+
+		a = atomic_load_explicit(&s->arenas[i], memory_order_acquire);
+		if (a && atomic_compare_exchange_strong_explicit(&a->owned, &expect, 1,
+								 memory_order_acq_rel,
+								 memory_order_relaxed))
+			return a; /* with the exited owner's free list and slots */
+	}
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return NULL;
+	a->s = s;
+	atomic_init(&a->owned, 1);
+	cds_wfcq_init(&a->ret_head, &a->ret_tail);
+	cds_wfcq_init(&a->taken_head, &a->taken_tail);
+	for (;;) {
+		unsigned idx = atomic_load_explicit(&s->narenas, memory_order_relaxed);
+
+		if (idx >= SPOKE_ARENAS) {
+			free(a);
+			return NULL;
+		}
+		if (atomic_compare_exchange_weak_explicit(&s->narenas, &idx, idx + 1,
+							  memory_order_acq_rel,
+							  memory_order_relaxed)) {
+			a->index = idx;
+			atomic_store_explicit(&s->arenas[idx], a, memory_order_release);
+			return a;
+		}
+	}
+}
+
+/* The calling thread's arena (created or adopted on first use); NULL: -EAGAIN. */
+struct arena *spoke_arena_mine(struct spoke *s)
+{
+	struct arena *a;
+
+	if (tls_arena.serial == s->serial)
+		return tls_arena.arena;
+	a = pthread_getspecific(s->arena_key);
+	if (!a) {
+		a = arena_adopt_or_create(s);
+		if (!a)
+			return NULL;
+		if (pthread_setspecific(s->arena_key, a) != 0) {
+			arena_orphan(a);
+			return NULL;
+		}
+	}
+	tls_arena.serial = s->serial;
+	tls_arena.arena = a;
+	return a;
+}
+
+/* Is any thread inside an API call? (spoke_destroy waits for none.) */
+bool spoke_arenas_busy(struct spoke *s)
+{
+	unsigned n = atomic_load_explicit(&s->narenas, memory_order_acquire);
+
+	for (unsigned i = 0; i < n; i++) {
+		struct arena *a = atomic_load_explicit(&s->arenas[i], memory_order_acquire);
+
+		if (a && atomic_load_explicit(&a->in_call, memory_order_seq_cst) != 0)
+			return true;
+	}
+	return false;
+}
+
+void spoke_arenas_free(struct spoke *s)
+{
+	unsigned n = atomic_load_explicit(&s->narenas, memory_order_acquire);
+
+	for (unsigned i = 0; i < n; i++) {
+		struct arena *a = atomic_load_explicit(&s->arenas[i], memory_order_acquire);
+
+		if (!a)
+			continue;
+		for (size_t c = 0; c < SPOKE_ARENA_CHUNKS; c++) {
+			struct spoke_handle *chunk =
+				atomic_load_explicit(&a->chunk[c], memory_order_relaxed);
+
+			if (!chunk)
+				break;
+			free(chunk);
+		}
+		cds_wfcq_destroy(&a->ret_head, &a->ret_tail);
+		cds_wfcq_destroy(&a->taken_head, &a->taken_tail);
+		free(a);
+	}
+	if (tls_arena.serial == s->serial)
+		tls_arena.serial = 0;
+}

@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * pool.c - running expiry callbacks: the callback pool, and the one routine
+ * every callback runs through, wherever it runs.
+ *
+ * Pool: callback_threads workers, each with its own wfcqueue (MPSC: the
+ * shards are the producers) and eventcount; a shard hands its expired
+ * handles to the workers round robin. A handle is on a worker queue only
+ * while DISPATCHED; a cancel that wins in that window (DISPATCHED ->
+ * CANCELLED) prevents the run, and the worker then just frees it. So a
+ * callback that cancel_syncs a timer queued behind it on the same worker
+ * does not deadlock: that timer is not running, and the cancel wins.
+ *
+ * Run (spoke_run_callback): DISPATCHED -> RUNNING, call fn(arg), then a
+ * one-shot ends as FREE with a new generation; a periodic timer without STOP
+ * goes back to ARMED and to its owner for re-arming at previous deadline +
+ * period, only after its run returned, so it never overlaps itself. Threads
+ * waiting in cancel_sync (WAITERS) are woken when RUNNING ends.
+ */
+#define _GNU_SOURCE
+#include "service.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+static _Thread_local const struct spoke_handle *tls_running;
+
+bool spoke_running_in_callback(const struct spoke_handle *h)
+{
+	return tls_running == h;
+}
+
+static void note_lateness(struct shard *sh, uint64_t deadline_ns)
+{
+	uint64_t now = spoke_now_ns(), late, cur;
+
+	if (now <= deadline_ns)
+		return;
+	late = now - deadline_ns;
+	cur = atomic_load_explicit(&sh->ctr.max_late_ns, memory_order_relaxed);
+	while (late > cur && !atomic_compare_exchange_weak_explicit(
+				     &sh->ctr.max_late_ns, &cur, late, memory_order_relaxed,
+				     memory_order_relaxed))
+		;
+}
+
+/* After the run: free a one-shot (or a stopped periodic), re-arm a periodic. */
+static void finish_run(struct spoke *s, struct spoke_handle *h)
+{
+	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire), next;
+	struct shard *sh = &s->shards[spoke_st_shard(st)];
+	bool rearm, direct = spoke_shard_owned_by_me(sh);
+
+	do {
+		rearm = spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP) &&
+			!atomic_load_explicit(&s->stopping, memory_order_relaxed);
+		if (!rearm)
+			next = spoke_st_freed(st);
+		else if (direct)
+			next = spoke_st_with_status(st, SPOKE_ST_ARMED) &
+			       ~(SPOKE_ST_WAITERS | SPOKE_ST_RESET);
+		else
+			next = (spoke_st_with_status(st, SPOKE_ST_ARMED) | SPOKE_ST_INBOX) &
+			       ~SPOKE_ST_WAITERS;
+	} while (!atomic_compare_exchange_weak_explicit(&h->state, &st, next, memory_order_acq_rel,
+							memory_order_acquire));
+	if (st & SPOKE_ST_WAITERS)
+		spoke_ec_wake_word(spoke_state_futex(h));
+	if (!rearm) {
+		if (st & SPOKE_ST_STOP)
+			atomic_fetch_add_explicit(&sh->ctr.cancelled, 1, memory_order_relaxed);
+		spoke_handle_release(s, h);
+	} else if (direct) {
+		spoke_shard_rearm_periodic(sh, h, (st & SPOKE_ST_RESET) != 0);
+	} else {
+		spoke_shard_post(sh, h);
+	}
+}
+
+/* Run h's callback on this thread (h is DISPATCHED, taken off any queue). */
+void spoke_run_callback(struct spoke *s, struct spoke_handle *h)
+{
+	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
+	struct shard *sh = &s->shards[spoke_st_shard(st)];
+	const struct spoke_handle *outer;
+
+	do {
+		if (spoke_st_status(st) == SPOKE_ST_CANCELLED) {
+			/* A cancel won after dispatch: the run never happens. */
+			atomic_fetch_add_explicit(&sh->ctr.cancelled, 1, memory_order_relaxed);
+			atomic_store_explicit(&h->state, spoke_st_freed(st), memory_order_release);
+			spoke_handle_release(s, h);
+			return;
+		}
+	} while (!atomic_compare_exchange_weak_explicit(&h->state, &st,
+							spoke_st_with_status(st, SPOKE_ST_RUNNING),
+							memory_order_acq_rel, memory_order_acquire));
+	atomic_fetch_add_explicit(&sh->ctr.fired, 1, memory_order_relaxed);
+	note_lateness(sh, h->base_ns);
+	outer = tls_running;
+	tls_running = h;
+	h->fn(h->arg);
+	tls_running = outer;
+	finish_run(s, h);
+}
+
+/* --- workers ---------------------------------------------------------------- */
+
+void spoke_pool_dispatch(struct shard *sh, struct spoke_handle *h)
+{
+	struct spoke *s = sh->s;
+	struct pool_worker *w = &s->workers[sh->next_worker++ % s->nworkers];
+
+	cds_wfcq_node_init(&h->qnode);
+	if (!cds_wfcq_enqueue(&w->q_head, &w->q_tail, &h->qnode))
+		spoke_ec_wake_one(&w->wake_seq, &w->sleeping);
+}
+
+static bool worker_has_work(void *arg)
+{
+	struct pool_worker *w = arg;
+
+	return atomic_load_explicit(&w->s->pool_stop, memory_order_acquire) ||
+	       !cds_wfcq_empty(&w->q_head, &w->q_tail);
+}
+
+static void *worker_main(void *arg)
+{
+	struct pool_worker *w = arg;
+	struct spoke *s = w->s;
+
+	while (!atomic_load_explicit(&s->pool_stop, memory_order_acquire)) {
+		struct cds_wfcq_node *n;
+		int64_t wait_ns = -1;
+
+		if (!cds_wfcq_empty(&w->q_head, &w->q_tail))
+			(void)__cds_wfcq_splice_nonblocking(&w->taken_head, &w->taken_tail,
+							    &w->q_head, &w->q_tail);
+		while (!atomic_load_explicit(&s->pool_stop, memory_order_acquire) &&
+		       (n = __cds_wfcq_dequeue_nonblocking(&w->taken_head, &w->taken_tail)) !=
+			       NULL &&
+		       n != CDS_WFCQ_WOULDBLOCK)
+			spoke_run_callback(s, caa_container_of(n, struct spoke_handle, qnode));
+		if (!cds_wfcq_empty(&w->taken_head, &w->taken_tail))
+			wait_ns = 50000; /* a producer is still linking its node */
+		spoke_ec_sleep(&w->wake_seq, &w->sleeping, worker_has_work, w, wait_ns);
+	}
+	return NULL;
+}
+
+int spoke_pool_start(struct spoke *s)
+{
+	if (s->nworkers == 0)
+		return 0;
+	s->workers = calloc(s->nworkers, sizeof(*s->workers));
+	if (!s->workers)
+		return -ENOMEM;
+	for (unsigned i = 0; i < s->nworkers; i++) {
+		struct pool_worker *w = &s->workers[i];
+		int err;
+
+		w->s = s;
+		cds_wfcq_init(&w->q_head, &w->q_tail);
+		cds_wfcq_init(&w->taken_head, &w->taken_tail);
+		err = pthread_create(&w->thread, NULL, worker_main, w);
+		if (err) {
+			spoke_pool_stop(s);
+			return -err;
+		}
+		w->running = true;
+	}
+	return 0;
+}
+
+/* Stop and join the workers; callbacks queued but not started never run. */
+void spoke_pool_stop(struct spoke *s)
+{
+	if (!s->workers)
+		return;
+	atomic_store_explicit(&s->pool_stop, 1, memory_order_release);
+	for (unsigned i = 0; i < s->nworkers; i++) {
+		struct pool_worker *w = &s->workers[i];
+
+		spoke_ec_kick(&w->wake_seq);
+		if (w->running)
+			pthread_join(w->thread, NULL);
+		w->running = false;
+	}
+	for (unsigned i = 0; i < s->nworkers; i++) {
+		cds_wfcq_destroy(&s->workers[i].q_head, &s->workers[i].q_tail);
+		cds_wfcq_destroy(&s->workers[i].taken_head, &s->workers[i].taken_tail);
+	}
+	free(s->workers);
+	s->workers = NULL;
+}

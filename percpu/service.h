@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * service.h - the internal structures of the timer service (percpu/).
+ *
+ * Who owns what:
+ *
+ *   struct spoke_handle  one per timer, in a per-thread arena (arena.c).
+ *                        Its 64-bit state word (state.h) is the only field
+ *                        any thread may touch at any time; the engine node
+ *                        and base_ns belong to the owner shard; fn, arg and
+ *                        period_ns are written by the starting thread before
+ *                        the handle is published and read only by threads
+ *                        that received it through a queue.
+ *   struct shard         one per CPU: its engines belong to its owner thread
+ *                        (managed thread, or the attached server thread);
+ *                        any thread enqueues handles on its inbox (a
+ *                        liburcu wfcqueue: wait-free enqueue, the node inside
+ *                        the handle, so a cross-core message allocates nothing).
+ *   struct arena         one per thread that calls the service: a private
+ *                        free list of handles, plus a wfcqueue on which other
+ *                        threads return the handles they free.
+ *   struct pool_worker   one per callback thread, with its own wfcqueue.
+ *
+ * A handle's queue node is in at most one queue at a time: the owner's
+ * inbox only while the state word has SPOKE_ST_INBOX, a pool queue only
+ * while DISPATCHED, an arena return queue only while FREE.
+ */
+#ifndef SPOKE_PERCPU_SERVICE_H
+#define SPOKE_PERCPU_SERVICE_H
+
+#include <spoke/engine.h>
+#include <spoke/spoke.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "state.h"
+#include "urcu_wfcq.h"
+
+#define SPOKE_CACHELINE 64
+#define SPOKE_ARENAS 256               /* id bits 24..31 */
+#define SPOKE_ARENA_CHUNK_SHIFT 10     /* 1024 handles per chunk */
+#define SPOKE_ARENA_CHUNK (1u << SPOKE_ARENA_CHUNK_SHIFT)
+#define SPOKE_ARENA_SLOTS (1u << 24)   /* id bits 0..23 */
+#define SPOKE_ARENA_CHUNKS (SPOKE_ARENA_SLOTS / SPOKE_ARENA_CHUNK)
+
+enum spoke_kind {
+	SPOKE_KIND_ONESHOT = 0,
+	SPOKE_KIND_PERIODIC = 1,
+	SPOKE_KIND_TTL = 2,
+};
+
+/* Owner-private bits of spoke_handle.owner_flags. */
+#define SPOKE_OWN_SEEN 1u    /* counted in `started` */
+#define SPOKE_OWN_IN_LAWN 2u /* node is in the shard's lawn engine */
+
+struct spoke_handle {
+	struct spoke_timer node;   /* owner: position in an engine */
+	_Atomic uint64_t state;    /* state.h */
+	struct cds_wfcq_node qnode; /* inbox / pool / arena return queue */
+	spoke_fn *fn;
+	void *arg;
+	_Atomic uint64_t deadline_ns; /* deadline asked by the last start or reset */
+	uint64_t base_ns;          /* owner: deadline of the current/last run */
+	uint64_t period_ns;        /* periodic: period */
+	uint32_t slot_id;          /* arena << 24 | slot; immutable */
+	uint8_t owner_flags;       /* owner: SPOKE_OWN_* */
+};
+
+struct arena {
+	struct spoke *s;
+	unsigned index;
+	_Atomic int owned;            /* a live thread uses it */
+	_Atomic unsigned in_call;     /* owner thread is inside the API (destroy waits) */
+	/* Owner thread only. */
+	struct spoke_handle *free_list; /* linked through qnode.next */
+	size_t fresh;                 /* slots handed out so far */
+	struct cds_wfcq_head taken_head; /* spliced from ret, not yet on free_list */
+	struct cds_wfcq_tail taken_tail;
+	/* Other threads return freed handles here (wfcqueue, MPSC). */
+	struct cds_wfcq_head ret_head __attribute__((aligned(SPOKE_CACHELINE)));
+	struct cds_wfcq_tail ret_tail __attribute__((aligned(SPOKE_CACHELINE)));
+	/* Published with release; read by any thread resolving an id. */
+	_Atomic(struct spoke_handle *) chunk[SPOKE_ARENA_CHUNKS];
+};
+
+enum shard_mode {
+	SHARD_MANAGED = 0,  /* driven by its own thread */
+	SHARD_ATTACHING,    /* spoke_attach() asked the thread to stop */
+	SHARD_ATTACHED,     /* driven by a server thread through spoke_poll */
+	SHARD_STOPPING,     /* spoke_destroy() */
+};
+
+struct shard_counters {
+	_Atomic uint64_t started, cancelled, reset, fired, inbox_hwm, max_late_ns;
+};
+
+struct shard {
+	struct spoke *s;
+	unsigned index;
+	int cpu;
+	uint64_t tick_ns;
+	uint64_t epoch_ns;          /* tick 0 of the engines */
+	/* Owner only. */
+	struct spoke_engine *wheel; /* one-shot and periodic timers */
+	struct spoke_engine *lawn;  /* TTL timers, if this shard takes Lawn buckets */
+	struct cds_wfcq_head taken_head; /* spliced from the inbox, not yet handled */
+	struct cds_wfcq_tail taken_tail;
+	unsigned next_worker;       /* round robin over the pool */
+	uint64_t clock_ns;          /* the time the current turn runs at */
+	int fired_inline;           /* callbacks run inline in this turn */
+	/* Producers: the inbox tail and the sleeper's wake word. */
+	struct cds_wfcq_head inbox_head __attribute__((aligned(SPOKE_CACHELINE)));
+	struct cds_wfcq_tail inbox_tail __attribute__((aligned(SPOKE_CACHELINE)));
+	_Atomic uint32_t wake_seq __attribute__((aligned(SPOKE_CACHELINE)));
+	_Atomic uint32_t sleeping;
+	_Atomic int mode;           /* enum shard_mode */
+	_Atomic uint64_t pending;   /* engines' count after the owner's last change */
+	pthread_t thread;
+	bool thread_running;
+	struct shard_counters ctr;
+};
+
+struct pool_worker {
+	struct spoke *s;
+	pthread_t thread;
+	bool running;
+	struct cds_wfcq_head q_head __attribute__((aligned(SPOKE_CACHELINE)));
+	struct cds_wfcq_tail q_tail __attribute__((aligned(SPOKE_CACHELINE)));
+	_Atomic uint32_t wake_seq __attribute__((aligned(SPOKE_CACHELINE)));
+	_Atomic uint32_t sleeping;
+	/* Worker only: spliced from the queue, not yet run. */
+	struct cds_wfcq_head taken_head;
+	struct cds_wfcq_tail taken_tail;
+};
+
+struct spoke {
+	struct spoke_config cfg;
+	uint64_t serial;            /* tells instances apart in thread-local caches */
+	unsigned nshards;
+	struct shard *shards;
+	unsigned nlawn;
+	unsigned *lawn_shard;       /* shards that take Lawn buckets */
+	unsigned ncpus;
+	unsigned *cpu_shard;        /* CPU -> shard for spoke_start */
+	unsigned nworkers;
+	struct pool_worker *workers;
+	_Atomic int stopping;       /* spoke_destroy() has begun */
+	_Atomic int pool_stop;
+	pthread_key_t arena_key;
+	_Atomic unsigned narenas;
+	_Atomic(struct arena *) arenas[SPOKE_ARENAS];
+};
+
+/* arena.c */
+struct arena *spoke_arena_mine(struct spoke *s);
+struct spoke_handle *spoke_handle_alloc(struct arena *a);
+void spoke_handle_release(struct spoke *s, struct spoke_handle *h);
+struct spoke_handle *spoke_handle_lookup(struct spoke *s, spoke_id id);
+void spoke_arenas_free(struct spoke *s);
+bool spoke_arenas_busy(struct spoke *s);
+
+/* The 32-bit futex word inside the state word: its low half (x86-64 is little endian). */
+static inline _Atomic uint32_t *spoke_state_futex(struct spoke_handle *h)
+{
+	return (_Atomic uint32_t *)(void *)&h->state;
+}
+
+static inline spoke_id spoke_make_id(uint32_t gen, uint32_t slot_id)
+{
+	return ((uint64_t)gen << 32) | slot_id;
+}
+
+/* shard.c */
+int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index);
+void spoke_shard_fini(struct shard *sh);
+int spoke_shard_launch(struct shard *sh);
+void spoke_shard_stop(struct shard *sh);
+void spoke_shard_post(struct shard *sh, struct spoke_handle *h);
+bool spoke_shard_owned_by_me(struct shard *sh);
+struct shard *spoke_shard_mine(struct spoke *s);
+void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns);
+void spoke_shard_disarm(struct shard *sh, struct spoke_handle *h);
+void spoke_shard_note_started(struct shard *sh, struct spoke_handle *h);
+void spoke_shard_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool reset);
+int spoke_shard_turn(struct shard *sh);
+int64_t spoke_shard_next_ns(struct shard *sh);
+int spoke_shard_attach(struct shard *sh);
+
+/* eventcount.c: sleep until a queue has work; wake the sleeper */
+void spoke_ec_wake_one(_Atomic uint32_t *seq, _Atomic uint32_t *sleeping);
+void spoke_ec_kick(_Atomic uint32_t *seq);
+void spoke_ec_sleep(_Atomic uint32_t *seq, _Atomic uint32_t *sleeping, bool (*has_work)(void *),
+		    void *arg, int64_t timeout_ns);
+void spoke_ec_wait_word(_Atomic uint32_t *word, uint32_t expect, int64_t timeout_ns);
+void spoke_ec_wake_word(_Atomic uint32_t *word);
+
+/* pool.c */
+int spoke_pool_start(struct spoke *s);
+void spoke_pool_stop(struct spoke *s);
+void spoke_pool_dispatch(struct shard *sh, struct spoke_handle *h);
+void spoke_run_callback(struct spoke *s, struct spoke_handle *h);
+bool spoke_running_in_callback(const struct spoke_handle *h);
+
+#endif /* SPOKE_PERCPU_SERVICE_H */

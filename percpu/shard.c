@@ -1,0 +1,424 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * shard.c - the owner side of a shard: its engines, its inbox, its thread.
+ *
+ * A shard's engines are touched only by its owner thread (the managed thread
+ * below, or the server thread that attached). One turn of the owner:
+ *
+ *   1. take messages: splice the inbox (wait-free MPSC, liburcu wfcqueue)
+ *      onto the private `taken` queue without blocking and handle up to
+ *      inbox_batch of them. A message is a handle; the owner acts on the
+ *      handle's state word as it reads it when it clears SPOKE_ST_INBOX:
+ *      ARMED+RESET = insert or move to deadline_ns, ARMED without RESET =
+ *      re-arm a periodic timer after its run, CANCELLED = unlink and free.
+ *      A start that a cancel overtook is thus dropped, counted once each.
+ *   2. advance each engine to the current tick. An expiring timer is moved
+ *      from ARMED to DISPATCHED by compare-and-swap (losing to a cancel is
+ *      fine: the cancel's message frees it) and its callback is run inline
+ *      or handed to a pool worker.
+ *   3. managed thread only: sleep on the shard's wake word until the next
+ *      deadline; any producer whose enqueue found the inbox empty wakes it
+ *      (eventcount: the sleeper publishes `sleeping`, then re-checks the
+ *      inbox; the producer enqueues, then reads `sleeping`), so a start
+ *      earlier than the planned wake-up is never missed, and an idle shard
+ *      never wakes.
+ *
+ * Time: tick T of a shard is epoch_ns + T * tick_ns. A deadline becomes the
+ * first tick at or after it (rounded up), and the engines are advanced to the
+ * last tick at or before now (rounded down), so nothing runs early.
+ */
+#define _GNU_SOURCE
+#include "service.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Thread_local struct {
+	uint64_t serial;
+	struct shard *sh;
+} tls_owner;
+
+bool spoke_shard_owned_by_me(struct shard *sh)
+{
+	return tls_owner.serial == sh->s->serial && tls_owner.sh == sh;
+}
+
+struct shard *spoke_shard_mine(struct spoke *s)
+{
+	return tls_owner.serial == s->serial ? tls_owner.sh : NULL;
+}
+
+static void become_owner(struct shard *sh)
+{
+	tls_owner.serial = sh->s->serial;
+	tls_owner.sh = sh;
+}
+
+/* --- time ----------------------------------------------------------------- */
+
+static uint64_t deadline_tick(const struct shard *sh, uint64_t deadline_ns)
+{
+	uint64_t x;
+
+	if (deadline_ns <= sh->epoch_ns)
+		return 0;
+	x = deadline_ns - sh->epoch_ns;
+	return x / sh->tick_ns + (x % sh->tick_ns != 0);
+}
+
+static uint64_t clock_tick(const struct shard *sh, uint64_t now_ns)
+{
+	return now_ns <= sh->epoch_ns ? 0 : (now_ns - sh->epoch_ns) / sh->tick_ns;
+}
+
+/* The time of tick t, saturating. */
+static uint64_t tick_time_ns(const struct shard *sh, uint64_t t)
+{
+	uint64_t x;
+
+	if (__builtin_mul_overflow(t, sh->tick_ns, &x) || __builtin_add_overflow(x, sh->epoch_ns, &x))
+		return UINT64_MAX;
+	return x;
+}
+
+/* --- owner: engines -------------------------------------------------------- */
+
+static void publish_pending(struct shard *sh)
+{
+	uint64_t n = spoke_engine_count(sh->wheel) + (sh->lawn ? spoke_engine_count(sh->lawn) : 0);
+
+	atomic_store_explicit(&sh->pending, n, memory_order_relaxed);
+}
+
+void spoke_shard_disarm(struct shard *sh, struct spoke_handle *h)
+{
+	struct spoke_engine *e = (h->owner_flags & SPOKE_OWN_IN_LAWN) ? sh->lawn : sh->wheel;
+
+	if (spoke_engine_stop(e, &h->node) == 0)
+		publish_pending(sh);
+	h->owner_flags &= (uint8_t)~SPOKE_OWN_IN_LAWN;
+}
+
+/* Owner: put h in its engine for deadline_ns (moving it if pending). */
+void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns)
+{
+	uint64_t s = atomic_load_explicit(&h->state, memory_order_relaxed);
+	bool ttl = spoke_st_kind(s) == SPOKE_KIND_TTL && sh->lawn;
+	struct spoke_engine *e = ttl ? sh->lawn : sh->wheel;
+	uint64_t t = deadline_tick(sh, deadline_ns), now = spoke_engine_now(e);
+
+	if (spoke_timer_pending(&h->node))
+		spoke_shard_disarm(sh, h);
+	/* Only the lawn can refuse (-ENOMEM); the wheel then takes it. */
+	if (ttl && spoke_engine_start(e, &h->node, t > now ? t - now : 0) == 0) {
+		h->owner_flags |= SPOKE_OWN_IN_LAWN;
+	} else {
+		now = spoke_engine_now(sh->wheel);
+		(void)spoke_engine_start(sh->wheel, &h->node, t > now ? t - now : 0);
+	}
+	publish_pending(sh);
+}
+
+void spoke_shard_note_started(struct shard *sh, struct spoke_handle *h)
+{
+	if (!(h->owner_flags & SPOKE_OWN_SEEN)) {
+		h->owner_flags |= SPOKE_OWN_SEEN;
+		atomic_fetch_add_explicit(&sh->ctr.started, 1, memory_order_relaxed);
+	}
+}
+
+/* Next deadline of a periodic timer after a run: base + period, skipping
+ * periods that already passed (it runs once, then keeps its phase). */
+static uint64_t periodic_next_ns(uint64_t base, uint64_t period, uint64_t now)
+{
+	uint64_t next, k;
+
+	if (__builtin_add_overflow(base, period, &next))
+		return UINT64_MAX;
+	if (next > now)
+		return next;
+	k = (now - base) / period + 1;
+	if (__builtin_mul_overflow(k, period, &next) || __builtin_add_overflow(next, base, &next))
+		return UINT64_MAX;
+	return next;
+}
+
+void spoke_shard_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool reset)
+{
+	if (reset)
+		h->base_ns = atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
+	else
+		h->base_ns = periodic_next_ns(h->base_ns, h->period_ns, spoke_now_ns());
+	spoke_shard_arm(sh, h, h->base_ns);
+}
+
+/* Owner: end a cancelled handle's life (unlinked, counted, freed). */
+static void retire_cancelled(struct shard *sh, struct spoke_handle *h, uint64_t s)
+{
+	spoke_shard_disarm(sh, h);
+	atomic_fetch_add_explicit(&sh->ctr.cancelled, 1, memory_order_relaxed);
+	atomic_store_explicit(&h->state, spoke_st_freed(s), memory_order_release);
+	spoke_handle_release(sh->s, h);
+}
+
+static void handle_message(struct shard *sh, struct spoke_handle *h)
+{
+	uint64_t s = atomic_fetch_and_explicit(&h->state, ~(SPOKE_ST_INBOX | SPOKE_ST_RESET),
+					       memory_order_acq_rel);
+
+	spoke_shard_note_started(sh, h);
+	switch (spoke_st_status(s)) {
+	case SPOKE_ST_ARMED:
+		if (s & SPOKE_ST_RESET) {
+			h->base_ns = atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
+			spoke_shard_arm(sh, h, h->base_ns);
+		} else if (spoke_st_kind(s) == SPOKE_KIND_PERIODIC &&
+			   !spoke_timer_pending(&h->node)) {
+			spoke_shard_rearm_periodic(sh, h, false);
+		}
+		break;
+	case SPOKE_ST_CANCELLED:
+		retire_cancelled(sh, h, s & ~(SPOKE_ST_INBOX | SPOKE_ST_RESET));
+		break;
+	default:
+		break; /* INBOX is set only on ARMED and CANCELLED handles */
+	}
+}
+
+static void take_messages(struct shard *sh)
+{
+	unsigned limit = sh->s->cfg.inbox_batch, n = 0;
+	struct cds_wfcq_node *node;
+
+	if (!cds_wfcq_empty(&sh->inbox_head, &sh->inbox_tail))
+		(void)__cds_wfcq_splice_nonblocking(&sh->taken_head, &sh->taken_tail,
+						    &sh->inbox_head, &sh->inbox_tail);
+	while ((limit == 0 || n < limit) &&
+	       (node = __cds_wfcq_dequeue_nonblocking(&sh->taken_head, &sh->taken_tail)) != NULL &&
+	       node != CDS_WFCQ_WOULDBLOCK) {
+		handle_message(sh, caa_container_of(node, struct spoke_handle, qnode));
+		n++;
+	}
+	if (n > atomic_load_explicit(&sh->ctr.inbox_hwm, memory_order_relaxed))
+		atomic_store_explicit(&sh->ctr.inbox_hwm, n, memory_order_relaxed);
+}
+
+/* Any thread: hand h (its INBOX bit just set by the caller) to the owner. */
+void spoke_shard_post(struct shard *sh, struct spoke_handle *h)
+{
+	cds_wfcq_node_init(&h->qnode);
+	if (!cds_wfcq_enqueue(&sh->inbox_head, &sh->inbox_tail, &h->qnode))
+		spoke_ec_wake_one(&sh->wake_seq, &sh->sleeping);
+}
+
+static bool run_inline(const struct shard *sh)
+{
+	return sh->s->nworkers == 0 ||
+	       atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHED;
+}
+
+/* Engine expiry action (owner): claim the run, then run or dispatch it. */
+static void on_expire(void *ctx, struct spoke_timer *t)
+{
+	struct shard *sh = ctx;
+	struct spoke_handle *h = caa_container_of(t, struct spoke_handle, node);
+	uint64_t s = atomic_load_explicit(&h->state, memory_order_acquire);
+
+	h->owner_flags &= (uint8_t)~SPOKE_OWN_IN_LAWN;
+	do {
+		/* A queued message (reset, cancel) decides instead. */
+		if ((s & SPOKE_ST_INBOX) || spoke_st_status(s) != SPOKE_ST_ARMED)
+			return;
+	} while (!atomic_compare_exchange_weak_explicit(
+		&h->state, &s, spoke_st_with_status(s, SPOKE_ST_DISPATCHED), memory_order_acq_rel,
+		memory_order_acquire));
+	if (run_inline(sh)) {
+		spoke_run_callback(sh->s, h);
+		sh->fired_inline++;
+	} else {
+		spoke_pool_dispatch(sh, h);
+	}
+}
+
+static void advance_engine(struct shard *sh, struct spoke_engine *e, uint64_t tick)
+{
+	uint64_t now = spoke_engine_now(e);
+
+	if (tick > now)
+		spoke_engine_advance(e, tick - now, on_expire, sh);
+}
+
+/* Owner: one turn (messages, then expiries). Returns callbacks run inline. */
+int spoke_shard_turn(struct shard *sh)
+{
+	uint64_t tick;
+
+	sh->fired_inline = 0;
+	take_messages(sh);
+	tick = clock_tick(sh, spoke_now_ns());
+	advance_engine(sh, sh->wheel, tick);
+	if (sh->lawn)
+		advance_engine(sh, sh->lawn, tick);
+	publish_pending(sh);
+	return sh->fired_inline;
+}
+
+static uint64_t engine_wake_ns(const struct shard *sh, const struct spoke_engine *e)
+{
+	uint64_t next = spoke_engine_next(e), t;
+
+	if (next == UINT64_MAX || __builtin_add_overflow(spoke_engine_now(e), next, &t))
+		return UINT64_MAX;
+	return tick_time_ns(sh, t);
+}
+
+/* Owner: ns until the shard has work (0 = now), -1 if none. */
+int64_t spoke_shard_next_ns(struct shard *sh)
+{
+	uint64_t wake = engine_wake_ns(sh, sh->wheel), now;
+
+	if (!cds_wfcq_empty(&sh->inbox_head, &sh->inbox_tail) ||
+	    !cds_wfcq_empty(&sh->taken_head, &sh->taken_tail))
+		return 0;
+	if (sh->lawn) {
+		uint64_t w = engine_wake_ns(sh, sh->lawn);
+
+		if (w < wake)
+			wake = w;
+	}
+	if (wake == UINT64_MAX)
+		return -1;
+	now = spoke_now_ns();
+	if (wake <= now)
+		return 0;
+	return wake - now > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)(wake - now);
+}
+
+/* --- the managed thread ---------------------------------------------------- */
+
+static bool shard_has_work(void *arg)
+{
+	struct shard *sh = arg;
+
+	return atomic_load_explicit(&sh->mode, memory_order_acquire) != SHARD_MANAGED ||
+	       !cds_wfcq_empty(&sh->inbox_head, &sh->inbox_tail);
+}
+
+static void pin_to_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	if (cpu < 0 || cpu >= CPU_SETSIZE)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	/* Best effort: a CPU outside the allowed set (containers) just stays unpinned. */
+	(void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+static void *shard_main(void *arg)
+{
+	struct shard *sh = arg;
+
+	if (sh->s->cfg.pin_threads)
+		pin_to_cpu(sh->cpu);
+	become_owner(sh);
+	while (atomic_load_explicit(&sh->mode, memory_order_acquire) == SHARD_MANAGED) {
+		int64_t wait_ns;
+
+		spoke_shard_turn(sh);
+		wait_ns = spoke_shard_next_ns(sh);
+		/* A message a preempted producer has not linked yet: look again soon. */
+		if (!cds_wfcq_empty(&sh->taken_head, &sh->taken_tail) &&
+		    (wait_ns < 0 || wait_ns > 50000))
+			wait_ns = 50000;
+		spoke_ec_sleep(&sh->wake_seq, &sh->sleeping, shard_has_work, sh, wait_ns);
+	}
+	tls_owner.serial = 0;
+	return NULL;
+}
+
+int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index)
+{
+	const struct spoke_config *cfg = &s->cfg;
+	const struct spoke_shard_config *o =
+		index < cfg->n_shard_overrides ? &cfg->shard_overrides[index] : NULL;
+	struct spoke_engine_params p = {
+		.level_bits = o && o->level_bits ? o->level_bits : cfg->level_bits,
+		.levels = o && o->levels ? o->levels : cfg->levels,
+		.table_size = o && o->table_size ? o->table_size : cfg->table_size,
+	};
+	const char *engine = o && o->engine ? o->engine : cfg->engine;
+	int err;
+
+	sh->s = s;
+	sh->index = index;
+	sh->cpu = o && o->cpu >= 0 ? o->cpu : (int)(index % s->ncpus);
+	sh->tick_ns = o && o->tick_ns ? o->tick_ns : cfg->tick_ns;
+	sh->epoch_ns = spoke_now_ns();
+	cds_wfcq_init(&sh->inbox_head, &sh->inbox_tail);
+	cds_wfcq_init(&sh->taken_head, &sh->taken_tail);
+	err = spoke_engine_new(&sh->wheel, engine, &p);
+	if (err)
+		return err;
+	if (cfg->lawn_shards == 0 || (index < 64 && (cfg->lawn_shards >> index) & 1)) {
+		err = spoke_engine_new(&sh->lawn, "lawn", NULL);
+		if (err) {
+			spoke_engine_free(sh->wheel);
+			sh->wheel = NULL;
+			return err;
+		}
+	}
+	return 0;
+}
+
+void spoke_shard_fini(struct shard *sh)
+{
+	spoke_engine_free(sh->wheel);
+	spoke_engine_free(sh->lawn);
+	cds_wfcq_destroy(&sh->inbox_head, &sh->inbox_tail);
+	cds_wfcq_destroy(&sh->taken_head, &sh->taken_tail);
+}
+
+int spoke_shard_launch(struct shard *sh)
+{
+	int err = pthread_create(&sh->thread, NULL, shard_main, sh);
+
+	if (err)
+		return -err;
+	sh->thread_running = true;
+	return 0;
+}
+
+/* Stop the managed thread (if any) and wait for it. */
+static void join_thread(struct shard *sh)
+{
+	spoke_ec_kick(&sh->wake_seq);
+	if (sh->thread_running) {
+		pthread_join(sh->thread, NULL);
+		sh->thread_running = false;
+	}
+}
+
+void spoke_shard_stop(struct shard *sh)
+{
+	atomic_store_explicit(&sh->mode, SHARD_STOPPING, memory_order_release);
+	join_thread(sh);
+}
+
+/* Calling thread takes the shard over from its managed thread. */
+int spoke_shard_attach(struct shard *sh)
+{
+	int expect = SHARD_MANAGED;
+
+	if (!atomic_compare_exchange_strong_explicit(&sh->mode, &expect, SHARD_ATTACHING,
+						     memory_order_acq_rel, memory_order_acquire))
+		return -EBUSY;
+	join_thread(sh);
+	atomic_store_explicit(&sh->mode, SHARD_ATTACHED, memory_order_release);
+	become_owner(sh);
+	return 0;
+}

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * state.h - the one atomic word per timer that arbitrates start, cancel,
+ * reset and expiry.
+ *
+ *   bits 63..32  generation: bumped when the handle is freed; an id carries
+ *                the generation it was issued with, so a stale id never
+ *                matches a later timer in the same slot.
+ *   bits 28..21  owner shard (SPOKE_MAX_SHARDS = 256)
+ *   bits 20..9   sequence, bumped by every reset (closes ABA windows)
+ *   bits  8..7   kind: one-shot, periodic, TTL
+ *   bit   6      WAITERS  a cancel_sync sleeps on the low word (futex)
+ *   bit   5      STOP     periodic: no run after the current one
+ *   bit   4      RESET    deadline_ns holds a deadline the owner must apply
+ *   bit   3      INBOX    the handle is queued on its owner's inbox
+ *   bits  2..0   status
+ *
+ * Status transitions (who makes them):
+ *
+ *   FREE --start--> ARMED --expiry (owner)--> DISPATCHED --run--> RUNNING
+ *                     |                          |                  |
+ *                   cancel                     cancel        done: FREE (gen+1)
+ *                     v                          v           periodic: ARMED
+ *                  CANCELLED --owner unlinks--> FREE (gen+1)
+ *
+ * The side whose compare-and-swap wins decides: a cancel that moves ARMED or
+ * DISPATCHED to CANCELLED returns 0 and the callback never runs; an expiry
+ * that moves ARMED to DISPATCHED means the cancel gets -ENOENT. A message to
+ * the owner (start, reset, cancel) is sent only by the thread that sets INBOX;
+ * a second change while INBOX is set rides on the message already queued,
+ * since the owner acts on the state it reads when it takes the message, not
+ * on what the message said. Everything a thread other than the owner needs
+ * (owner shard, kind) is in this word, so no other field is read racily.
+ */
+#ifndef SPOKE_PERCPU_STATE_H
+#define SPOKE_PERCPU_STATE_H
+
+#include <stdint.h>
+
+enum spoke_status {
+	SPOKE_ST_FREE = 0,
+	SPOKE_ST_ARMED = 1,
+	SPOKE_ST_DISPATCHED = 2,
+	SPOKE_ST_RUNNING = 3,
+	SPOKE_ST_CANCELLED = 4,
+};
+
+#define SPOKE_ST_STATUS_MASK 0x7ull
+#define SPOKE_ST_INBOX (1ull << 3)
+#define SPOKE_ST_RESET (1ull << 4)
+#define SPOKE_ST_STOP (1ull << 5)
+#define SPOKE_ST_WAITERS (1ull << 6)
+#define SPOKE_ST_KIND_SHIFT 7
+#define SPOKE_ST_KIND_MASK (0x3ull << SPOKE_ST_KIND_SHIFT)
+#define SPOKE_ST_SEQ_SHIFT 9
+#define SPOKE_ST_SEQ_MASK (0xfffull << SPOKE_ST_SEQ_SHIFT)
+#define SPOKE_ST_SHARD_SHIFT 21
+#define SPOKE_ST_SHARD_MASK (0xffull << SPOKE_ST_SHARD_SHIFT)
+#define SPOKE_ST_GEN_SHIFT 32
+
+static inline unsigned spoke_st_status(uint64_t s)
+{
+	return (unsigned)(s & SPOKE_ST_STATUS_MASK);
+}
+
+static inline uint64_t spoke_st_with_status(uint64_t s, unsigned status)
+{
+	return (s & ~SPOKE_ST_STATUS_MASK) | status;
+}
+
+static inline uint32_t spoke_st_gen(uint64_t s)
+{
+	return (uint32_t)(s >> SPOKE_ST_GEN_SHIFT);
+}
+
+static inline unsigned spoke_st_kind(uint64_t s)
+{
+	return (unsigned)((s & SPOKE_ST_KIND_MASK) >> SPOKE_ST_KIND_SHIFT);
+}
+
+static inline unsigned spoke_st_shard(uint64_t s)
+{
+	return (unsigned)((s & SPOKE_ST_SHARD_MASK) >> SPOKE_ST_SHARD_SHIFT);
+}
+
+static inline uint64_t spoke_st_bump_seq(uint64_t s)
+{
+	return (s & ~SPOKE_ST_SEQ_MASK) | ((s + (1ull << SPOKE_ST_SEQ_SHIFT)) & SPOKE_ST_SEQ_MASK);
+}
+
+/* A fresh ARMED word for generation gen. */
+static inline uint64_t spoke_st_armed(uint32_t gen, unsigned kind, unsigned shard)
+{
+	return ((uint64_t)gen << SPOKE_ST_GEN_SHIFT) | ((uint64_t)shard << SPOKE_ST_SHARD_SHIFT) |
+	       ((uint64_t)kind << SPOKE_ST_KIND_SHIFT) | SPOKE_ST_ARMED;
+}
+
+/* The FREE word that ends generation gen (0 is skipped: ids are never 0). */
+static inline uint64_t spoke_st_freed(uint64_t s)
+{
+	uint32_t gen = spoke_st_gen(s) + 1;
+
+	if (gen == 0)
+		gen = 1;
+	return (uint64_t)gen << SPOKE_ST_GEN_SHIFT;
+}
+
+#endif /* SPOKE_PERCPU_STATE_H */
