@@ -170,9 +170,10 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg)
 	s->serial = atomic_fetch_add(&next_serial, 1);
 	s->nshards = cfg->shards;
 	s->nworkers = cfg->callback_threads;
-	if (pthread_key_create(&s->arena_key, NULL) != 0) {
+	err = spoke_arena_key_create(s);
+	if (err) {
 		free(s);
-		return -EAGAIN;
+		return err;
 	}
 	s->shards = calloc(s->nshards, sizeof(*s->shards));
 	err = s->shards ? 0 : -ENOMEM;

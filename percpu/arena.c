@@ -173,6 +173,12 @@ static struct arena *arena_adopt_or_create(struct spoke *s)
 	}
 }
 
+/* Create the instance's thread key: a thread's exit hands its arena on. */
+int spoke_arena_key_create(struct spoke *s)
+{
+	return pthread_key_create(&s->arena_key, arena_orphan) == 0 ? 0 : -EAGAIN;
+}
+
 /* The calling thread's arena (created or adopted on first use); NULL: -EAGAIN. */
 struct arena *spoke_arena_mine(struct spoke *s)
 {

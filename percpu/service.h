@@ -153,6 +153,7 @@ struct spoke {
 };
 
 /* arena.c */
+int spoke_arena_key_create(struct spoke *s);
 struct arena *spoke_arena_mine(struct spoke *s);
 struct spoke_handle *spoke_handle_alloc(struct arena *a);
 void spoke_handle_release(struct spoke *s, struct spoke_handle *h);

@@ -70,7 +70,7 @@ struct spoke_engine_params {
 	size_t table_size;
 	/* wheel: longest accepted delay in ticks (1..2^28), default 65535 */
 	uint64_t max_interval;
-	/* heap: initial capacity in timers (grows as needed), default 64 */
+	/* heap: initial capacity in timers (1..2^32, grows as needed), default 64 */
 	size_t initial_capacity;
 };
 
@@ -84,7 +84,7 @@ const char *const *spoke_engine_schemes(void);
 int spoke_engine_new(struct spoke_engine **out, const char *scheme,
 		     const struct spoke_engine_params *params);
 
-/* Free the engine. Pending timers are forgotten (see above). */
+/* Free the engine (NULL is a no-op). Pending timers are forgotten (see above). */
 void spoke_engine_free(struct spoke_engine *e);
 
 /* The scheme's name, as given to spoke_engine_new(). */
