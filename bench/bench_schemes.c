@@ -37,7 +37,9 @@
  * last two sizes that ran: per-op cost c(n) = c(n1) * (n / n1)^g with g
  * fitted from c(n0) and c(n1), clamped to [0, 1.5] (O(n) per op is the
  * worst any scheme has, and such a walk also falls out of cache as n
- * grows), for the untimed starts and the timed part separately. W2-tick
+ * grows), for the untimed starts and the timed part separately. Every
+ * workload begins with the same n starts (W3 is nothing else), so once one
+ * of them ran at n its measured starts replace the extrapolated ones. W2-tick
  * does W2-advance's setup and expiry work plus 2^20 tick steps, so it is
  * estimated as W2-advance at the same n plus the tick overhead seen at the
  * previous n. A cell whose K runs would take longer than --budget seconds
@@ -299,7 +301,7 @@ struct plan {
 /* One run's estimated cost at sizes[i]. */
 struct estimate {
 	double setup_ns, timed_ns;
-	size_t from; /* the size it is extrapolated from */
+	long from; /* the size it is extrapolated from, -1 if only the setup is known */
 };
 
 static double part_ns(const struct bench_summary *s, bool timed)
@@ -348,36 +350,62 @@ static double extrapolate(const struct plan *p, const struct cell_result *hist, 
 }
 
 /*
- * Estimate one run of w at sizes[i] for scheme s. False when there is no
- * trend yet (fewer than two sizes ran): the cell just runs, under the time
- * limit of bench_repeat.
+ * What n starts cost at sizes[i], as measured there by another workload (a
+ * stopped cell's completed runs count): every workload begins with the same
+ * n starts (W3 consists of nothing else). 0 if none ran yet.
+ */
+static double known_setup_ns(const struct plan *p, size_t s, size_t i)
+{
+	double most = 0;
+
+	for (int w = 0; w < NWORKLOADS; w++) {
+		const struct bench_summary *sum = &p->res[s][w][i].sum;
+		double ns = w == W3 ? sum->timed_ns : sum->setup_ns;
+
+		if (sum->runs > 0 && ns > most)
+			most = ns;
+	}
+	return most;
+}
+
+/*
+ * Estimate one run of w at sizes[i] for scheme s. False when there is
+ * nothing to go by (no trend of this workload yet, no setup measured at this
+ * n): the cell just runs, under the time limit of bench_repeat.
  */
 static bool estimate_cell(const struct plan *p, size_t s, enum workload_id w, size_t i,
 			  struct estimate *est)
 {
 	const struct cell_result *hist = p->res[s][w], *adv = p->res[s][W2_ADVANCE];
 	long j = last_done(hist, i), k = j > 0 ? last_done(hist, (size_t)j) : -1;
+	double setup_ns = known_setup_ns(p, s, i);
+	bool known = false;
 	struct estimate a;
 
-	if (j < 0)
-		return false;
-	est->from = (size_t)j;
+	*est = (struct estimate){0, 0, j};
 	/* W2-tick: W2-advance's setup and expiry work at n, plus the ticks seen at n_j */
-	if (w == W2_TICK && adv[j].state == CELL_DONE &&
-	    (adv[i].state == CELL_DONE || estimate_cell(p, s, W2_ADVANCE, i, &a))) {
+	if (w == W2_TICK && j >= 0 && adv[j].state == CELL_DONE &&
+	    (adv[i].sum.runs > 0 || estimate_cell(p, s, W2_ADVANCE, i, &a))) {
 		double ticks_ns = hist[j].sum.timed_ns - adv[j].sum.timed_ns;
 
-		if (adv[i].state == CELL_DONE)
-			a = (struct estimate){adv[i].sum.setup_ns, adv[i].sum.timed_ns, 0};
+		if (adv[i].sum.runs > 0)
+			a = (struct estimate){adv[i].sum.setup_ns, adv[i].sum.timed_ns, j};
 		est->setup_ns = a.setup_ns;
 		est->timed_ns = a.timed_ns + (ticks_ns > 0 ? ticks_ns : 0);
-		return true;
+		known = true;
+	} else if (k >= 0) {
+		est->setup_ns = extrapolate(p, hist, w, i, false);
+		est->timed_ns = extrapolate(p, hist, w, i, true);
+		known = true;
 	}
-	if (k < 0)
-		return false;
-	est->setup_ns = extrapolate(p, hist, w, i, false);
-	est->timed_ns = extrapolate(p, hist, w, i, true);
-	return true;
+	if (setup_ns > 0) {
+		if (w == W3)
+			est->timed_ns = setup_ns;
+		else
+			est->setup_ns = setup_ns;
+		known = true;
+	}
+	return known;
 }
 
 static const char *order_name(double g)
@@ -389,20 +417,29 @@ static const char *order_name(double g)
 static void skip_reason(char *buf, size_t len, const struct plan *p, size_t s, enum workload_id w,
 			size_t i, const struct estimate *est)
 {
-	const struct bench_summary *last = &p->res[s][w][est->from].sum;
-	uint64_t n = p->sizes[i], n0 = p->sizes[est->from];
+	uint64_t n = p->sizes[i], n0 = est->from >= 0 ? p->sizes[est->from] : 0;
+	double run = est->setup_ns + est->timed_ns, total_s = p->runs * run / 1e9;
+	const struct bench_summary *last;
 	bool timed = est->timed_ns >= est->setup_ns;
-	double g = growth(n0, part_ns(last, timed) / part_ops(w, timed, n0), n,
-			  (timed ? est->timed_ns : est->setup_ns) / part_ops(w, timed, n));
-	double run0 = last->setup_ns + last->timed_ns, run = est->setup_ns + est->timed_ns;
-	double x = log(run / run0) / log((double)n / (double)n0), total_s = p->runs * run / 1e9;
+	int len0;
 	char nb[32];
 
-	snprintf(buf, len,
-		 "%s at n=%s %s would take ~%.*f s for %u runs (%s per %s; a run grows as ~n^%.1f)",
-		 p->schemes[s], bench_fmt_count(nb, sizeof(nb), n), workloads[w].name,
-		 total_s < 10 ? 1 : 0, total_s, p->runs, order_name(g),
-		 timed ? workloads[w].op : "start", x);
+	len0 = snprintf(buf, len, "%s at n=%s %s would take ~%.*f s for %u runs", p->schemes[s],
+			bench_fmt_count(nb, sizeof(nb), n), workloads[w].name, total_s < 10 ? 1 : 0,
+			total_s, p->runs);
+	if (len0 < 0 || (size_t)len0 >= len)
+		return;
+	if (est->from < 0) { /* only the starts are known */
+		snprintf(buf + len0, len - (size_t)len0, " (its %s starts alone, as measured)", nb);
+		return;
+	}
+	last = &p->res[s][w][est->from].sum;
+	snprintf(
+		buf + len0, len - (size_t)len0, " (%s per %s; a run grows as ~n^%.1f)",
+		order_name(growth(n0, part_ns(last, timed) / part_ops(w, timed, n0), n,
+				  (timed ? est->timed_ns : est->setup_ns) / part_ops(w, timed, n))),
+		timed ? workloads[w].op : "start",
+		log(run / (last->setup_ns + last->timed_ns)) / log((double)n / (double)n0));
 }
 
 /* Record a cell that did not produce a result, and print why. */

@@ -162,47 +162,60 @@ double bench_median(double *v, unsigned k)
 	return k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
 }
 
+/* Summarize the first k runs (k may be 0: nothing measured). */
+static void summarize(struct bench_summary *sum, double *value, double *setup, double *timed,
+		      unsigned k)
+{
+	memset(sum, 0, sizeof(*sum));
+	sum->runs = k;
+	if (k == 0)
+		return;
+	sum->median = bench_median(value, k); /* sorted now */
+	sum->min = value[0];
+	sum->max = value[k - 1];
+	sum->setup_ns = bench_median(setup, k);
+	sum->timed_ns = bench_median(timed, k);
+}
+
 int bench_repeat(bench_run_fn *fn, void *arg, unsigned runs, double limit_s,
 		 struct bench_summary *sum, char *err, size_t errlen)
 {
 	double value[BENCH_MAX_RUNS], setup[BENCH_MAX_RUNS], timed[BENCH_MAX_RUNS];
 	uint64_t start_ns = bench_now_ns(), limit_ns = (uint64_t)(limit_s * 1e9);
+	unsigned done = 0;
+	int rc = 0;
 
 	if (runs == 0 || runs > BENCH_MAX_RUNS) {
 		set_error(err, errlen, "runs must be 1..%d", BENCH_MAX_RUNS);
 		return -EINVAL;
 	}
-	for (unsigned r = 0; r < runs; r++) {
+	while (done < runs) {
 		struct bench_sample s = {0};
-		uint64_t spent_ns;
-		int rc = run_forked(fn, arg, r, limit_s > 0 ? start_ns + 2 * limit_ns : 0, &s, err,
-				    errlen);
+		uint64_t deadline_ns = limit_s > 0 ? start_ns + 2 * limit_ns : 0;
+		double spent_s, total_s;
 
+		rc = run_forked(fn, arg, done, deadline_ns, &s, err, errlen);
 		if (rc == -ETIMEDOUT)
 			set_error(err, errlen,
 				  "stopped after %.1f s, twice the limit, in run %u of %u",
-				  2 * limit_s, r + 1, runs);
+				  2 * limit_s, done + 1, runs);
 		if (rc != 0)
-			return rc;
-		spent_ns = bench_now_ns() - start_ns;
-		if (limit_s > 0 && r + 1 < runs && spent_ns / (r + 1) * runs > limit_ns) {
-			double total_s = spent_ns / 1e9 / (r + 1) * runs;
-
+			break;
+		value[done] = s.value;
+		setup[done] = s.setup_ns;
+		timed[done] = s.timed_ns;
+		done++;
+		spent_s = (double)(bench_now_ns() - start_ns) / 1e9;
+		total_s = spent_s / done * runs;
+		if (limit_s > 0 && done < runs && total_s > limit_s) {
 			set_error(err, errlen, "would take ~%.*f s for %u runs (%u took %.1f s)",
-				  total_s < 10 ? 1 : 0, total_s, runs, r + 1, spent_ns / 1e9);
-			return -ETIMEDOUT;
+				  total_s < 10 ? 1 : 0, total_s, runs, done, spent_s);
+			rc = -ETIMEDOUT;
+			break;
 		}
-		value[r] = s.value;
-		setup[r] = s.setup_ns;
-		timed[r] = s.timed_ns;
 	}
-	sum->runs = runs;
-	sum->median = bench_median(value, runs); /* sorted now */
-	sum->min = value[0];
-	sum->max = value[runs - 1];
-	sum->setup_ns = bench_median(setup, runs);
-	sum->timed_ns = bench_median(timed, runs);
-	return 0;
+	summarize(sum, value, setup, timed, done);
+	return rc;
 }
 
 /* ---- memory ------------------------------------------------------------ */

@@ -36,6 +36,7 @@
 
 /* Subcommand entry points (one per bench_<name>.c). */
 int bench_schemes_main(int argc, char **argv);
+int bench_service_main(int argc, char **argv);
 
 /* ---- clock ------------------------------------------------------------- */
 
@@ -94,7 +95,7 @@ struct bench_sample {
 
 /* K runs of one workload. */
 struct bench_summary {
-	unsigned runs;
+	unsigned runs;		 /* completed; the rest is meaningless when 0 */
 	double median, min, max; /* of bench_sample.value */
 	double setup_ns;	 /* median */
 	double timed_ns;	 /* median */
@@ -111,7 +112,8 @@ typedef int bench_run_fn(void *arg, unsigned run, struct bench_sample *out);
  * limit_s > 0 bounds the whole series: once the runs done so far project
  * past it, or a child is still running at twice the limit (then killed),
  * -ETIMEDOUT is returned with err saying which. On error, err gets the
- * reason. Main thread only.
+ * reason, and *sum still summarizes the runs that completed (sum->runs may
+ * be 0). Main thread only.
  */
 int bench_repeat(bench_run_fn *fn, void *arg, unsigned runs, double limit_s,
 		 struct bench_summary *sum, char *err, size_t errlen);

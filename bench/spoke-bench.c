@@ -26,6 +26,8 @@ struct subcommand {
 static const struct subcommand subcommands[] = {
 	{"schemes", bench_schemes_main,
 	 "every engine scheme: start/stop, expiry and memory against N (the paper's comparison)"},
+	{"service", bench_service_main,
+	 "the multicore service: start/cancel, reset, expiry rate, lateness, memory, vs a mutex"},
 };
 
 #define NSUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))

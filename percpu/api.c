@@ -13,16 +13,19 @@
  * Shutdown: every call enters through call_enter(), which counts itself in
  * the calling thread's arena (a line no other thread writes) and then reads
  * `stopping`; spoke_destroy sets `stopping` and then waits until no arena
- * counts a call. The two seq_cst accesses on each side make sure a call
- * either sees `stopping` (-ESHUTDOWN) or is waited for.
+ * counts a call. A full barrier between the two accesses on each side
+ * (membarrier on destroy's side, see caller_fence) makes sure a call either
+ * sees `stopping` (-ESHUTDOWN) or is waited for.
  */
 #define _GNU_SOURCE
 #include "service.h"
 
 #include <errno.h>
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,12 +52,17 @@ static unsigned online_cpus(void)
 	return n < 1 ? 1 : (unsigned)n;
 }
 
+static unsigned default_shards(void)
+{
+	unsigned n = online_cpus();
+
+	return n > SPOKE_MAX_SHARDS ? SPOKE_MAX_SHARDS : n;
+}
+
 void spoke_config_init(struct spoke_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->shards = online_cpus();
-	if (cfg->shards > SPOKE_MAX_SHARDS)
-		cfg->shards = SPOKE_MAX_SHARDS;
+	cfg->shards = default_shards();
 	cfg->tick_ns = DEFAULT_TICK_NS;
 	cfg->engine = "hierarchical";
 	cfg->callback_threads = cfg->shards;
@@ -86,17 +94,19 @@ static bool tick_ok(uint64_t t)
 
 static int config_check(const struct spoke_config *c)
 {
-	if (c->shards == 0 || c->shards > SPOKE_MAX_SHARDS)
+	unsigned shards = c->shards ? c->shards : default_shards();
+
+	if (shards > SPOKE_MAX_SHARDS)
 		return -EINVAL;
 	if (c->tick_ns < MIN_TICK_NS || c->tick_ns > MAX_TICK_NS)
 		return -EINVAL;
-	if (!c->engine || !engine_ok(c->engine))
+	if (!engine_ok(c->engine))
 		return -EINVAL;
 	if (c->callback_threads > MAX_CALLBACK_THREADS)
 		return -EINVAL;
-	if (c->shards < 64 && (c->lawn_shards >> c->shards) != 0)
+	if (shards < 64 && (c->lawn_shards >> shards) != 0)
 		return -EINVAL;
-	if (c->n_shard_overrides > c->shards || (c->n_shard_overrides && !c->shard_overrides))
+	if (c->n_shard_overrides > shards || (c->n_shard_overrides && !c->shard_overrides))
 		return -EINVAL;
 	for (unsigned i = 0; i < c->n_shard_overrides; i++) {
 		const struct spoke_shard_config *o = &c->shard_overrides[i];
@@ -106,6 +116,67 @@ static int config_check(const struct spoke_config *c)
 			return -EINVAL;
 	}
 	return 0;
+}
+
+/* --- entering and leaving a call ------------------------------------------- */
+
+/*
+ * The caller's half of the store-load handshake with spoke_destroy. With
+ * membarrier available, destroy makes every thread execute a full barrier
+ * (asymmetric fence), so the caller needs only a compiler barrier: no
+ * locked instruction on the hot path. Only the arena's thread writes
+ * in_call, so a plain load and store count it.
+ */
+static void caller_fence(const struct spoke *s)
+{
+	if (s->asym_fence)
+		atomic_signal_fence(memory_order_seq_cst);
+	else
+		spoke_full_fence();
+}
+
+static void destroyer_fence(const struct spoke *s)
+{
+	if (!s->asym_fence || syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
+		spoke_full_fence();
+}
+
+static void asym_fence_init(struct spoke *s)
+{
+	s->asym_fence =
+		syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+static void in_call_add(struct arena *a, int d)
+{
+	unsigned v = atomic_load_explicit(&a->in_call, memory_order_relaxed);
+
+	atomic_store_explicit(&a->in_call, v + (unsigned)d, memory_order_release);
+}
+
+static int call_enter(struct spoke *s, struct arena **out)
+{
+	struct arena *a;
+
+	if (atomic_load_explicit(&s->stopping, memory_order_relaxed))
+		return -ESHUTDOWN;
+	a = spoke_arena_mine(s);
+	if (!a)
+		return -EAGAIN;
+	in_call_add(a, 1);
+	caller_fence(s);
+	if (atomic_load_explicit(&s->stopping, memory_order_acquire)) {
+		in_call_add(a, -1);
+		return -ESHUTDOWN;
+	}
+	*out = a;
+	return 0;
+}
+
+static int call_leave(struct arena *a, int ret)
+{
+	in_call_add(a, -1);
+	return ret;
 }
 
 static int build_maps(struct spoke *s)
@@ -136,7 +207,8 @@ static void free_all(struct spoke *s)
 	free(s->cpu_shard);
 	free(s->lawn_shard);
 	spoke_arenas_free(s);
-	pthread_key_delete(s->arena_key);
+	if (s->arena_key_live)
+		pthread_key_delete(s->arena_key);
 	free(s);
 }
 
@@ -166,15 +238,21 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg)
 	if (!s)
 		return -ENOMEM;
 	s->cfg = *cfg;
+	if (s->cfg.shards == 0)
+		s->cfg.shards = default_shards();
+	if (!s->cfg.engine)
+		s->cfg.engine = "hierarchical";
 	s->cfg.shard_overrides = NULL; /* copied below as needed by shard init */
 	s->serial = atomic_fetch_add(&next_serial, 1);
-	s->nshards = cfg->shards;
+	s->nshards = s->cfg.shards;
 	s->nworkers = cfg->callback_threads;
+	asym_fence_init(s);
 	err = spoke_arena_key_create(s);
 	if (err) {
 		free(s);
 		return err;
 	}
+	s->arena_key_live = true;
 	s->shards = calloc(s->nshards, sizeof(*s->shards));
 	err = s->shards ? 0 : -ENOMEM;
 	s->ncpus = online_cpus();
@@ -205,6 +283,10 @@ void spoke_destroy(struct spoke *s)
 	if (!s)
 		return;
 	atomic_store_explicit(&s->stopping, 1, memory_order_seq_cst);
+	destroyer_fence(s);
+	/* From now on a thread that exits leaves its arena alone (no destructor). */
+	pthread_key_delete(s->arena_key);
+	s->arena_key_live = false;
 	while (spoke_arenas_busy(s))
 		nanosleep(&pause, NULL);
 	stop_threads(s);
@@ -214,32 +296,6 @@ void spoke_destroy(struct spoke *s)
 unsigned spoke_shards(const struct spoke *s)
 {
 	return s->nshards;
-}
-
-/* --- entering and leaving a call ------------------------------------------- */
-
-static int call_enter(struct spoke *s, struct arena **out)
-{
-	struct arena *a;
-
-	if (atomic_load_explicit(&s->stopping, memory_order_relaxed))
-		return -ESHUTDOWN;
-	a = spoke_arena_mine(s);
-	if (!a)
-		return -EAGAIN;
-	atomic_fetch_add_explicit(&a->in_call, 1, memory_order_seq_cst);
-	if (atomic_load_explicit(&s->stopping, memory_order_seq_cst)) {
-		atomic_fetch_sub_explicit(&a->in_call, 1, memory_order_release);
-		return -ESHUTDOWN;
-	}
-	*out = a;
-	return 0;
-}
-
-static int call_leave(struct arena *a, int ret)
-{
-	atomic_fetch_sub_explicit(&a->in_call, 1, memory_order_release);
-	return ret;
 }
 
 /* --- starting ------------------------------------------------------------- */
@@ -279,12 +335,14 @@ static int start_timer(struct spoke *s, unsigned shard, unsigned kind, uint64_t 
 	struct shard *sh = &s->shards[shard];
 	struct spoke_handle *h;
 	struct arena *a;
-	uint64_t deadline = deadline_after(delay_ns), st;
-	bool direct = spoke_shard_owned_by_me(sh);
-	int err = call_enter(s, &a);
+	uint64_t deadline, st;
+	bool direct;
+	int err = call_enter(s, &a); /* first: destroy waits for all that follows */
 
 	if (err)
 		return err;
+	deadline = deadline_after(delay_ns);
+	direct = spoke_shard_owned_by_me(sh);
 	h = spoke_handle_alloc(a);
 	if (!h)
 		return call_leave(a, -ENOMEM);
@@ -370,7 +428,7 @@ static int cancel_direct(struct shard *sh, struct spoke_handle *h, uint64_t st)
 		return -EAGAIN;
 	spoke_shard_note_started(sh, h);
 	spoke_shard_disarm(sh, h);
-	atomic_fetch_add_explicit(&sh->ctr.cancelled, 1, memory_order_relaxed);
+	spoke_count(sh, CTR_CANCELLED, true);
 	atomic_store_explicit(&h->state, spoke_st_freed(c), memory_order_release);
 	spoke_handle_release(sh->s, h);
 	return 0;
@@ -523,8 +581,8 @@ static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint
 
 int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
 {
-	uint64_t d = deadline_after(delay_ns);
 	struct arena *a;
+	uint64_t d;
 	int err, r;
 
 	if (!s)
@@ -532,14 +590,15 @@ int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
 	err = call_enter(s, &a);
 	if (err)
 		return err;
+	d = deadline_after(delay_ns);
 	do {
 		uint64_t st;
 		struct spoke_handle *h = resolve(s, id, &st);
 
 		r = h ? reset_once(s, h, st, d) : -ENOENT;
 		if (r == 0)
-			atomic_fetch_add_explicit(&s->shards[spoke_st_shard(st)].ctr.reset, 1,
-						  memory_order_relaxed);
+			spoke_count(&s->shards[spoke_st_shard(st)], CTR_RESET,
+				    spoke_shard_owned_by_me(&s->shards[spoke_st_shard(st)]));
 	} while (r == -EAGAIN);
 	return call_leave(a, r);
 }
@@ -561,29 +620,30 @@ int spoke_attach(struct spoke *s, unsigned shard)
 	return call_leave(a, spoke_shard_attach(&s->shards[shard]));
 }
 
-static struct shard *attached_shard(struct spoke *s)
+/* Enter a call that only the thread attached to a shard may make. */
+static int enter_attached(struct spoke *s, struct arena **a, struct shard **sh)
 {
-	struct shard *sh = spoke_shard_mine(s);
+	int err;
 
-	if (!sh || atomic_load_explicit(&sh->mode, memory_order_relaxed) != SHARD_ATTACHED)
-		return NULL;
-	return sh;
+	if (!s)
+		return -EINVAL;
+	err = call_enter(s, a);
+	if (err)
+		return err;
+	*sh = spoke_shard_mine(s);
+	if (!*sh || atomic_load_explicit(&(*sh)->mode, memory_order_relaxed) != SHARD_ATTACHED)
+		return call_leave(*a, -EPERM);
+	return 0;
 }
 
 int spoke_poll(struct spoke *s)
 {
 	struct shard *sh;
 	struct arena *a;
-	int err;
+	int err = enter_attached(s, &a, &sh);
 
-	if (!s)
-		return -EINVAL;
-	err = call_enter(s, &a);
 	if (err)
 		return err;
-	sh = attached_shard(s);
-	if (!sh)
-		return call_leave(a, -EPERM);
 	return call_leave(a, spoke_shard_turn(sh));
 }
 
@@ -592,16 +652,10 @@ int64_t spoke_next_deadline(struct spoke *s)
 	struct shard *sh;
 	struct arena *a;
 	int64_t ns;
-	int err;
+	int err = enter_attached(s, &a, &sh);
 
-	if (!s)
-		return -EINVAL;
-	err = call_enter(s, &a);
 	if (err)
 		return err;
-	sh = attached_shard(s);
-	if (!sh)
-		return call_leave(a, -EPERM);
 	ns = spoke_shard_next_ns(sh);
 	call_leave(a, 0);
 	return ns;
@@ -609,12 +663,18 @@ int64_t spoke_next_deadline(struct spoke *s)
 
 /* --- statistics ------------------------------------------------------------------ */
 
+static uint64_t counter(struct shard *sh, enum shard_counter c)
+{
+	return atomic_load_explicit(&sh->ctr.own[c], memory_order_relaxed) +
+	       atomic_load_explicit(&sh->ctr.remote[c], memory_order_relaxed);
+}
+
 static void shard_stats(struct shard *sh, struct spoke_shard_stats *o)
 {
-	o->started = atomic_load_explicit(&sh->ctr.started, memory_order_relaxed);
-	o->cancelled = atomic_load_explicit(&sh->ctr.cancelled, memory_order_relaxed);
-	o->reset = atomic_load_explicit(&sh->ctr.reset, memory_order_relaxed);
-	o->fired = atomic_load_explicit(&sh->ctr.fired, memory_order_relaxed);
+	o->started = counter(sh, CTR_STARTED);
+	o->cancelled = counter(sh, CTR_CANCELLED);
+	o->reset = counter(sh, CTR_RESET);
+	o->fired = counter(sh, CTR_FIRED);
 	o->pending = atomic_load_explicit(&sh->pending, memory_order_relaxed);
 	o->inbox_hwm = atomic_load_explicit(&sh->ctr.inbox_hwm, memory_order_relaxed);
 	o->max_late_ns = atomic_load_explicit(&sh->ctr.max_late_ns, memory_order_relaxed);

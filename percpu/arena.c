@@ -15,9 +15,13 @@
  * (wait-free). So the free list needs no ABA-prone lock-free pop, and the
  * memory held is bounded by the most timers each thread had live at once.
  *
- * An id is generation << 32 | arena << 24 | slot: 256 arenas (threads alive
- * at once per instance; an exiting thread's arena is adopted by the next new
- * thread) of up to 2^24 handles each.
+ * An id is generation << 32 | arena << 20 | slot. An arena holds up to 2^20
+ * handles; a thread that needs more chains further arenas ("spills") to its
+ * first one (its "home"), so one thread may hold any number of live timers.
+ * When a thread exits, its home (with its spills) is orphaned and the next
+ * new thread adopts it whole, so a spill always belongs to its home and
+ * "is this handle from my arenas" is one immutable pointer compare. At most
+ * 4096 arenas per instance.
  */
 #include "service.h"
 
@@ -37,7 +41,7 @@ static struct spoke_handle *chunk_new(struct arena *a, size_t first_slot)
 		return NULL;
 	for (size_t i = 0; i < SPOKE_ARENA_CHUNK; i++) {
 		atomic_init(&c[i].state, spoke_st_freed(0)); /* generation 1, FREE */
-		c[i].slot_id = (uint32_t)(a->index << 24 | (first_slot + i));
+		c[i].slot_id = (uint32_t)(a->index << SPOKE_ARENA_SHIFT | (first_slot + i));
 	}
 	return c;
 }
@@ -64,7 +68,7 @@ static void take_returned(struct arena *a)
 	}
 }
 
-struct spoke_handle *spoke_handle_alloc(struct arena *a)
+static struct spoke_handle *arena_take(struct arena *a)
 {
 	struct spoke_handle *h = a->free_list;
 	size_t slot;
@@ -93,15 +97,38 @@ struct spoke_handle *spoke_handle_alloc(struct arena *a)
 				     memory_order_relaxed)[slot % SPOKE_ARENA_CHUNK];
 }
 
+static struct arena *arena_new(struct spoke *s, struct arena *home);
+
+/* A handle from the calling thread's arenas (home is its home arena); NULL: -ENOMEM. */
+struct spoke_handle *spoke_handle_alloc(struct arena *home)
+{
+	struct spoke_handle *h = arena_take(home);
+	struct arena *a, **link;
+
+	if (h)
+		return h;
+	for (link = &home->spill; (a = *link) != NULL; link = &a->spill) {
+		h = arena_take(a);
+		if (h)
+			return h;
+	}
+	a = arena_new(home->s, home);
+	if (!a)
+		return NULL;
+	*link = a;
+	return arena_take(a);
+}
+
 /*
  * Give a handle back to its arena. The caller has already moved its state to
  * FREE (new generation) and guarantees the queue node is in no queue.
  */
 void spoke_handle_release(struct spoke *s, struct spoke_handle *h)
 {
-	struct arena *a = atomic_load_explicit(&s->arenas[h->slot_id >> 24], memory_order_acquire);
+	struct arena *a = atomic_load_explicit(&s->arenas[h->slot_id >> SPOKE_ARENA_SHIFT],
+					       memory_order_acquire);
 
-	if (tls_arena.serial == s->serial && tls_arena.arena == a) {
+	if (tls_arena.serial == s->serial && tls_arena.arena == a->home) {
 		h->qnode.next = (struct cds_wfcq_node *)a->free_list;
 		a->free_list = h;
 		return;
@@ -119,7 +146,7 @@ struct spoke_handle *spoke_handle_lookup(struct spoke *s, spoke_id id)
 
 	if (spoke_st_gen(id) == 0)
 		return NULL;
-	a = atomic_load_explicit(&s->arenas[slot_id >> 24], memory_order_acquire);
+	a = atomic_load_explicit(&s->arenas[slot_id >> SPOKE_ARENA_SHIFT], memory_order_acquire);
 	if (!a)
 		return NULL;
 	c = atomic_load_explicit(&a->chunk[slot / SPOKE_ARENA_CHUNK], memory_order_acquire);
@@ -135,24 +162,15 @@ static void arena_orphan(void *p)
 	atomic_store_explicit(&a->owned, 0, memory_order_release);
 }
 
-static struct arena *arena_adopt_or_create(struct spoke *s)
+/* A new arena, registered under the next index; home NULL makes it a home. */
+static struct arena *arena_new(struct spoke *s, struct arena *home)
 {
-	unsigned n = atomic_load_explicit(&s->narenas, memory_order_acquire);
-	struct arena *a;
+	struct arena *a = calloc(1, sizeof(*a));
 
-	for (unsigned i = 0; i < n; i++) {
-		int expect = 0;
-
-		a = atomic_load_explicit(&s->arenas[i], memory_order_acquire);
-		if (a && atomic_compare_exchange_strong_explicit(&a->owned, &expect, 1,
-								 memory_order_acq_rel,
-								 memory_order_relaxed))
-			return a; /* with the exited owner's free list and slots */
-	}
-	a = calloc(1, sizeof(*a));
 	if (!a)
 		return NULL;
 	a->s = s;
+	a->home = home ? home : a;
 	atomic_init(&a->owned, 1);
 	cds_wfcq_init(&a->ret_head, &a->ret_tail);
 	cds_wfcq_init(&a->taken_head, &a->taken_tail);
@@ -160,6 +178,8 @@ static struct arena *arena_adopt_or_create(struct spoke *s)
 		unsigned idx = atomic_load_explicit(&s->narenas, memory_order_relaxed);
 
 		if (idx >= SPOKE_ARENAS) {
+			cds_wfcq_destroy(&a->ret_head, &a->ret_tail);
+			cds_wfcq_destroy(&a->taken_head, &a->taken_tail);
 			free(a);
 			return NULL;
 		}
@@ -171,6 +191,24 @@ static struct arena *arena_adopt_or_create(struct spoke *s)
 			return a;
 		}
 	}
+}
+
+/* A home arena for a new thread: an orphaned one (with its spills), or a new one. */
+static struct arena *arena_adopt_or_create(struct spoke *s)
+{
+	unsigned n = atomic_load_explicit(&s->narenas, memory_order_acquire);
+
+	for (unsigned i = 0; i < n; i++) {
+		struct arena *a = atomic_load_explicit(&s->arenas[i], memory_order_acquire);
+		int expect = 0;
+
+		if (a && a->home == a &&
+		    atomic_compare_exchange_strong_explicit(&a->owned, &expect, 1,
+							    memory_order_acq_rel,
+							    memory_order_relaxed))
+			return a; /* with the exited owner's free lists, slots and spills */
+	}
+	return arena_new(s, NULL);
 }
 
 /* Create the instance's thread key: a thread's exit hands its arena on. */
@@ -209,7 +247,7 @@ bool spoke_arenas_busy(struct spoke *s)
 	for (unsigned i = 0; i < n; i++) {
 		struct arena *a = atomic_load_explicit(&s->arenas[i], memory_order_acquire);
 
-		if (a && atomic_load_explicit(&a->in_call, memory_order_seq_cst) != 0)
+		if (a && a->home == a && atomic_load_explicit(&a->in_call, memory_order_acquire) != 0)
 			return true;
 	}
 	return false;
@@ -224,6 +262,12 @@ void spoke_arenas_free(struct spoke *s)
 
 		if (!a)
 			continue;
+		/*
+		 * Read-from the release store of a thread that exited before
+		 * destroy (arena_orphan), so that store happens before the free.
+		 * destroy deleted the key first: no destructor starts later.
+		 */
+		(void)atomic_load_explicit(&a->owned, memory_order_acquire);
 		for (size_t c = 0; c < SPOKE_ARENA_CHUNKS; c++) {
 			struct spoke_handle *chunk =
 				atomic_load_explicit(&a->chunk[c], memory_order_relaxed);

@@ -3,9 +3,10 @@
  * eventcount.c - how a shard or pool thread sleeps until its queue has work
  * without a lost wake-up, and how cancel_sync sleeps on a timer's state.
  *
- * Sleeper: read seq, publish sleeping = 1, full fence, re-check the queue,
- * then futex-wait on seq unless it changed. Producer: enqueue (a full
- * barrier in wfcqueue), full fence, and if sleeping is set bump seq and wake.
+ * Sleeper: read seq, count itself in `sleeping`, full fence, re-check the
+ * queue, then futex-wait on seq unless it changed. Producer: enqueue (a full
+ * barrier in wfcqueue), full fence, and if anyone sleeps bump seq and wake
+ * one. Several sleepers may share one eventcount (the pool workers).
  * Either the sleeper sees the new node, or the producer sees `sleeping` and
  * its bump makes the futex wait return at once. Producers only do this when
  * their enqueue found the queue empty, so a busy consumer costs them nothing.
@@ -38,7 +39,7 @@ static void futex_wake(_Atomic uint32_t *word, int n)
 
 void spoke_ec_wake_one(_Atomic uint32_t *seq, _Atomic uint32_t *sleeping)
 {
-	atomic_thread_fence(memory_order_seq_cst);
+	spoke_full_fence();
 	if (atomic_load_explicit(sleeping, memory_order_relaxed)) {
 		atomic_fetch_add_explicit(seq, 1, memory_order_release);
 		futex_wake(seq, 1);
@@ -57,11 +58,11 @@ void spoke_ec_sleep(_Atomic uint32_t *seq, _Atomic uint32_t *sleeping, bool (*ha
 {
 	uint32_t v = atomic_load_explicit(seq, memory_order_acquire);
 
-	atomic_store_explicit(sleeping, 1, memory_order_relaxed);
-	atomic_thread_fence(memory_order_seq_cst);
+	atomic_fetch_add_explicit(sleeping, 1, memory_order_relaxed);
+	spoke_full_fence();
 	if (timeout_ns != 0 && !has_work(arg))
 		futex_wait(seq, v, timeout_ns);
-	atomic_store_explicit(sleeping, 0, memory_order_relaxed);
+	atomic_fetch_sub_explicit(sleeping, 1, memory_order_relaxed);
 }
 
 void spoke_ec_wait_word(_Atomic uint32_t *word, uint32_t expect, int64_t timeout_ns)

@@ -3,13 +3,12 @@
  * pool.c - running expiry callbacks: the callback pool, and the one routine
  * every callback runs through, wherever it runs.
  *
- * Pool: callback_threads workers, each with its own wfcqueue (MPSC: the
- * shards are the producers) and eventcount; a shard hands its expired
- * handles to the workers round robin. A handle is on a worker queue only
- * while DISPATCHED; a cancel that wins in that window (DISPATCHED ->
- * CANCELLED) prevents the run, and the worker then just frees it. So a
- * callback that cancel_syncs a timer queued behind it on the same worker
- * does not deadlock: that timer is not running, and the cancel wins.
+ * Pool: callback_threads workers sharing one wfcqueue (struct pool_queue):
+ * any idle worker takes the next expired handle. A handle is on the pool
+ * queue only while DISPATCHED; a cancel that wins in that window
+ * (DISPATCHED -> CANCELLED) prevents the run, and the worker then just frees
+ * it. So a callback that cancel_syncs a timer still queued does not wait:
+ * that timer is not running, and the cancel wins.
  *
  * Run (spoke_run_callback): DISPATCHED -> RUNNING, call fn(arg), then a
  * one-shot ends as FREE with a new generation; a periodic timer without STOP
@@ -68,7 +67,7 @@ static void finish_run(struct spoke *s, struct spoke_handle *h)
 		spoke_ec_wake_word(spoke_state_futex(h));
 	if (!rearm) {
 		if (st & SPOKE_ST_STOP)
-			atomic_fetch_add_explicit(&sh->ctr.cancelled, 1, memory_order_relaxed);
+			spoke_count(sh, CTR_CANCELLED, direct);
 		spoke_handle_release(s, h);
 	} else if (direct) {
 		spoke_shard_rearm_periodic(sh, h, (st & SPOKE_ST_RESET) != 0);
@@ -87,7 +86,7 @@ void spoke_run_callback(struct spoke *s, struct spoke_handle *h)
 	do {
 		if (spoke_st_status(st) == SPOKE_ST_CANCELLED) {
 			/* A cancel won after dispatch: the run never happens. */
-			atomic_fetch_add_explicit(&sh->ctr.cancelled, 1, memory_order_relaxed);
+			spoke_count(sh, CTR_CANCELLED, spoke_shard_owned_by_me(sh));
 			atomic_store_explicit(&h->state, spoke_st_freed(st), memory_order_release);
 			spoke_handle_release(s, h);
 			return;
@@ -95,7 +94,7 @@ void spoke_run_callback(struct spoke *s, struct spoke_handle *h)
 	} while (!atomic_compare_exchange_weak_explicit(&h->state, &st,
 							spoke_st_with_status(st, SPOKE_ST_RUNNING),
 							memory_order_acq_rel, memory_order_acquire));
-	atomic_fetch_add_explicit(&sh->ctr.fired, 1, memory_order_relaxed);
+	spoke_count(sh, CTR_FIRED, spoke_shard_owned_by_me(sh));
 	note_lateness(sh, h->base_ns);
 	outer = tls_running;
 	tls_running = h;
@@ -108,20 +107,53 @@ void spoke_run_callback(struct spoke *s, struct spoke_handle *h)
 
 void spoke_pool_dispatch(struct shard *sh, struct spoke_handle *h)
 {
-	struct spoke *s = sh->s;
-	struct pool_worker *w = &s->workers[sh->next_worker++ % s->nworkers];
+	struct pool_queue *q = &sh->s->pool;
 
 	cds_wfcq_node_init(&h->qnode);
-	if (!cds_wfcq_enqueue(&w->q_head, &w->q_tail, &h->qnode))
-		spoke_ec_wake_one(&w->wake_seq, &w->sleeping);
+	if (!cds_wfcq_enqueue(&q->head, &q->tail, &h->qnode))
+		spoke_ec_wake_one(&q->wake_seq, &q->sleepers);
 }
 
-static bool worker_has_work(void *arg)
+/*
+ * Consumers look at the queue only under its consumer lock: a dequeue that
+ * empties the queue re-initializes the head node with a plain store, which
+ * a lock-free cds_wfcq_empty() in another consumer would race with.
+ */
+static bool pool_nonempty_locked(struct pool_queue *q)
 {
-	struct pool_worker *w = arg;
+	bool r;
 
-	return atomic_load_explicit(&w->s->pool_stop, memory_order_acquire) ||
-	       !cds_wfcq_empty(&w->q_head, &w->q_tail);
+	cds_wfcq_dequeue_lock(&q->head, &q->tail);
+	r = !cds_wfcq_empty(&q->head, &q->tail);
+	cds_wfcq_dequeue_unlock(&q->head, &q->tail);
+	return r;
+}
+
+static bool pool_has_work(void *arg)
+{
+	struct spoke *s = arg;
+
+	return atomic_load_explicit(&s->pool_stop, memory_order_acquire) ||
+	       pool_nonempty_locked(&s->pool);
+}
+
+/* One handle off the pool queue, or NULL (empty, or a producer still linking). */
+static struct spoke_handle *pool_take(struct pool_queue *q, bool *linking)
+{
+	struct cds_wfcq_node *n;
+	bool more;
+
+	cds_wfcq_dequeue_lock(&q->head, &q->tail);
+	n = __cds_wfcq_dequeue_nonblocking(&q->head, &q->tail);
+	more = !cds_wfcq_empty(&q->head, &q->tail);
+	cds_wfcq_dequeue_unlock(&q->head, &q->tail);
+	*linking = n == CDS_WFCQ_WOULDBLOCK;
+	if (!n || n == CDS_WFCQ_WOULDBLOCK)
+		return NULL;
+	/* More waiting: wake a sibling before this callback perhaps runs long. */
+	if (more)
+		spoke_ec_wake_one(&q->wake_seq, &q->sleepers);
+	return caa_container_of(n, struct spoke_handle, qnode);
 }
 
 static void *worker_main(void *arg)
@@ -130,20 +162,16 @@ static void *worker_main(void *arg)
 	struct spoke *s = w->s;
 
 	while (!atomic_load_explicit(&s->pool_stop, memory_order_acquire)) {
-		struct cds_wfcq_node *n;
-		int64_t wait_ns = -1;
+		bool linking;
+		struct spoke_handle *h = pool_take(&s->pool, &linking);
 
-		if (!cds_wfcq_empty(&w->q_head, &w->q_tail))
-			(void)__cds_wfcq_splice_nonblocking(&w->taken_head, &w->taken_tail,
-							    &w->q_head, &w->q_tail);
-		while (!atomic_load_explicit(&s->pool_stop, memory_order_acquire) &&
-		       (n = __cds_wfcq_dequeue_nonblocking(&w->taken_head, &w->taken_tail)) !=
-			       NULL &&
-		       n != CDS_WFCQ_WOULDBLOCK)
-			spoke_run_callback(s, caa_container_of(n, struct spoke_handle, qnode));
-		if (!cds_wfcq_empty(&w->taken_head, &w->taken_tail))
-			wait_ns = 50000; /* a producer is still linking its node */
-		spoke_ec_sleep(&w->wake_seq, &w->sleeping, worker_has_work, w, wait_ns);
+		if (h) {
+			spoke_run_callback(s, h);
+			continue;
+		}
+		/* Asleep until work; 50 us when a producer is still linking its node. */
+		spoke_ec_sleep(&s->pool.wake_seq, &s->pool.sleepers, pool_has_work, s,
+			       linking ? 50000 : -1);
 	}
 	return NULL;
 }
@@ -152,16 +180,17 @@ int spoke_pool_start(struct spoke *s)
 {
 	if (s->nworkers == 0)
 		return 0;
+	cds_wfcq_init(&s->pool.head, &s->pool.tail);
 	s->workers = calloc(s->nworkers, sizeof(*s->workers));
-	if (!s->workers)
+	if (!s->workers) {
+		cds_wfcq_destroy(&s->pool.head, &s->pool.tail);
 		return -ENOMEM;
+	}
 	for (unsigned i = 0; i < s->nworkers; i++) {
 		struct pool_worker *w = &s->workers[i];
 		int err;
 
 		w->s = s;
-		cds_wfcq_init(&w->q_head, &w->q_tail);
-		cds_wfcq_init(&w->taken_head, &w->taken_tail);
 		err = pthread_create(&w->thread, NULL, worker_main, w);
 		if (err) {
 			spoke_pool_stop(s);
@@ -178,18 +207,13 @@ void spoke_pool_stop(struct spoke *s)
 	if (!s->workers)
 		return;
 	atomic_store_explicit(&s->pool_stop, 1, memory_order_release);
+	spoke_ec_kick(&s->pool.wake_seq);
 	for (unsigned i = 0; i < s->nworkers; i++) {
-		struct pool_worker *w = &s->workers[i];
-
-		spoke_ec_kick(&w->wake_seq);
-		if (w->running)
-			pthread_join(w->thread, NULL);
-		w->running = false;
+		if (s->workers[i].running)
+			pthread_join(s->workers[i].thread, NULL);
+		s->workers[i].running = false;
 	}
-	for (unsigned i = 0; i < s->nworkers; i++) {
-		cds_wfcq_destroy(&s->workers[i].q_head, &s->workers[i].q_tail);
-		cds_wfcq_destroy(&s->workers[i].taken_head, &s->workers[i].taken_tail);
-	}
+	cds_wfcq_destroy(&s->pool.head, &s->pool.tail);
 	free(s->workers);
 	s->workers = NULL;
 }

@@ -38,10 +38,10 @@
 #include "urcu_wfcq.h"
 
 #define SPOKE_CACHELINE 64
-#define SPOKE_ARENAS 256               /* id bits 24..31 */
-#define SPOKE_ARENA_CHUNK_SHIFT 10     /* 1024 handles per chunk */
-#define SPOKE_ARENA_CHUNK (1u << SPOKE_ARENA_CHUNK_SHIFT)
-#define SPOKE_ARENA_SLOTS (1u << 24)   /* id bits 0..23 */
+#define SPOKE_ARENA_SHIFT 20          /* id bits 0..19: slot, 20..31: arena */
+#define SPOKE_ARENAS 4096
+#define SPOKE_ARENA_SLOTS (1u << SPOKE_ARENA_SHIFT)
+#define SPOKE_ARENA_CHUNK 1024u        /* handles per chunk */
 #define SPOKE_ARENA_CHUNKS (SPOKE_ARENA_SLOTS / SPOKE_ARENA_CHUNK)
 
 enum spoke_kind {
@@ -63,16 +63,18 @@ struct spoke_handle {
 	_Atomic uint64_t deadline_ns; /* deadline asked by the last start or reset */
 	uint64_t base_ns;          /* owner: deadline of the current/last run */
 	uint64_t period_ns;        /* periodic: period */
-	uint32_t slot_id;          /* arena << 24 | slot; immutable */
+	uint32_t slot_id;          /* arena << 20 | slot; immutable */
 	uint8_t owner_flags;       /* owner: SPOKE_OWN_* */
 };
 
 struct arena {
 	struct spoke *s;
 	unsigned index;
-	_Atomic int owned;            /* a live thread uses it */
-	_Atomic unsigned in_call;     /* owner thread is inside the API (destroy waits) */
+	struct arena *home;           /* the thread's first arena (itself if first); immutable */
+	_Atomic int owned;            /* home only: a live thread uses it and its spills */
+	_Atomic unsigned in_call;     /* home only: its thread is inside the API */
 	/* Owner thread only. */
+	struct arena *spill;          /* home: further arenas of the same thread, a chain */
 	struct spoke_handle *free_list; /* linked through qnode.next */
 	size_t fresh;                 /* slots handed out so far */
 	struct cds_wfcq_head taken_head; /* spliced from ret, not yet on free_list */
@@ -91,8 +93,24 @@ enum shard_mode {
 	SHARD_STOPPING,     /* spoke_destroy() */
 };
 
+/*
+ * Counters come in two copies: `own` is bumped only by the shard's owner
+ * thread (a plain load and store, no locked instruction on the hot path),
+ * `remote` by any other thread (pool workers, resetting threads) with an
+ * atomic add. spoke_stats adds them up.
+ */
+enum shard_counter {
+	CTR_STARTED,
+	CTR_CANCELLED,
+	CTR_RESET,
+	CTR_FIRED,
+	CTR_COUNT,
+};
+
 struct shard_counters {
-	_Atomic uint64_t started, cancelled, reset, fired, inbox_hwm, max_late_ns;
+	_Atomic uint64_t own[CTR_COUNT];
+	_Atomic uint64_t remote[CTR_COUNT] __attribute__((aligned(SPOKE_CACHELINE)));
+	_Atomic uint64_t inbox_hwm, max_late_ns;
 };
 
 struct shard {
@@ -106,7 +124,6 @@ struct shard {
 	struct spoke_engine *lawn;  /* TTL timers, if this shard takes Lawn buckets */
 	struct cds_wfcq_head taken_head; /* spliced from the inbox, not yet handled */
 	struct cds_wfcq_tail taken_tail;
-	unsigned next_worker;       /* round robin over the pool */
 	uint64_t clock_ns;          /* the time the current turn runs at */
 	int fired_inline;           /* callbacks run inline in this turn */
 	/* Producers: the inbox tail and the sleeper's wake word. */
@@ -125,13 +142,20 @@ struct pool_worker {
 	struct spoke *s;
 	pthread_t thread;
 	bool running;
-	struct cds_wfcq_head q_head __attribute__((aligned(SPOKE_CACHELINE)));
-	struct cds_wfcq_tail q_tail __attribute__((aligned(SPOKE_CACHELINE)));
+};
+
+/*
+ * The callback pool's one queue: shards enqueue (wait-free), workers take
+ * one handle at a time under the queue's consumer lock (liburcu's
+ * cds_wfcq_dequeue_lock; held for one non-blocking dequeue, never on a
+ * start, reset or cancel path), so an idle worker always gets the next
+ * callback and a long callback never holds others back.
+ */
+struct pool_queue {
+	struct cds_wfcq_head head __attribute__((aligned(SPOKE_CACHELINE)));
+	struct cds_wfcq_tail tail __attribute__((aligned(SPOKE_CACHELINE)));
 	_Atomic uint32_t wake_seq __attribute__((aligned(SPOKE_CACHELINE)));
-	_Atomic uint32_t sleeping;
-	/* Worker only: spliced from the queue, not yet run. */
-	struct cds_wfcq_head taken_head;
-	struct cds_wfcq_tail taken_tail;
+	_Atomic uint32_t sleepers;
 };
 
 struct spoke {
@@ -145,9 +169,12 @@ struct spoke {
 	unsigned *cpu_shard;        /* CPU -> shard for spoke_start */
 	unsigned nworkers;
 	struct pool_worker *workers;
+	struct pool_queue pool;
 	_Atomic int stopping;       /* spoke_destroy() has begun */
+	bool asym_fence;            /* membarrier registered: see api.c */
 	_Atomic int pool_stop;
 	pthread_key_t arena_key;
+	bool arena_key_live;
 	_Atomic unsigned narenas;
 	_Atomic(struct arena *) arenas[SPOKE_ARENAS];
 };
@@ -165,6 +192,36 @@ bool spoke_arenas_busy(struct spoke *s);
 static inline _Atomic uint32_t *spoke_state_futex(struct spoke_handle *h)
 {
 	return (_Atomic uint32_t *)(void *)&h->state;
+}
+
+/*
+ * A full fence for the store-load handshakes (eventcount, shutdown). gcc 12
+ * refuses atomic_thread_fence under -fsanitize=thread (-Wtsan: TSan does not
+ * model fences; the handshakes are about lost wake-ups, not data races, and
+ * every datum they order is itself atomic), so the warning is silenced for
+ * this one function only.
+ */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wtsan"
+#endif
+static inline __attribute__((always_inline)) void spoke_full_fence(void)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+}
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#pragma GCC diagnostic pop
+#endif
+
+/* Count one event of kind c on shard sh, from whichever thread we are on. */
+static inline void spoke_count(struct shard *sh, enum shard_counter c, bool owner)
+{
+	if (owner)
+		atomic_store_explicit(&sh->ctr.own[c],
+				      atomic_load_explicit(&sh->ctr.own[c], memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(&sh->ctr.remote[c], 1, memory_order_relaxed);
 }
 
 static inline spoke_id spoke_make_id(uint32_t gen, uint32_t slot_id)

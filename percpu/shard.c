@@ -126,7 +126,7 @@ void spoke_shard_note_started(struct shard *sh, struct spoke_handle *h)
 {
 	if (!(h->owner_flags & SPOKE_OWN_SEEN)) {
 		h->owner_flags |= SPOKE_OWN_SEEN;
-		atomic_fetch_add_explicit(&sh->ctr.started, 1, memory_order_relaxed);
+		spoke_count(sh, CTR_STARTED, true);
 	}
 }
 
@@ -159,7 +159,7 @@ void spoke_shard_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool r
 static void retire_cancelled(struct shard *sh, struct spoke_handle *h, uint64_t s)
 {
 	spoke_shard_disarm(sh, h);
-	atomic_fetch_add_explicit(&sh->ctr.cancelled, 1, memory_order_relaxed);
+	spoke_count(sh, CTR_CANCELLED, true);
 	atomic_store_explicit(&h->state, spoke_st_freed(s), memory_order_release);
 	spoke_handle_release(sh->s, h);
 }

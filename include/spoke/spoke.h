@@ -49,7 +49,8 @@ struct spoke_shard_config {
 struct spoke_config {
 	unsigned shards;           /* 0 = one per online CPU; at most SPOKE_MAX_SHARDS */
 	uint64_t tick_ns;          /* default 1000000 (1 ms); 1000 .. 3600 s */
-	const char *engine;        /* default "hierarchical"; `wheel` is refused (bounded) */
+	const char *engine;        /* default (and NULL) "hierarchical"; also hashed, hashed-sorted,
+				      list, sorted-list (wheel: bounded; heap, lawn: allocate) */
 	unsigned level_bits;       /* 0 = engine default */
 	unsigned levels;           /* 0 = engine default */
 	size_t table_size;         /* 0 = engine default */

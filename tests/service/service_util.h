@@ -61,9 +61,9 @@
 
 #include <spoke/spoke.h>
 
-#define US  1000ull
-#define MS  1000000ull
-#define SEC 1000000000ull
+#define US  ((uint64_t)1000)
+#define MS  ((uint64_t)1000000)
+#define SEC ((uint64_t)1000000000)
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 

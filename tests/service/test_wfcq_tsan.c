@@ -19,6 +19,13 @@
  * are visible to it (percpu/urcu_tsan.h). Without that header TSan reports
  * races inside urcu/static/wfcqueue.h and on these fields.
  *
+ * After a splice, the owner is ordered after every item it took by the
+ * chain of exchanges on the inbox's tail alone. The third case dequeues
+ * straight from the shared inbox, so there the owner sees an item only
+ * through the ->next pointer its producer stored after its exchange:
+ * that case passes under TSan only if CMM_STORE_SHARED/CMM_LOAD_SHARED
+ * carry release/acquire (see urcu_tsan.h), not merely relaxed.
+ *
  * Checked: every item arrives exactly once, in FIFO order per producer,
  * with the payload its producer wrote; both queues are empty at the end.
  */
@@ -42,6 +49,7 @@
 /* Per run: 800k items, a few seconds under TSan on 2 cores. */
 #define TOTAL_ITEMS		800000u
 #define DEADLINE_NS		(60ull * 1000000000ull)
+#define YIELD_EVERY		64	/* producer items between sched_yield() */
 
 struct item {
 	struct cds_wfcq_node node;	/* embedded, as in a timer handle */
@@ -66,7 +74,11 @@ struct producer {
 	unsigned long was_empty;	/* enqueues that found the queue empty */
 };
 
-enum drain_mode { DRAIN_DEQUEUE, DRAIN_ITERATE };
+enum drain_mode {
+	SPLICE_DEQUEUE,		/* splice, then dequeue the private queue */
+	SPLICE_ITERATE,		/* splice, then first/next over it */
+	DIRECT_DEQUEUE,		/* dequeue from the shared inbox itself */
+};
 
 /* The owner's state: touched by the test thread only. */
 struct owner {
@@ -75,7 +87,7 @@ struct owner {
 	unsigned nitems;
 	struct __cds_wfcq_head priv_head;
 	struct cds_wfcq_tail priv_tail;
-	struct cds_wfcq_node *cursor;	/* DRAIN_ITERATE: last consumed node */
+	struct cds_wfcq_node *cursor;	/* SPLICE_ITERATE: last consumed node */
 	uint64_t expected[MAX_PRODUCERS];
 	unsigned long received;
 	unsigned long splices, splice_wouldblock, drain_wouldblock, yields;
@@ -115,6 +127,9 @@ static void *producer_main(void *arg)
 		cds_wfcq_node_init(&it->node);
 		if (!cds_wfcq_enqueue(&in->head, &in->tail, &it->node))
 			pr->was_empty++;
+		/* Let the owner in often: more splices of a queue in motion. */
+		if (s % YIELD_EVERY == YIELD_EVERY - 1)
+			sched_yield();
 	}
 	return NULL;
 }
@@ -157,16 +172,18 @@ static bool consume(struct owner *o, struct cds_wfcq_node *node)
 }
 
 /*
- * Owner: consumes the private queue with __cds_wfcq_dequeue_nonblocking()
- * until it is empty or would block. Returns items consumed, -1 on error.
+ * Owner: consumes a queue (the private one, or the inbox itself) with
+ * __cds_wfcq_dequeue_nonblocking() until it is empty or would block.
+ * Returns items consumed, -1 on error.
  */
-static long drain_dequeue(struct owner *o)
+static long drain_dequeue(struct owner *o, cds_wfcq_head_ptr_t head,
+			  struct cds_wfcq_tail *tail)
 {
 	long n = 0;
 
 	for (;;) {
 		struct cds_wfcq_node *node =
-			__cds_wfcq_dequeue_nonblocking(&o->priv_head, &o->priv_tail);
+			__cds_wfcq_dequeue_nonblocking(head, tail);
 
 		if (node == NULL)
 			return n;
@@ -247,7 +264,7 @@ static void run_inbox(enum drain_mode mode, unsigned nproducers)
 	while (o->received < (unsigned long)nitems * nproducers) {
 		long got;
 
-		if (!cds_wfcq_empty(&in.head, &in.tail)) {
+		if (mode != DIRECT_DEQUEUE && !cds_wfcq_empty(&in.head, &in.tail)) {
 			enum cds_wfcq_ret ret = __cds_wfcq_splice_nonblocking(
 				&o->priv_head, &o->priv_tail, &in.head, &in.tail);
 
@@ -256,7 +273,17 @@ static void run_inbox(enum drain_mode mode, unsigned nproducers)
 			else if (ret != CDS_WFCQ_RET_SRC_EMPTY)
 				o->splices++;
 		}
-		got = mode == DRAIN_DEQUEUE ? drain_dequeue(o) : drain_iterate(o);
+		switch (mode) {
+		case SPLICE_DEQUEUE:
+			got = drain_dequeue(o, &o->priv_head, &o->priv_tail);
+			break;
+		case SPLICE_ITERATE:
+			got = drain_iterate(o);
+			break;
+		default:
+			got = drain_dequeue(o, &in.head, &in.tail);
+			break;
+		}
 		if (got < 0) {
 			ok = false;
 			break;
@@ -288,7 +315,7 @@ static void run_inbox(enum drain_mode mode, unsigned nproducers)
 			assert_int_equal(pr[p].items[s].consumed, 1);
 	}
 	assert_true(cds_wfcq_empty(&in.head, &in.tail));
-	if (mode == DRAIN_DEQUEUE) {
+	if (mode != SPLICE_ITERATE) {
 		assert_true(cds_wfcq_empty(&o->priv_head, &o->priv_tail));
 	} else {
 		/* The last walk may stop at the last node without resetting. */
@@ -305,7 +332,9 @@ static void run_inbox(enum drain_mode mode, unsigned nproducers)
 		      "%lu splice would-block, %lu drain would-block, "
 		      "%lu yields, %lu enqueues found the inbox empty\n",
 		      nproducers, nitems,
-		      mode == DRAIN_DEQUEUE ? "dequeue" : "first/next",
+		      mode == SPLICE_DEQUEUE ? "splice+dequeue" :
+		      mode == SPLICE_ITERATE ? "splice+first/next" :
+					       "direct dequeue",
 		      (double)(now_ns() - t0) / 1e9, o->splices,
 		      o->splice_wouldblock, o->drain_wouldblock, o->yields,
 		      was_empty);
@@ -319,13 +348,19 @@ static void run_inbox(enum drain_mode mode, unsigned nproducers)
 static void test_splice_dequeue_4_producers(void **state)
 {
 	(void)state;
-	run_inbox(DRAIN_DEQUEUE, 4);
+	run_inbox(SPLICE_DEQUEUE, 4);
 }
 
 static void test_splice_first_next_8_producers(void **state)
 {
 	(void)state;
-	run_inbox(DRAIN_ITERATE, 8);
+	run_inbox(SPLICE_ITERATE, 8);
+}
+
+static void test_direct_dequeue_6_producers(void **state)
+{
+	(void)state;
+	run_inbox(DIRECT_DEQUEUE, 6);
 }
 
 int main(void)
@@ -333,6 +368,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_splice_dequeue_4_producers),
 		cmocka_unit_test(test_splice_first_next_8_producers),
+		cmocka_unit_test(test_direct_dequeue_6_producers),
 	};
 
 	return cmocka_run_group_tests_name("wfcq_tsan", tests, NULL, NULL);

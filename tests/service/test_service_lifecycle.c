@@ -1,0 +1,973 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_service_lifecycle.c - DESIGN.md §4 contract lines 7-10 of the timer
+ * service (include/spoke/spoke.h): what callbacks may call, destroy, bad
+ * input, huge delays.
+ *
+ *   line7_callbacks_call_everything_inline     7  callback_threads = 0
+ *   line7_callbacks_call_everything_pool       7  callback_threads = 2
+ *   line7_callbacks_call_everything_attached   7  inline in an attached poll
+ *   line7_cancel_sync_of_queued_timer          7  same tick, same thread: no deadlock
+ *   line8_destroy_waits_nothing_after          8  (+ pitfall) waits, nothing runs after
+ *   line8_destroy_shutdown_during_destroy      8, 9  (+ pitfall) -ESHUTDOWN once begun
+ *   line8_destroy_after_caller_threads_exit    8  threads that called in have exited
+ *   line9_bad_input_changes_nothing            9  NULL fn, shard, period 0, *id untouched
+ *   line9_invalid_config                       9  -EINVAL, *out untouched
+ *   line9_null_service                         9  NULL s / NULL out
+ *   line9_inbox_flood_never_drops              9  a full inbox drops nothing
+ *   line10_huge_delays_never_fire              10 up to UINT64_MAX, every engine
+ *
+ * Usage: test_service_lifecycle [test name...]   (no name: all)
+ */
+#include "service_util.h"
+
+#define SENTINEL_ID ((spoke_id)0x5eed5eed5eed5eedull)
+
+/* ==== line 7: callbacks may call every function ======================================== */
+
+struct l7_ctx {
+	struct spoke *s;
+	unsigned nsh;
+	bool attached;        /* the driver runs inline in an attached thread's poll */
+	pthread_t poll_tid;   /* that thread */
+	spoke_id long_reset, long_cancel, long_cancel_sync;
+	_Atomic uint64_t self_id, per_id;
+	atomic_uint children, per_runs;
+	atomic_int step, done, done2;
+	/* a slow callback running on another thread while the driver runs */
+	atomic_int other_running, other_done;
+	_Atomic uint64_t other_id;
+	atomic_int stop_polling, poller_done;
+};
+
+static struct l7_ctx l7;
+
+static void l7_child(void *arg)
+{
+	struct l7_ctx *c = arg;
+
+	atomic_fetch_add(&c->children, 1);
+}
+
+static void l7_per(void *arg)
+{
+	atomic_fetch_add(&((struct l7_ctx *)arg)->per_runs, 1);
+}
+
+static void l7_other(void *arg)
+{
+	struct l7_ctx *c = arg;
+
+	atomic_store(&c->other_running, 1);
+	sleep_ns(300 * MS);
+	atomic_store(&c->other_running, 0);
+	atomic_store(&c->other_done, 1);
+}
+
+static void l7_driver2(void *arg)
+{
+	struct l7_ctx *c = arg;
+	uint64_t pid = atomic_load(&c->per_id);
+
+	atomic_store(&c->step, 100);
+	BG_CHECK_INT(spoke_cancel(c->s, pid), ==, 0);
+	atomic_store(&c->step, 101);
+	BG_CHECK_INT(spoke_cancel_sync(c->s, pid), ==, -ENOENT);
+	atomic_store(&c->done2, 1);
+}
+
+static void l7_driver(void *arg)
+{
+	struct l7_ctx *c = arg;
+	struct spoke *s = c->s;
+	struct spoke_stats *st = stats_new();
+	uint64_t end = spoke_now_ns() + 5 * SEC, t1, t2, self;
+	spoke_id id = 0;
+	int rc;
+
+	while (atomic_load(&c->self_id) == 0 && spoke_now_ns() < end)
+		sleep_ns(100 * US);
+	self = atomic_load(&c->self_id);
+	if (c->attached)
+		BG_CHECK(pthread_equal(pthread_self(), c->poll_tid));
+
+	atomic_store(&c->step, 1);
+	BG_CHECK_INT(spoke_shards(s), ==, c->nsh);
+	atomic_store(&c->step, 2);
+	t1 = spoke_now_ns();
+	t2 = spoke_now_ns();
+	BG_CHECK_U64(t2, >=, t1);
+	atomic_store(&c->step, 3);
+	spoke_stats(s, st);
+	BG_CHECK_INT(st->shards, ==, c->nsh);
+	atomic_store(&c->step, 4);
+	BG_CHECK_INT(spoke_start(s, 0, l7_child, c, &id), ==, 0);
+	atomic_store(&c->step, 5);
+	BG_CHECK_INT(spoke_start_on(s, c->nsh - 1, MS, l7_child, c, &id), ==, 0);
+	atomic_store(&c->step, 6);
+	BG_CHECK_INT(spoke_start_periodic(s, MS, l7_per, c, &id), ==, 0);
+	atomic_store(&c->per_id, id);
+	atomic_store(&c->step, 7);
+	BG_CHECK_INT(spoke_start_ttl(s, 2 * MS, l7_child, c, &id), ==, 0);
+	atomic_store(&c->step, 8);
+	BG_CHECK_INT(spoke_reset(s, c->long_reset, MS), ==, 0);
+	atomic_store(&c->step, 9);
+	BG_CHECK_INT(spoke_cancel(s, c->long_cancel), ==, 0);
+	atomic_store(&c->step, 10);
+	BG_CHECK_INT(spoke_cancel_sync(s, c->long_cancel_sync), ==, 0);
+	atomic_store(&c->step, 11);
+	/* a callback running on another thread: wait for it, without deadlock */
+	rc = spoke_cancel_sync(s, atomic_load(&c->other_id));
+	BG_CHECK_INT(rc, ==, -ENOENT);
+	BG_CHECK_INT(atomic_load(&c->other_running), ==, 0);
+	atomic_store(&c->step, 12);
+	rc = spoke_poll(s);
+	if (!c->attached)
+		BG_CHECK_INT(rc, ==, -EPERM);
+	atomic_store(&c->step, 13);
+	(void)spoke_next_deadline(s);
+	atomic_store(&c->step, 14);
+	BG_CHECK_INT(spoke_attach(s, c->nsh), ==, -EINVAL);
+	atomic_store(&c->step, 15);
+	BG_CHECK_INT(spoke_cancel_sync(s, self), ==, -EDEADLK);
+	BG_CHECK_INT(spoke_cancel(s, self), ==, -ENOENT);
+	BG_CHECK_INT(spoke_reset(s, self, MS), ==, -ENOENT);
+	atomic_store(&c->step, 16);
+	BG_CHECK_INT(spoke_start(s, 3 * MS, l7_driver2, c, &id), ==, 0);
+	atomic_store(&c->step, 17);
+	free(st);
+	atomic_store(&c->done, 1);
+}
+
+static void *l7_poller(void *p)
+{
+	struct l7_ctx *c = p;
+	spoke_id id;
+
+	c->poll_tid = pthread_self(); /* read by the driver after self_id is published */
+	BG_CHECK_INT(spoke_attach(c->s, 0), ==, 0);
+	/* the driver is started from the attached thread: it lands on shard 0 */
+	BG_CHECK_INT(spoke_start(c->s, MS, l7_driver, c, &id), ==, 0);
+	atomic_store(&c->self_id, id);
+	while (!atomic_load(&c->stop_polling)) {
+		int64_t nd;
+
+		BG_CHECK_INT(spoke_poll(c->s), >=, 0);
+		nd = spoke_next_deadline(c->s);
+		sleep_ns(nd < 0 || nd > (int64_t)MS ? MS : (uint64_t)nd);
+	}
+	atomic_store(&c->poller_done, 1);
+	return NULL;
+}
+
+/*
+ * One callback calls every function of spoke.h but spoke_destroy: shards,
+ * now, stats, start (delay 0), start_on another shard, start_periodic,
+ * start_ttl, reset and cancel and cancel_sync of pending timers,
+ * cancel_sync of a callback running on another thread (waits for it),
+ * poll and next_deadline, attach out of range, cancel_sync / cancel /
+ * reset of itself; then a timer it started cancels the periodic one. No
+ * deadlock (a hang is reported with the step it stopped at), every
+ * verdict as the contract says, every started child runs.
+ */
+static void l7_run(unsigned pool, bool attached)
+{
+	pthread_t poller;
+	spoke_id id;
+
+	memset(&l7, 0, sizeof(l7));
+	atomic_store(&never_ran, 0);
+	l7.s = svc_new(2, 250 * US, pool);
+	l7.nsh = spoke_shards(l7.s);
+	l7.attached = attached;
+	/* pending timers for the driver to reset and cancel */
+	assert_int_equal(spoke_start_on(l7.s, 1, 3600 * SEC, l7_child, &l7, &l7.long_reset), 0);
+	assert_int_equal(spoke_start_on(l7.s, 0, 3600 * SEC, never_fn, NULL, &l7.long_cancel), 0);
+	assert_int_equal(spoke_start_on(l7.s, 1, 3600 * SEC, never_fn, NULL, &l7.long_cancel_sync),
+			 0);
+	/* a slow callback on shard 1 (another thread than the driver's) */
+	assert_int_equal(spoke_start_on(l7.s, 1, 0, l7_other, &l7, &id), 0);
+	atomic_store(&l7.other_id, id);
+	ASSERT_EVENTUALLY(atomic_load(&l7.other_running) == 1, "the slow callback to run");
+	if (attached) {
+		poller = thread_start(l7_poller, &l7);
+	} else {
+		assert_int_equal(spoke_start_on(l7.s, 0, 0, l7_driver, &l7, &id), 0);
+		atomic_store(&l7.self_id, id);
+	}
+	if (!WAIT_UNTIL(atomic_load(&l7.done) && atomic_load(&l7.done2), EVENTUALLY_NS)) {
+		svc_abandon_all();
+		fail_msg("callback hung at step %d (see l7_driver)", atomic_load(&l7.step));
+	}
+	ASSERT_EVENTUALLY(atomic_load(&l7.children) == 4, "the 4 children to run");
+	if (attached) {
+		atomic_store(&l7.stop_polling, 1);
+		pthread_join(poller, NULL);
+	}
+	sleep_ms(10);
+	assert_int_equal(atomic_load(&l7.children), 4);
+	assert_int_equal(atomic_load(&never_ran), 0);
+	assert_no_bg_failures();
+	svc_destroy(l7.s);
+}
+
+/* Contract line 7, callbacks inline on the shard threads (callback_threads = 0). */
+static void line7_callbacks_call_everything_inline(void **state)
+{
+	(void)state;
+	l7_run(0, false);
+}
+
+/* Contract line 7, callbacks on a pool of 2 threads. */
+static void line7_callbacks_call_everything_pool(void **state)
+{
+	(void)state;
+	l7_run(2, false);
+}
+
+/*
+ * Contract line 7, the driver runs inline in the poll of a thread attached
+ * to shard 0 (it checks pthread_self()); poll and next_deadline from inside
+ * a callback return instead of recursing forever or deadlocking.
+ */
+static void line7_callbacks_call_everything_attached(void **state)
+{
+	(void)state;
+	l7_run(2, true);
+}
+
+#define L7Q_PAIRS 40
+
+struct l7q_pair {
+	struct spoke *s;
+	_Atomic uint64_t id[2];
+	atomic_uint runs[2];
+	atomic_int rc[2];
+	atomic_int rc_set[2];
+	struct l7q_pair *self;
+};
+
+struct l7q_arg {
+	struct l7q_pair *pair;
+	int which;
+};
+
+static struct l7q_pair l7q[L7Q_PAIRS];
+static struct l7q_arg l7q_args[L7Q_PAIRS][2];
+
+static void l7q_fn(void *arg)
+{
+	struct l7q_arg *a = arg;
+	struct l7q_pair *p = a->pair;
+	uint64_t end = spoke_now_ns() + 5 * SEC, other;
+
+	atomic_fetch_add(&p->runs[a->which], 1);
+	while ((other = atomic_load(&p->id[!a->which])) == 0 && spoke_now_ns() < end)
+		sleep_ns(100 * US);
+	/* the partner is due in the same tick on the same shard: queued behind us */
+	atomic_store(&p->rc[a->which], spoke_cancel_sync(p->s, other));
+	atomic_store(&p->rc_set[a->which], 1);
+}
+
+/*
+ * Contract line 7 (cancel_sync from a callback, no deadlock): pairs of
+ * timers due at the same tick on the same shard each cancel_sync the other
+ * from their callback, inline and with a single pool thread, so the partner
+ * is queued behind the caller on the very thread that would have to run it.
+ * Every call returns; per pair, a partner either ran once or was cancelled
+ * (0) and never ran.
+ */
+static void line7_cancel_sync_of_queued_timer(void **state)
+{
+	(void)state;
+	static const unsigned pools[] = { 0, 1 };
+
+	for (unsigned v = 0; v < ARRAY_SIZE(pools); v++) {
+		struct spoke *s = svc_new(2, 500 * US, pools[v]);
+
+		memset(l7q, 0, sizeof(l7q));
+		for (unsigned i = 0; i < L7Q_PAIRS; i++) {
+			l7q[i].s = s;
+			for (int w = 0; w < 2; w++) {
+				l7q_args[i][w] = (struct l7q_arg){ .pair = &l7q[i], .which = w };
+			}
+		}
+		for (unsigned i = 0; i < L7Q_PAIRS; i++) {
+			spoke_id a, b;
+
+			/* both due 2 ms from now, one right after the other */
+			assert_int_equal(spoke_start_on(s, 0, 2 * MS, l7q_fn, &l7q_args[i][0], &a), 0);
+			assert_int_equal(spoke_start_on(s, 0, 2 * MS, l7q_fn, &l7q_args[i][1], &b), 0);
+			atomic_store(&l7q[i].id[0], a);
+			atomic_store(&l7q[i].id[1], b);
+			if (i % 8 == 7)
+				sleep_ms(3);
+		}
+		for (unsigned i = 0; i < L7Q_PAIRS; i++) {
+			if (!WAIT_UNTIL(atomic_load(&l7q[i].rc_set[0]) || atomic_load(&l7q[i].rc_set[1]),
+					EVENTUALLY_NS)) {
+				svc_abandon_all();
+				fail_msg("pair %u: no callback returned from cancel_sync (deadlock)", i);
+			}
+		}
+		sleep_ms(20);
+		for (unsigned i = 0; i < L7Q_PAIRS; i++) {
+			for (int w = 0; w < 2; w++) {
+				unsigned partner_runs = atomic_load(&l7q[i].runs[!w]);
+
+				if (!atomic_load(&l7q[i].rc_set[w]))
+					continue; /* this one was cancelled by its partner */
+				if (atomic_load(&l7q[i].rc[w]) == 0) {
+					if (partner_runs != 0)
+						fail_msg("pair %u: cancel_sync won, yet the partner ran", i);
+				} else {
+					assert_int_equal(atomic_load(&l7q[i].rc[w]), -ENOENT);
+					assert_int_equal(partner_runs, 1);
+				}
+			}
+			for (int w = 0; w < 2; w++)
+				assert_in_range(atomic_load(&l7q[i].runs[w]), 0, 1);
+		}
+		svc_destroy(s);
+	}
+}
+
+/* ==== line 8: destroy ===================================================================== */
+
+struct l8_ctx {
+	atomic_int destroyed;   /* set by the test once spoke_destroy has returned */
+	atomic_int sleepers_running, sleepers_started;
+	atomic_uint entries;
+	atomic_int after; /* callbacks that started or ended after destroy returned */
+};
+
+static struct l8_ctx l8;
+
+static void l8_cb(void *arg)
+{
+	(void)arg;
+	if (atomic_load(&l8.destroyed))
+		atomic_fetch_add(&l8.after, 1);
+	atomic_fetch_add(&l8.entries, 1);
+	if (atomic_load(&l8.destroyed))
+		atomic_fetch_add(&l8.after, 1);
+}
+
+static void l8_sleeper(void *arg)
+{
+	(void)arg;
+	if (atomic_load(&l8.destroyed))
+		atomic_fetch_add(&l8.after, 1);
+	atomic_fetch_add(&l8.sleepers_running, 1);
+	atomic_fetch_add(&l8.sleepers_started, 1);
+	sleep_ns(60 * MS);
+	atomic_fetch_sub(&l8.sleepers_running, 1);
+	if (atomic_load(&l8.destroyed))
+		atomic_fetch_add(&l8.after, 1);
+}
+
+/*
+ * Contract line 8 and the destroy pitfall (no callback starts after destroy
+ * returns; it waits for running ones): with 3 callbacks sleeping 60 ms (one
+ * per shard), 50 periodic 1 ms timers, 500 one-shots due within 5 ms and
+ * 200 due in an hour, destroy returns only once the sleepers are done, and
+ * no callback starts or is still running after it returns (a flag set
+ * after destroy returns is never seen set by a callback; the run count
+ * does not move afterwards). The ASan build checks it frees everything.
+ */
+static void line8_destroy_waits_nothing_after(void **state)
+{
+	(void)state;
+	static const unsigned pools[] = { 0, 3 };
+
+	for (unsigned v = 0; v < ARRAY_SIZE(pools); v++) {
+		struct spoke *s = svc_new(3, 200 * US, pools[v]);
+		struct rng rng = { 0x8000 + v };
+		unsigned entries;
+
+		memset(&l8, 0, sizeof(l8));
+		atomic_store(&never_ran, 0);
+		for (unsigned i = 0; i < 200; i++)
+			assert_int_equal(spoke_start_on(s, i % 3, 3600 * SEC, never_fn, NULL, NULL), 0);
+		for (unsigned i = 0; i < 50; i++)
+			assert_int_equal(spoke_start_periodic(s, MS, l8_cb, NULL, NULL), 0);
+		for (unsigned i = 0; i < 500; i++)
+			assert_int_equal(spoke_start_on(s, i % 3, rng_below(&rng, 5 * MS), l8_cb, NULL,
+							NULL),
+					 0);
+		for (unsigned k = 0; k < 3; k++)
+			assert_int_equal(spoke_start_on(s, k, MS, l8_sleeper, NULL, NULL), 0);
+		/* inline: each shard thread runs its own sleeper; pool of 3: all at once */
+		ASSERT_EVENTUALLY(atomic_load(&l8.sleepers_started) == 3, "the sleepers to run");
+		svc_destroy(s);
+		atomic_store(&l8.destroyed, 1);
+		assert_int_equal(atomic_load(&l8.sleepers_running), 0);
+		entries = atomic_load(&l8.entries);
+		sleep_ms(30);
+		assert_int_equal(atomic_load(&l8.entries), entries);
+		assert_int_equal(atomic_load(&l8.after), 0);
+		assert_int_equal(atomic_load(&never_ran), 0);
+	}
+}
+
+struct l8s_ctx {
+	struct spoke *s;
+	spoke_id valid_id; /* an hour-long timer, pending when destroy begins */
+	atomic_int c_running, y_running, y_started;
+	atomic_int got_shutdown;  /* the callback saw -ESHUTDOWN */
+	atomic_int t2_shutdown;   /* the other thread saw -ESHUTDOWN */
+	atomic_int destroy_begun, destroyed, after;
+	atomic_int wrong;         /* calls that did not give -ESHUTDOWN after the first did */
+	atomic_int release_threads; /* T2, T3 exit only after destroy (see line8_destroy_*_exit) */
+	atomic_int id_touched;
+	atomic_uint started_before;
+	_Atomic uint64_t y_id;
+	int t3_rc, t3_y_running;
+};
+
+static struct l8s_ctx l8s;
+
+static void l8s_expect_shutdown(int rc, spoke_id id)
+{
+	if (rc != -ESHUTDOWN)
+		atomic_fetch_add(&l8s.wrong, 1);
+	if (id != SENTINEL_ID)
+		atomic_fetch_add(&l8s.id_touched, 1);
+}
+
+/* Runs while destroy begins: keeps calling in until told -ESHUTDOWN, then everything. */
+static void l8s_caller(void *arg)
+{
+	struct spoke *s = arg;
+	uint64_t end = spoke_now_ns() + 10 * SEC;
+	spoke_id id;
+	int rc = 0;
+
+	atomic_store(&l8s.c_running, 1);
+	while (spoke_now_ns() < end) {
+		rc = spoke_start(s, 3600 * SEC, never_fn, NULL, NULL);
+		if (rc == -ESHUTDOWN)
+			break;
+		BG_CHECK_INT(rc, ==, 0);
+		atomic_fetch_add(&l8s.started_before, 1);
+		sleep_ns(50 * US);
+	}
+	if (rc == -ESHUTDOWN) {
+		atomic_store(&l8s.got_shutdown, 1);
+		id = SENTINEL_ID;
+		l8s_expect_shutdown(spoke_start(s, 0, never_fn, NULL, &id), id);
+		l8s_expect_shutdown(spoke_start_on(s, 0, 0, never_fn, NULL, &id), id);
+		l8s_expect_shutdown(spoke_start_on(s, 1, MS, never_fn, NULL, &id), id);
+		l8s_expect_shutdown(spoke_start_periodic(s, MS, never_fn, NULL, &id), id);
+		l8s_expect_shutdown(spoke_start_ttl(s, MS, never_fn, NULL, &id), id);
+		l8s_expect_shutdown(spoke_reset(s, l8s.valid_id, 0), id);
+		l8s_expect_shutdown(spoke_cancel(s, l8s.valid_id), id);
+		l8s_expect_shutdown(spoke_cancel_sync(s, l8s.valid_id), id);
+		/* destroy must not return before the other thread has seen -ESHUTDOWN too */
+		while (!atomic_load(&l8s.t2_shutdown) && spoke_now_ns() < end)
+			sleep_ns(100 * US);
+	}
+	if (atomic_load(&l8s.destroyed))
+		atomic_fetch_add(&l8s.after, 1);
+	atomic_store(&l8s.c_running, 0);
+}
+
+static void l8s_slow(void *arg)
+{
+	(void)arg;
+	atomic_store(&l8s.y_running, 1);
+	atomic_store(&l8s.y_started, 1);
+	sleep_ns(150 * MS);
+	atomic_store(&l8s.y_running, 0);
+	if (atomic_load(&l8s.destroyed))
+		atomic_fetch_add(&l8s.after, 1);
+}
+
+/* Another thread: calls in while destroy runs, stops at the first -ESHUTDOWN. */
+static void *l8s_t2(void *p)
+{
+	struct spoke *s = p;
+
+	for (;;) {
+		spoke_id id = 0;
+		int rc = spoke_start(s, 3600 * SEC, never_fn, NULL, &id);
+
+		if (rc == -ESHUTDOWN)
+			break;
+		BG_CHECK_INT(rc, ==, 0);
+		rc = spoke_cancel(s, id);
+		if (rc == -ESHUTDOWN)
+			break;
+		BG_CHECK_INT(rc, ==, 0);
+	}
+	atomic_store(&l8s.t2_shutdown, 1);
+	while (!atomic_load(&l8s.release_threads))
+		sleep_ns(100 * US);
+	return NULL;
+}
+
+/* A third thread: inside cancel_sync (waiting for a slow callback) when destroy begins. */
+static void *l8s_t3(void *p)
+{
+	struct spoke *s = p;
+
+	l8s.t3_rc = spoke_cancel_sync(s, atomic_load(&l8s.y_id));
+	l8s.t3_y_running = atomic_load(&l8s.y_running);
+	while (!atomic_load(&l8s.release_threads))
+		sleep_ns(100 * US);
+	return NULL;
+}
+
+/*
+ * Contract lines 8 and 9 and the destroy pitfall (terminal: -ESHUTDOWN for
+ * calls that begin after destroy began): while destroy runs, a callback
+ * keeps calling spoke_start until it gets -ESHUTDOWN, then every entry
+ * point (start, start_on, periodic, ttl, reset, cancel, cancel_sync) gives
+ * -ESHUTDOWN and leaves *id alone; another thread calling in also ends on
+ * -ESHUTDOWN (the callback holds destroy until it has, so it never calls
+ * into a freed service); a third thread inside cancel_sync of a running
+ * callback when destroy begins returns with that callback finished. Nothing
+ * runs after destroy returns; the timers started before it are freed (ASan).
+ */
+static void line8_destroy_shutdown_during_destroy(void **state)
+{
+	(void)state;
+	static const unsigned pools[] = { 0, 2 };
+
+	for (unsigned v = 0; v < ARRAY_SIZE(pools); v++) {
+		struct spoke *s = svc_new(2, 250 * US, pools[v]);
+		pthread_t t2, t3;
+		spoke_id id;
+
+		memset(&l8s, 0, sizeof(l8s));
+		atomic_store(&never_ran, 0);
+		l8s.s = s;
+		assert_int_equal(spoke_start_on(s, 1, 3600 * SEC, never_fn, NULL, &l8s.valid_id), 0);
+		assert_int_equal(spoke_start_on(s, 1, 0, l8s_slow, NULL, &id), 0);
+		atomic_store(&l8s.y_id, id);
+		/* inline, each shard thread runs one of them; on the pool, either will do */
+		assert_int_equal(spoke_start_on(s, pools[v] ? 1 : 0, 0, l8s_caller, s, NULL), 0);
+		if (!WAIT_UNTIL(atomic_load(&l8s.c_running) && atomic_load(&l8s.y_started),
+				EVENTUALLY_NS)) {
+			svc_abandon_all();
+			fail_msg("callbacks did not run (pool %u): caller %d, slow %d", pools[v],
+				 atomic_load(&l8s.c_running), atomic_load(&l8s.y_started));
+		}
+		t2 = thread_start(l8s_t2, s);
+		t3 = thread_start(l8s_t3, s);
+		sleep_ms(10); /* t3 is now waiting in cancel_sync */
+		atomic_store(&l8s.destroy_begun, 1);
+		svc_destroy(s);
+		atomic_store(&l8s.destroyed, 1);
+		atomic_store(&l8s.release_threads, 1);
+		pthread_join(t2, NULL);
+		pthread_join(t3, NULL);
+
+		assert_int_equal(atomic_load(&l8s.got_shutdown), 1);
+		assert_int_equal(atomic_load(&l8s.t2_shutdown), 1);
+		assert_int_equal(atomic_load(&l8s.wrong), 0);
+		assert_int_equal(atomic_load(&l8s.id_touched), 0);
+		assert_int_equal(atomic_load(&l8s.c_running), 0);
+		assert_int_equal(atomic_load(&l8s.y_running), 0);
+		assert_int_equal(l8s.t3_y_running, 0);
+		if (l8s.t3_rc != -ENOENT && l8s.t3_rc != -ESHUTDOWN)
+			fail_msg("cancel_sync in progress when destroy began returned %d", l8s.t3_rc);
+		sleep_ms(20);
+		assert_int_equal(atomic_load(&l8s.after), 0);
+		assert_int_equal(atomic_load(&never_ran), 0);
+		assert_no_bg_failures();
+	}
+}
+
+#define L8X_THREADS 8
+
+struct l8x_ctx {
+	struct spoke *s;
+	atomic_int done;
+	spoke_id ids[L8X_THREADS];
+};
+
+static struct l8x_ctx l8x;
+
+static void *l8x_caller(void *p)
+{
+	struct l8x_ctx *c = p;
+	spoke_id id;
+
+	BG_CHECK_INT(spoke_start(c->s, 3600 * SEC, never_fn, NULL, &id), ==, 0);
+	BG_CHECK_INT(spoke_cancel(c->s, id), ==, 0);
+	BG_CHECK_INT(spoke_start(c->s, 3600 * SEC, never_fn, NULL, NULL), ==, 0);
+	atomic_fetch_add(&c->done, 1);
+	return NULL; /* and the thread exits, without anyone joining it yet */
+}
+
+/*
+ * Contract line 8 (destroy frees everything, TSan/ASan clean) with the
+ * ordinary shutdown order of a server: 8 worker threads call the service
+ * (start, cancel, and leave a timer pending), then exit; the main thread
+ * sees their work done (a flag, not a join) and destroys the service; it
+ * joins the threads afterwards. Whatever the service does when a calling
+ * thread exits must not race with destroy freeing it (the TSan build sees
+ * any unsynchronised access; the ASan build a use after free).
+ */
+static void line8_destroy_after_caller_threads_exit(void **state)
+{
+	(void)state;
+	pthread_t t[L8X_THREADS];
+
+	memset(&l8x, 0, sizeof(l8x));
+	atomic_store(&never_ran, 0);
+	l8x.s = svc_new(2, 500 * US, 1);
+	for (unsigned i = 0; i < L8X_THREADS; i++)
+		t[i] = thread_start(l8x_caller, &l8x);
+	ASSERT_EVENTUALLY(atomic_load(&l8x.done) == L8X_THREADS, "the threads to finish");
+	sleep_ms(20); /* they have exited by now */
+	svc_destroy(l8x.s);
+	for (unsigned i = 0; i < L8X_THREADS; i++)
+		pthread_join(t[i], NULL);
+	assert_no_bg_failures();
+	assert_int_equal(atomic_load(&never_ran), 0);
+}
+
+/* ==== line 9: bad input ====================================================================== */
+
+/*
+ * Contract line 9 (bad input gets -EINVAL and changes nothing): NULL fn for
+ * every start function, shard == shards and UINT_MAX for start_on, period
+ * 0; *id keeps its sentinel value, nothing is started (stats), nothing runs.
+ */
+static void line9_bad_input_changes_nothing(void **state)
+{
+	(void)state;
+	struct spoke *s = svc_new(2, 250 * US, 1);
+	struct spoke_stats *st = stats_new();
+	spoke_id id = SENTINEL_ID;
+
+	atomic_store(&never_ran, 0);
+	assert_int_equal(spoke_start(s, MS, NULL, NULL, &id), -EINVAL);
+	assert_true(id == SENTINEL_ID);
+	assert_int_equal(spoke_start_on(s, 0, MS, NULL, NULL, &id), -EINVAL);
+	assert_true(id == SENTINEL_ID);
+	assert_int_equal(spoke_start_on(s, 2, MS, never_fn, NULL, &id), -EINVAL);
+	assert_true(id == SENTINEL_ID);
+	assert_int_equal(spoke_start_on(s, UINT_MAX, MS, never_fn, NULL, &id), -EINVAL);
+	assert_true(id == SENTINEL_ID);
+	assert_int_equal(spoke_start_on(s, SPOKE_MAX_SHARDS, MS, never_fn, NULL, &id), -EINVAL);
+	assert_true(id == SENTINEL_ID);
+	assert_int_equal(spoke_start_periodic(s, 0, never_fn, NULL, &id), -EINVAL);
+	assert_true(id == SENTINEL_ID);
+	assert_int_equal(spoke_start_periodic(s, MS, NULL, NULL, &id), -EINVAL);
+	assert_true(id == SENTINEL_ID);
+	assert_int_equal(spoke_start_ttl(s, MS, NULL, NULL, &id), -EINVAL);
+	assert_true(id == SENTINEL_ID);
+	/* the same with id NULL */
+	assert_int_equal(spoke_start(s, MS, NULL, NULL, NULL), -EINVAL);
+	assert_int_equal(spoke_start_on(s, 2, MS, never_fn, NULL, NULL), -EINVAL);
+	assert_int_equal(spoke_start_periodic(s, 0, never_fn, NULL, NULL), -EINVAL);
+	assert_int_equal(spoke_start_ttl(s, MS, NULL, NULL, NULL), -EINVAL);
+	sleep_ms(10);
+	spoke_stats(s, st);
+	assert_int_equal(st->total.started, 0);
+	assert_int_equal(st->total.pending, 0);
+	assert_int_equal(st->total.fired, 0);
+	assert_int_equal(atomic_load(&never_ran), 0);
+	/* and the service still works */
+	assert_int_equal(spoke_start_on(s, 1, 0, count_fn, &never_ran, &id), 0);
+	assert_true(id != SENTINEL_ID && id != 0);
+	ASSERT_EVENTUALLY(atomic_load(&never_ran) == 1, "a valid timer to run");
+	free(st);
+	svc_destroy(s);
+}
+
+static int l9_try(const struct spoke_config *c)
+{
+	static int marker;
+	struct spoke *const sentinel = (struct spoke *)(void *)&marker;
+	struct spoke *out = sentinel;
+	int rc = spoke_create(&out, c);
+
+	if (rc == 0) {
+		spoke_destroy(out);
+		return 0;
+	}
+	if (out != sentinel)
+		return -9999; /* *out touched on failure */
+	return rc;
+}
+
+/*
+ * Contract line 9 (invalid config: -EINVAL, *out untouched): shards above
+ * SPOKE_MAX_SHARDS, tick below 1 us or above 3600 s, engine `wheel`
+ * (bounded) or unknown, impossible wheel geometry and hashed table size,
+ * and the same in per-shard overrides. The limits themselves are accepted
+ * (ticks of 1 us and 3600 s, SPOKE_MAX_SHARDS shards), and zero / NULL
+ * override fields (keep the global value).
+ */
+static void line9_invalid_config(void **state)
+{
+	(void)state;
+	struct spoke_config c;
+	struct spoke_shard_config ov[2];
+
+#define BAD(edit)                                                                       \
+	do {                                                                            \
+		svc_config(&c, 2, MS, 1);                                               \
+		memset(ov, 0, sizeof(ov));                                              \
+		ov[0].cpu = ov[1].cpu = -1;                                             \
+		edit;                                                                   \
+		int rc_ = l9_try(&c);                                                   \
+		if (rc_ != -EINVAL)                                                     \
+			fail_msg("config { %s }: spoke_create gave %d%s, expected -EINVAL", \
+				 #edit, rc_, rc_ == -9999 ? " (*out touched)" : "");      \
+	} while (0)
+#define GOOD(edit)                                                                      \
+	do {                                                                            \
+		svc_config(&c, 2, MS, 1);                                               \
+		memset(ov, 0, sizeof(ov));                                              \
+		ov[0].cpu = ov[1].cpu = -1;                                             \
+		edit;                                                                   \
+		int rc_ = l9_try(&c);                                                   \
+		if (rc_ != 0)                                                           \
+			fail_msg("config { %s }: spoke_create gave %d, expected 0", #edit, rc_); \
+	} while (0)
+
+	BAD(c.shards = SPOKE_MAX_SHARDS + 1);
+	BAD(c.shards = UINT_MAX);
+	BAD(c.tick_ns = 999);
+	BAD(c.tick_ns = 3600 * SEC + 1);
+	BAD(c.tick_ns = UINT64_MAX);
+	BAD(c.engine = "wheel");
+	BAD(c.engine = "no-such-scheme");
+	BAD(c.engine = "");
+	BAD(c.level_bits = 17);
+	BAD(c.levels = 65);
+	BAD((c.engine = "hashed", c.table_size = 1000));
+	BAD((c.engine = "hashed-sorted", c.table_size = ((size_t)1 << 24) + 1));
+	BAD((ov[0].engine = "wheel", c.shard_overrides = ov, c.n_shard_overrides = 1));
+	BAD((ov[1].engine = "nonsense", c.shard_overrides = ov, c.n_shard_overrides = 2));
+	BAD((ov[0].tick_ns = 999, c.shard_overrides = ov, c.n_shard_overrides = 1));
+	BAD((ov[1].tick_ns = 3600 * SEC + 1, c.shard_overrides = ov, c.n_shard_overrides = 2));
+	BAD((ov[0].level_bits = 17, c.shard_overrides = ov, c.n_shard_overrides = 1));
+	BAD((ov[0].engine = "hashed", ov[0].table_size = 3, c.shard_overrides = ov,
+	     c.n_shard_overrides = 1));
+
+	GOOD(c.tick_ns = 1000);
+	GOOD(c.tick_ns = 3600 * SEC);
+	GOOD((c.shards = SPOKE_MAX_SHARDS, c.pin_threads = false));
+	GOOD((ov[1].tick_ns = 1000, ov[0].engine = "sorted-list", c.shard_overrides = ov,
+	      c.n_shard_overrides = 2));
+	GOOD((ov[0].tick_ns = 0, ov[0].engine = NULL, c.shard_overrides = ov,
+	      c.n_shard_overrides = 1)); /* zero / NULL: keep the global values */
+#undef BAD
+#undef GOOD
+}
+
+/*
+ * Contract line 9 (a clear error, not a crash, for NULL pointers):
+ * spoke_create with out NULL, and every call with s NULL, give -EINVAL.
+ * (The header does not spell this case out; §4 line 9 asks for a clear
+ * error on bad input.)
+ */
+static void line9_null_service(void **state)
+{
+	(void)state;
+	struct spoke_config c;
+	spoke_id id = SENTINEL_ID;
+
+	spoke_config_init(&c);
+	assert_int_equal(spoke_create(NULL, &c), -EINVAL);
+	assert_int_equal(spoke_create(NULL, NULL), -EINVAL);
+	assert_int_equal(spoke_start(NULL, MS, never_fn, NULL, &id), -EINVAL);
+	assert_int_equal(spoke_start_on(NULL, 0, MS, never_fn, NULL, &id), -EINVAL);
+	assert_int_equal(spoke_start_periodic(NULL, MS, never_fn, NULL, &id), -EINVAL);
+	assert_int_equal(spoke_start_ttl(NULL, MS, never_fn, NULL, &id), -EINVAL);
+	assert_true(id == SENTINEL_ID);
+	assert_int_equal(spoke_reset(NULL, 1, MS), -EINVAL);
+	assert_int_equal(spoke_cancel(NULL, 1), -EINVAL);
+	assert_int_equal(spoke_cancel_sync(NULL, 1), -EINVAL);
+	assert_int_equal(spoke_attach(NULL, 0), -EINVAL);
+	assert_true(spoke_poll(NULL) < 0);
+}
+
+#define L9F_THREADS 8
+
+struct l9f_ctx {
+	struct spoke *s;
+	unsigned per;
+	struct trec *rec;
+	struct {
+		atomic_int blocking, release;
+	} blk;
+};
+
+static struct l9f_ctx l9f;
+
+static void l9f_blocker(void *arg)
+{
+	struct l9f_ctx *c = arg;
+	uint64_t end = spoke_now_ns() + 30 * SEC;
+
+	atomic_store(&c->blk.blocking, 1);
+	while (!atomic_load(&c->blk.release) && spoke_now_ns() < end)
+		sleep_ns(200 * US);
+	atomic_store(&c->blk.blocking, 0);
+}
+
+static void l9f_worker(unsigned idx, void *p)
+{
+	struct l9f_ctx *c = p;
+	struct rng rng = { 0x9000 + idx };
+
+	for (unsigned j = 0; j < c->per; j++) {
+		struct trec *r = &c->rec[idx * c->per + j];
+
+		if (spoke_start_on(c->s, 0, rng_below(&rng, MS), trec_fire, r, NULL) != 0)
+			svc_bg_fail(__FILE__, __LINE__, "start %u of thread %u refused", j, idx);
+	}
+}
+
+/*
+ * Contract line 9 (a full inbox never drops a message): shard 0 (inline
+ * callbacks, inbox_batch 16) is stuck in a callback while 8 threads post
+ * 160 000 starts to it (40 000 under TSan); once released, every timer
+ * runs exactly once, started counts them all, and no turn took more than
+ * inbox_batch messages.
+ */
+static void line9_inbox_flood_never_drops(void **state)
+{
+	(void)state;
+	struct spoke_config c;
+	struct spoke_stats *st = stats_new();
+	unsigned total;
+
+	memset(&l9f, 0, sizeof(l9f));
+	l9f.per = SCALE(20000);
+	total = L9F_THREADS * l9f.per;
+	l9f.rec = calloc(total, sizeof(*l9f.rec));
+	assert_non_null(l9f.rec);
+	svc_config(&c, 2, 500 * US, 0);
+	c.inbox_batch = 16;
+	l9f.s = svc_create_cfg(&c);
+	assert_int_equal(spoke_start_on(l9f.s, 0, 0, l9f_blocker, &l9f, NULL), 0);
+	ASSERT_EVENTUALLY(atomic_load(&l9f.blk.blocking), "shard 0 to be stuck");
+	run_workers(L9F_THREADS, l9f_worker, &l9f);
+	assert_int_equal(atomic_load(&l9f.blk.blocking), 1);
+	atomic_store(&l9f.blk.release, 1);
+	assert_no_bg_failures();
+	for (unsigned i = 0; i < total; i++)
+		ASSERT_EVENTUALLY(atomic_load(&l9f.rec[i].fired) >= 1, "every timer to run");
+	ASSERT_EVENTUALLY(stats_settled(l9f.s, total + 1, 0), "the stats to settle");
+	sleep_ms(10);
+	for (unsigned i = 0; i < total; i++)
+		assert_int_equal(atomic_load(&l9f.rec[i].fired), 1);
+	spoke_stats(l9f.s, st);
+	assert_int_equal(st->shard[0].started, total + 1);
+	assert_int_equal(st->shard[0].fired, total + 1);
+	assert_in_range(st->shard[0].inbox_hwm, 1, 16);
+	free(st);
+	svc_destroy(l9f.s);
+	free(l9f.rec);
+}
+
+/* ==== line 10: delays up to UINT64_MAX ============================================================ */
+
+/*
+ * Contract line 10 (delays up to UINT64_MAX ns are accepted, never fire
+ * early, never wrap): on 6 shards with different engines (hierarchical,
+ * hierarchical with 3 levels of 4 bits, i.e. an overflow list, list,
+ * sorted-list, hashed with 16 buckets, hashed-sorted) with ticks
+ * from 1 us to 1 ms, one-shot timers with delays from 2^40 ns to UINT64_MAX
+ * (including UINT64_MAX - now, and values whose tick count rounds up past
+ * 2^64 / tick), plus start, start_ttl, start_periodic and a reset to
+ * UINT64_MAX: all accepted, none runs while short control timers on every
+ * shard do, all still pending (stats) and each cancels with 0.
+ */
+static struct trec l10_ctl[8];
+
+static void line10_huge_delays_never_fire(void **state)
+{
+	(void)state;
+	static const char *engines[] = { "hierarchical", "hierarchical", "list", "sorted-list",
+					 "hashed", "hashed-sorted" };
+	static const uint64_t ticks[] = { 100 * US, 1000, MS, 250 * US, 1000, 100 * US };
+	struct spoke_shard_config ov[6];
+	struct spoke_config c;
+	struct spoke *s;
+	uint64_t now = spoke_now_ns();
+	const uint64_t delays[] = {
+		UINT64_MAX,          UINT64_MAX - 1,       UINT64_MAX - now,
+		UINT64_MAX - now + 1, UINT64_MAX - now - 1, UINT64_MAX - 999,
+		UINT64_MAX - MS + 1,  1ull << 63,          (1ull << 63) - 1,
+		(1ull << 63) + 1,     1ull << 62,          1ull << 40,
+	};
+	spoke_id ids[6 * ARRAY_SIZE(delays) + 64];
+	unsigned n = 0, nsh;
+
+	memset(l10_ctl, 0, sizeof(l10_ctl));
+	atomic_store(&never_ran, 0);
+	svc_config(&c, 6, 100 * US, 1);
+	memset(ov, 0, sizeof(ov));
+	for (unsigned k = 0; k < 6; k++) {
+		ov[k].cpu = -1;
+		ov[k].engine = engines[k];
+		ov[k].tick_ns = ticks[k];
+	}
+	ov[1].level_bits = 4; /* 3 levels of 4 bits: most of these sit on the overflow list */
+	ov[1].levels = 3;
+	ov[4].table_size = 16;
+	c.shard_overrides = ov;
+	c.n_shard_overrides = 6;
+	s = svc_create_cfg(&c);
+	nsh = spoke_shards(s);
+	assert_int_equal(nsh, 6);
+
+	for (unsigned k = 0; k < nsh; k++)
+		for (unsigned i = 0; i < ARRAY_SIZE(delays); i++)
+			assert_int_equal(spoke_start_on(s, k, delays[i], never_fn, NULL, &ids[n++]), 0);
+	assert_int_equal(spoke_start(s, UINT64_MAX, never_fn, NULL, &ids[n++]), 0);
+	assert_int_equal(spoke_start_ttl(s, UINT64_MAX, never_fn, NULL, &ids[n++]), 0);
+	assert_int_equal(spoke_start_ttl(s, UINT64_MAX - 1, never_fn, NULL, &ids[n++]), 0);
+	assert_int_equal(spoke_start_ttl(s, 1ull << 63, never_fn, NULL, &ids[n++]), 0);
+	assert_int_equal(spoke_start_periodic(s, UINT64_MAX, never_fn, NULL, &ids[n++]), 0);
+	assert_int_equal(spoke_start_periodic(s, 1ull << 63, never_fn, NULL, &ids[n++]), 0);
+	assert_int_equal(spoke_start(s, 3600 * SEC, never_fn, NULL, &ids[n]), 0);
+	assert_int_equal(spoke_reset(s, ids[n++], UINT64_MAX), 0);
+	assert_int_equal(spoke_start_ttl(s, 3600 * SEC, never_fn, NULL, &ids[n]), 0);
+	assert_int_equal(spoke_reset(s, ids[n++], UINT64_MAX), 0);
+
+	/* control timers: the shards are running */
+	for (unsigned k = 0; k < nsh; k++) {
+		atomic_store(&l10_ctl[k].earliest, spoke_now_ns() + 2 * MS);
+		assert_int_equal(spoke_start_on(s, k, 2 * MS, trec_fire, &l10_ctl[k], NULL), 0);
+	}
+	for (unsigned k = 0; k < nsh; k++)
+		ASSERT_EVENTUALLY(atomic_load(&l10_ctl[k].fired) == 1, "control timers to run");
+	sleep_ms(30);
+	assert_int_equal(atomic_load(&never_ran), 0);
+	ASSERT_EVENTUALLY(stats_pending(s) == n, "every huge timer to be pending");
+	for (unsigned i = 0; i < n; i++)
+		if (spoke_cancel(s, ids[i]) != 0)
+			fail_msg("huge timer %u (of %u) was no longer pending", i, n);
+	assert_int_equal(atomic_load(&never_ran), 0);
+	svc_destroy(s);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct CMUnitTest tests[] = {
+		SVC_TEST(line7_callbacks_call_everything_inline),
+		SVC_TEST(line7_callbacks_call_everything_pool),
+		SVC_TEST(line7_callbacks_call_everything_attached),
+		SVC_TEST(line7_cancel_sync_of_queued_timer),
+		SVC_TEST(line8_destroy_waits_nothing_after),
+		SVC_TEST(line8_destroy_shutdown_during_destroy),
+		SVC_TEST(line8_destroy_after_caller_threads_exit),
+		SVC_TEST(line9_bad_input_changes_nothing),
+		SVC_TEST(line9_invalid_config),
+		SVC_TEST(line9_null_service),
+		SVC_TEST(line9_inbox_flood_never_drops),
+		SVC_TEST(line10_huge_delays_never_fire),
+	};
+
+	return svc_main(argc, argv, "service contract 7-10", tests, ARRAY_SIZE(tests));
+}

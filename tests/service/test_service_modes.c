@@ -1,0 +1,770 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_service_modes.c - attached mode, Lawn TTL timers and the
+ * configuration API of include/spoke/spoke.h (DESIGN.md §4):
+ *
+ *   attached_mode_runs_inline_in_poll    §4 attached: inline in poll, other threads' starts,
+ *                                        own starts, managed thread stops, next_deadline
+ *   attached_mode_errors                 -EBUSY, -EINVAL, -EPERM
+ *   lawn_ttl_few_distinct                Lawn: many timers, 3 TTLs
+ *   lawn_ttl_many_distinct               Lawn: thousands of distinct TTLs
+ *   config_defaults                      spoke_config_init / create(NULL) / shards 0
+ *   config_now_is_monotonic_clock        spoke_now_ns is CLOCK_MONOTONIC
+ *   config_per_shard_overrides           per-shard tick and engine
+ *   config_stats_add_up                  started == fired + cancelled + pending
+ *   config_lawn_shards_mask              lawn_shards picks the TTL shards
+ *   config_inline_callbacks_on_shard_thread  callback_threads = 0
+ *
+ * Usage: test_service_modes [test name...]   (no name: all)
+ */
+#include "service_util.h"
+
+/* ==== attached mode ============================================================================ */
+
+#define ATT_OWN     50
+#define ATT_THREADS 4
+#define ATT_REMOTE  200
+
+static _Thread_local int att_in_poll;
+
+struct att_ctx {
+	struct spoke *s;
+	pthread_t tid;
+	atomic_int attached, hold, stop, phase2, phase2_done;
+	_Atomic uint64_t attached_at;
+	struct trec pre, x1, own[ATT_OWN], remote[ATT_THREADS * ATT_REMOTE], nd_rec;
+	int64_t nd_empty, nd_started, nd_due;
+	int poll_due;
+	atomic_int busy_rc, busy_self_rc;
+};
+
+static struct att_ctx att;
+
+static void att_fn(void *arg)
+{
+	uint64_t at = atomic_load(&att.attached_at);
+
+	/* `pre` may still have run on the managed side if the attach took 20 ms */
+	if (!(arg == &att.pre && (at == 0 || spoke_now_ns() < at))) {
+		BG_CHECK(pthread_equal(pthread_self(), att.tid));
+		BG_CHECK(att_in_poll == 1);
+	}
+	trec_fire(arg);
+}
+
+static int att_poll(struct spoke *s)
+{
+	int r;
+
+	att_in_poll = 1;
+	r = spoke_poll(s);
+	att_in_poll = 0;
+	BG_CHECK_INT(r, >=, 0);
+	return r;
+}
+
+static void *att_thread(void *p)
+{
+	struct att_ctx *c = p;
+	struct rng rng = { 0xa77 };
+
+	c->tid = pthread_self();
+	BG_CHECK_INT(spoke_attach(c->s, 1), ==, 0);
+	atomic_store(&c->attached_at, spoke_now_ns());
+	atomic_store(&c->busy_self_rc, spoke_attach(c->s, 0)); /* already owns shard 1 */
+	atomic_store(&c->attached, 1);
+	while (atomic_load(&c->hold))
+		sleep_ns(200 * US);
+	for (unsigned i = 0; i < ATT_OWN; i++) {
+		uint64_t d = rng_below(&rng, 2 * MS);
+
+		atomic_store(&c->own[i].earliest, spoke_now_ns() + d);
+		BG_CHECK_INT(spoke_start(c->s, d, att_fn, &c->own[i], NULL), ==, 0);
+	}
+	while (!atomic_load(&c->phase2)) {
+		int64_t nd;
+
+		att_poll(c->s);
+		nd = spoke_next_deadline(c->s);
+		sleep_ns(nd < 0 || nd > (int64_t)(500 * US) ? 500 * US : (uint64_t)nd);
+	}
+	/* phase 2: everything on shard 1 has run; next_deadline follows this thread's timers */
+	att_poll(c->s);
+	c->nd_empty = spoke_next_deadline(c->s);
+	atomic_store(&c->nd_rec.earliest, spoke_now_ns() + 50 * MS);
+	BG_CHECK_INT(spoke_start(c->s, 50 * MS, att_fn, &c->nd_rec, NULL), ==, 0);
+	c->nd_started = spoke_next_deadline(c->s);
+	sleep_ns(52 * MS + MS); /* past the deadline and its tick */
+	c->nd_due = spoke_next_deadline(c->s);
+	c->poll_due = att_poll(c->s);
+	atomic_store(&c->phase2_done, 1);
+	while (!atomic_load(&c->stop))
+		sleep_ns(MS);
+	return NULL;
+}
+
+static void att_remote_worker(unsigned idx, void *p)
+{
+	struct att_ctx *c = p;
+	struct rng rng = { 0xa700 + idx };
+
+	for (unsigned j = 0; j < ATT_REMOTE; j++) {
+		struct trec *r = &c->remote[idx * ATT_REMOTE + j];
+		uint64_t d = rng_below(&rng, 3 * MS);
+
+		atomic_store(&r->earliest, spoke_now_ns() + d);
+		BG_CHECK_INT(spoke_start_on(c->s, 1, d, att_fn, r, NULL), ==, 0);
+	}
+}
+
+static void *att_busy_thread(void *p)
+{
+	struct att_ctx *c = p;
+
+	atomic_store(&c->busy_rc, spoke_attach(c->s, 1));
+	return NULL;
+}
+
+static bool att_all_fired(void)
+{
+	if (!atomic_load(&att.pre.fired) || !atomic_load(&att.x1.fired))
+		return false;
+	for (unsigned i = 0; i < ATT_OWN; i++)
+		if (!atomic_load(&att.own[i].fired))
+			return false;
+	for (unsigned i = 0; i < ATT_THREADS * ATT_REMOTE; i++)
+		if (!atomic_load(&att.remote[i].fired))
+			return false;
+	return true;
+}
+
+/*
+ * Attached mode (§4): a thread attaches to shard 1 (spoke_attach) and loops
+ * spoke_poll / spoke_next_deadline. Its managed thread stops driving it at
+ * once: a timer started after the attach (and one pending before it, if
+ * the attach was done before it was due) does not run while the attached
+ * thread holds off polling. Then every callback of
+ * shard 1 runs inline in that thread's poll (pthread_self, a thread-local
+ * "in poll" flag): timers started before the attach, by 4 other threads
+ * with spoke_start_on, and by the attached thread itself with spoke_start
+ * (its own shard: shard 1's started count takes them all, shard 0's none);
+ * each exactly once, never early. stats report shard 1 attached.
+ * next_deadline: -1 with nothing pending, at most 50 ms + a tick right after
+ * a 50 ms start, 0 once it is due, and that poll runs it.
+ */
+static void attached_mode_runs_inline_in_poll(void **state)
+{
+	(void)state;
+	struct spoke_stats *st = stats_new();
+	pthread_t t, b;
+	unsigned expect1;
+
+	memset(&att, 0, sizeof(att));
+	trec_reset_globals();
+	att.s = svc_new(2, 250 * US, 2);
+	atomic_store(&att.hold, 1);
+	atomic_store(&att.pre.earliest, spoke_now_ns() + 20 * MS);
+	assert_int_equal(spoke_start_on(att.s, 1, 20 * MS, att_fn, &att.pre, NULL), 0);
+	ASSERT_EVENTUALLY((spoke_stats(att.s, st), st->shard[1].pending == 1),
+			  "shard 1 to take the timer");
+	t = thread_start(att_thread, &att);
+	ASSERT_EVENTUALLY(atomic_load(&att.attached), "the attach");
+	assert_int_equal(atomic_load(&att.busy_self_rc), -EBUSY);
+	b = thread_start(att_busy_thread, &att);
+	pthread_join(b, NULL);
+	assert_int_equal(atomic_load(&att.busy_rc), -EBUSY);
+	spoke_stats(att.s, st);
+	assert_true(st->shard[1].attached);
+	assert_false(st->shard[0].attached);
+	assert_int_equal(spoke_poll(att.s), -EPERM);
+
+	atomic_store(&att.x1.earliest, spoke_now_ns() + MS);
+	assert_int_equal(spoke_start_on(att.s, 1, MS, att_fn, &att.x1, NULL), 0);
+	sleep_ms(60);
+	/* nobody polls shard 1 yet, and its managed thread has stopped driving it */
+	assert_int_equal(atomic_load(&att.x1.fired), 0);
+	if (atomic_load(&att.attached_at) < atomic_load(&att.pre.earliest))
+		assert_int_equal(atomic_load(&att.pre.fired), 0);
+	atomic_store(&att.hold, 0);
+
+	run_workers(ATT_THREADS, att_remote_worker, &att);
+	ASSERT_EVENTUALLY(att_all_fired(), "shard 1's timers to run in the attached poll");
+	expect1 = 2 + ATT_OWN + ATT_THREADS * ATT_REMOTE;
+	ASSERT_EVENTUALLY((spoke_stats(att.s, st), st->shard[1].pending == 0 &&
+						   st->shard[1].started == expect1),
+			  "shard 1's stats");
+	assert_int_equal(st->shard[0].started, 0);
+	assert_int_equal(st->shard[1].fired, expect1);
+
+	atomic_store(&att.phase2, 1);
+	ASSERT_EVENTUALLY(atomic_load(&att.phase2_done), "the next_deadline phase");
+	atomic_store(&att.stop, 1);
+	pthread_join(t, NULL);
+	assert_no_bg_failures();
+	assert_never_early();
+	assert_int_equal(att.nd_empty, -1);
+	assert_true(att.nd_started > 0 && (uint64_t)att.nd_started <= 50 * MS + 250 * US);
+	assert_int_equal(att.nd_due, 0);
+	assert_int_equal(att.poll_due, 1);
+	assert_int_equal(atomic_load(&att.nd_rec.fired), 1);
+	sleep_ms(5);
+	assert_int_equal(atomic_load(&att.pre.fired), 1);
+	assert_int_equal(atomic_load(&att.x1.fired), 1);
+	free(st);
+	svc_destroy(att.s);
+}
+
+struct atterr_ctx {
+	struct spoke *s;
+	int rc_range, rc_max, rc_ok, rc_second_shard, rc_poll;
+	int64_t nd;
+	atomic_int attached, release;
+	int rc_other;
+};
+
+static struct atterr_ctx atterr;
+
+static void *atterr_owner(void *p)
+{
+	struct atterr_ctx *c = p;
+
+	c->rc_range = spoke_attach(c->s, 2);
+	c->rc_max = spoke_attach(c->s, UINT_MAX);
+	c->rc_ok = spoke_attach(c->s, 0);
+	c->rc_second_shard = spoke_attach(c->s, 1);
+	c->rc_poll = spoke_poll(c->s);
+	c->nd = spoke_next_deadline(c->s);
+	atomic_store(&c->attached, 1);
+	while (!atomic_load(&c->release))
+		sleep_ns(MS);
+	return NULL;
+}
+
+static void *atterr_other(void *p)
+{
+	struct atterr_ctx *c = p;
+
+	c->rc_other = spoke_attach(c->s, 0);
+	return NULL;
+}
+
+/*
+ * Attached mode, errors (§4): attach out of range is -EINVAL (and does not
+ * count as owning a shard: the same thread then attaches to shard 0); a
+ * second attach of a held shard from another thread and a second shard for
+ * the same thread are -EBUSY; poll from a thread that is not attached is
+ * -EPERM; the attached thread's poll with nothing due returns 0 and
+ * next_deadline -1.
+ */
+static void attached_mode_errors(void **state)
+{
+	(void)state;
+	pthread_t t, o;
+
+	memset(&atterr, 0, sizeof(atterr));
+	atterr.s = svc_new(2, 500 * US, 1);
+	assert_int_equal(spoke_poll(atterr.s), -EPERM);
+	t = thread_start(atterr_owner, &atterr);
+	ASSERT_EVENTUALLY(atomic_load(&atterr.attached), "the attach");
+	o = thread_start(atterr_other, &atterr);
+	pthread_join(o, NULL);
+	atomic_store(&atterr.release, 1);
+	pthread_join(t, NULL);
+	assert_int_equal(atterr.rc_range, -EINVAL);
+	assert_int_equal(atterr.rc_max, -EINVAL);
+	assert_int_equal(atterr.rc_ok, 0);
+	assert_int_equal(atterr.rc_second_shard, -EBUSY);
+	assert_int_equal(atterr.rc_other, -EBUSY);
+	assert_int_equal(atterr.rc_poll, 0);
+	assert_int_equal(atterr.nd, -1);
+	assert_int_equal(spoke_poll(atterr.s), -EPERM);
+	svc_destroy(atterr.s);
+}
+
+/* ==== Lawn TTL timers ========================================================================== */
+
+#define LW_THREADS 6
+
+struct lw_ctx {
+	struct spoke *s;
+	unsigned per;
+	bool distinct;
+	struct trec *rec;
+};
+
+static struct lw_ctx lw;
+
+static void lw_worker(unsigned idx, void *p)
+{
+	struct lw_ctx *c = p;
+	struct rng rng = { 0x1a00 + idx };
+	static const uint64_t few[] = { 1 * MS, 2500 * US, 4 * MS };
+
+	for (unsigned j = 0; j < c->per; j++) {
+		unsigned i = idx * c->per + j;
+		struct trec *r = &c->rec[i];
+		uint64_t ttl = c->distinct ? 500 * US + (uint64_t)i * 1013 : few[rng_below(&rng, 3)];
+		spoke_id id;
+
+		if (c->distinct && j < 5)
+			ttl = j * 37; /* a few below a tick, and 0 */
+		atomic_store(&r->earliest, spoke_now_ns() + ttl);
+		BG_CHECK_INT(spoke_start_ttl(c->s, ttl, trec_fire, r, &id), ==, 0);
+		if (rng_below(&rng, 4) == 0) {
+			int rc = spoke_cancel(c->s, id);
+
+			if (rc == 0)
+				atomic_fetch_add(&r->cancelled, 1);
+			else
+				BG_CHECK_INT(rc, ==, -ENOENT);
+		}
+	}
+}
+
+static void lw_run(bool distinct, unsigned per, unsigned threads)
+{
+	unsigned total = threads * per;
+
+	memset(&lw, 0, sizeof(lw));
+	trec_reset_globals();
+	lw.per = per;
+	lw.distinct = distinct;
+	lw.rec = calloc(total, sizeof(*lw.rec));
+	assert_non_null(lw.rec);
+	lw.s = svc_new(3, 250 * US, 2);
+	run_workers(threads, lw_worker, &lw);
+	for (unsigned i = 0; i < total; i++)
+		ASSERT_EVENTUALLY(atomic_load(&lw.rec[i].fired) + atomic_load(&lw.rec[i].cancelled) >= 1,
+				  "every TTL timer to end");
+	sleep_ms(10);
+	for (unsigned i = 0; i < total; i++) {
+		unsigned f = atomic_load(&lw.rec[i].fired), k = atomic_load(&lw.rec[i].cancelled);
+
+		if (f + k != 1)
+			fail_msg("TTL timer %u: %u runs, %u winning cancels", i, f, k);
+	}
+	assert_no_bg_failures();
+	assert_never_early();
+	ASSERT_EVENTUALLY(stats_settled(lw.s, total, 0), "stats to settle");
+	assert_stats_settled(lw.s, total, 0);
+	svc_destroy(lw.s);
+	free(lw.rec);
+}
+
+/*
+ * Lawn TTL timers, few distinct TTLs (1, 2.5, 4 ms) and many timers each
+ * (12 000 from 6 threads; a quarter cancelled at once): each ends exactly
+ * once, never early; the stats add up on every shard.
+ */
+static void lawn_ttl_few_distinct(void **state)
+{
+	(void)state;
+	lw_run(false, SCALE(2000), LW_THREADS);
+}
+
+/*
+ * Lawn TTL timers, all TTLs distinct (0.5 ms + i * 1013 ns for 6000 timers
+ * from 4 threads, plus TTLs of 0 to 148 ns): each ends exactly once, never
+ * early; the stats add up.
+ */
+static void lawn_ttl_many_distinct(void **state)
+{
+	(void)state;
+	lw_run(true, SCALE(1500), 4);
+}
+
+/* ==== configuration ==================================================================== */
+
+/*
+ * Config API defaults: spoke_config_init gives a 1 ms tick, one shard per
+ * online CPU (0 or the count), the hierarchical engine, pinned threads,
+ * inbox_batch 4096, Lawn on every shard, no overrides. spoke_create with
+ * NULL and with those defaults both run one shard per online CPU at 1 ms,
+ * none attached, all counters 0, and a timer runs; so does shards = 0
+ * ("0 = one per online CPU").
+ */
+static atomic_uint cd_runs;
+
+static void config_defaults(void **state)
+{
+	(void)state;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	struct spoke_stats *st = stats_new();
+	struct spoke_config c;
+
+	assert_true(ncpu > 0);
+	memset(&c, 0xa5, sizeof(c));
+	spoke_config_init(&c);
+	assert_int_equal(c.tick_ns, MS);
+	assert_true(c.shards == 0 || c.shards == (unsigned)ncpu);
+	assert_true(c.engine == NULL || strcmp(c.engine, "hierarchical") == 0);
+	assert_true(c.pin_threads);
+	assert_int_equal(c.inbox_batch, 4096);
+	assert_int_equal(c.lawn_shards, 0);
+	assert_null(c.shard_overrides);
+	assert_int_equal(c.n_shard_overrides, 0);
+
+	for (int v = 0; v < 2; v++) {
+		struct spoke *s = NULL;
+
+		atomic_store(&cd_runs, 0);
+		assert_int_equal(spoke_create(&s, v ? &c : NULL), 0);
+		svc_register(s);
+		assert_int_equal(spoke_shards(s), (unsigned)ncpu);
+		spoke_stats(s, st);
+		assert_int_equal(st->shards, (unsigned)ncpu);
+		for (unsigned k = 0; k < st->shards; k++) {
+			assert_int_equal(st->shard[k].tick_ns, MS);
+			assert_false(st->shard[k].attached);
+			assert_int_equal(st->shard[k].started, 0);
+			assert_int_equal(st->shard[k].pending, 0);
+		}
+		assert_int_equal(spoke_start(s, MS, count_fn, &cd_runs, NULL), 0);
+		ASSERT_EVENTUALLY(atomic_load(&cd_runs) == 1, "a timer to run");
+		svc_destroy(s);
+	}
+	/* shards 0 means one per online CPU (spoke.h) */
+	{
+		struct spoke *s = NULL;
+
+		spoke_config_init(&c);
+		c.shards = 0;
+		assert_int_equal(spoke_create(&s, &c), 0);
+		svc_register(s);
+		assert_int_equal(spoke_shards(s), (unsigned)ncpu);
+		svc_destroy(s);
+	}
+	free(st);
+}
+
+/* spoke_now_ns() is CLOCK_MONOTONIC in ns (the never-early checks rely on it). */
+static void config_now_is_monotonic_clock(void **state)
+{
+	(void)state;
+	uint64_t prev = 0;
+
+	for (int i = 0; i < 1000; i++) {
+		uint64_t a = mono_ns(), n = spoke_now_ns(), b = mono_ns();
+
+		if (n < a || n > b)
+			fail_msg("spoke_now_ns() %" PRIu64 " outside CLOCK_MONOTONIC [%" PRIu64
+				 ", %" PRIu64 "]",
+				 n, a, b);
+		assert_true(n >= prev);
+		prev = n;
+	}
+}
+
+#define PS_SHARDS  7
+#define PS_THREADS 3
+
+struct ps_ctx {
+	struct spoke *s;
+	unsigned per; /* per thread per shard */
+	struct trec *rec;
+	unsigned started[PS_SHARDS];
+};
+
+static struct ps_ctx ps;
+
+static void ps_worker(unsigned idx, void *p)
+{
+	struct ps_ctx *c = p;
+	struct rng rng = { 0x9500 + idx };
+
+	for (unsigned k = 0; k < PS_SHARDS; k++) {
+		for (unsigned j = 0; j < c->per; j++) {
+			struct trec *r = &c->rec[(idx * PS_SHARDS + k) * c->per + j];
+			uint64_t d = rng_below(&rng, 6 * MS);
+			spoke_id id;
+
+			atomic_store(&r->earliest, spoke_now_ns() + d);
+			BG_CHECK_INT(spoke_start_on(c->s, k, d, trec_fire, r, &id), ==, 0);
+			if (rng_below(&rng, 5) == 0) {
+				int rc = spoke_cancel(c->s, id);
+
+				if (rc == 0)
+					atomic_fetch_add(&r->cancelled, 1);
+				else
+					BG_CHECK_INT(rc, ==, -ENOENT);
+			}
+		}
+	}
+}
+
+/*
+ * Config API, per-shard overrides ("per-core tuning"): 7 shards, 6 with
+ * their own tick (100 us to 2 ms) and engine (list, sorted-list, hashed
+ * with 16 and 256 buckets, hashed-sorted, hierarchical with its own
+ * geometry), the 7th on the
+ * global values; stats report each shard's tick; 3 threads start timers on
+ * every shard (a fifth cancelled): each ends exactly once, never early, and
+ * each shard's stats add up with its own started count.
+ */
+static void config_per_shard_overrides(void **state)
+{
+	(void)state;
+	static const char *engines[] = { "list", "sorted-list", "hashed", "hashed-sorted", "hashed",
+					 "hierarchical" };
+	static const uint64_t ticks[] = { 100 * US, 250 * US, 500 * US, 1 * MS, 2 * MS, 300 * US };
+	struct spoke_shard_config ov[6];
+	struct spoke_config c;
+	struct spoke_stats *st = stats_new();
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned total;
+
+	memset(&ps, 0, sizeof(ps));
+	trec_reset_globals();
+	memset(ov, 0, sizeof(ov));
+	for (unsigned k = 0; k < 6; k++) {
+		ov[k].cpu = (int)(k % (unsigned)ncpu);
+		ov[k].engine = engines[k];
+		ov[k].tick_ns = ticks[k];
+	}
+	ov[2].table_size = 16;
+	ov[3].table_size = 64;
+	ov[4].table_size = 256;
+	ov[5].level_bits = 6;
+	ov[5].levels = 11;
+	svc_config(&c, PS_SHARDS, 700 * US, 2);
+	c.shard_overrides = ov;
+	c.n_shard_overrides = 6;
+	ps.s = svc_create_cfg(&c);
+	assert_int_equal(spoke_shards(ps.s), PS_SHARDS);
+	spoke_stats(ps.s, st);
+	for (unsigned k = 0; k < 6; k++)
+		assert_int_equal(st->shard[k].tick_ns, ticks[k]);
+	assert_int_equal(st->shard[6].tick_ns, 700 * US);
+
+	ps.per = SCALE(200);
+	total = PS_THREADS * PS_SHARDS * ps.per;
+	ps.rec = calloc(total, sizeof(*ps.rec));
+	assert_non_null(ps.rec);
+	run_workers(PS_THREADS, ps_worker, &ps);
+	for (unsigned i = 0; i < total; i++)
+		ASSERT_EVENTUALLY(atomic_load(&ps.rec[i].fired) + atomic_load(&ps.rec[i].cancelled) >= 1,
+				  "every timer to end");
+	sleep_ms(10);
+	for (unsigned i = 0; i < total; i++)
+		assert_int_equal(atomic_load(&ps.rec[i].fired) + atomic_load(&ps.rec[i].cancelled), 1);
+	assert_no_bg_failures();
+	assert_never_early();
+	ASSERT_EVENTUALLY(stats_settled(ps.s, total, 0), "stats to settle");
+	assert_stats_settled(ps.s, total, 0);
+	spoke_stats(ps.s, st);
+	for (unsigned k = 0; k < PS_SHARDS; k++)
+		assert_int_equal(st->shard[k].started, PS_THREADS * ps.per);
+	free(st);
+	svc_destroy(ps.s);
+	free(ps.rec);
+}
+
+#define SA_THREADS 6
+#define SA_EACH    100
+
+struct sa_ctx {
+	struct spoke *s;
+	struct trec rec[SA_THREADS][5 * SA_EACH];
+	spoke_id kept[SA_THREADS][SA_EACH];
+	atomic_uint resets_ok, cancels_won;
+};
+
+static struct sa_ctx sa;
+
+static void sa_worker(unsigned idx, void *p)
+{
+	struct sa_ctx *c = p;
+	struct rng rng = { 0x5a5a + idx };
+
+	for (unsigned j = 0; j < SA_EACH; j++) {
+		struct trec *r = &c->rec[idx][5 * j];
+		spoke_id id;
+
+		/* a one-shot that runs */
+		BG_CHECK_INT(spoke_start_on(c->s, (unsigned)rng_below(&rng, 4), rng_below(&rng, 3 * MS),
+					    trec_fire, &r[0], NULL),
+			     ==, 0);
+		/* one cancelled (it may run first if the delay is 0) */
+		BG_CHECK_INT(spoke_start(c->s, rng_below(&rng, 2) ? 0 : 3600 * SEC, trec_fire, &r[1],
+					 &id),
+			     ==, 0);
+		if (spoke_cancel(c->s, id) == 0) {
+			atomic_fetch_add(&r[1].cancelled, 1);
+			atomic_fetch_add(&c->cancels_won, 1);
+		}
+		/* one kept pending */
+		BG_CHECK_INT(spoke_start_on(c->s, (unsigned)rng_below(&rng, 4), 3600 * SEC, trec_fire,
+					    &r[2], &c->kept[idx][j]),
+			     ==, 0);
+		/* one reset from an hour to 1 ms */
+		BG_CHECK_INT(spoke_start(c->s, 3600 * SEC, trec_fire, &r[3], &id), ==, 0);
+		if (spoke_reset(c->s, id, MS) == 0)
+			atomic_fetch_add(&c->resets_ok, 1);
+		/* a TTL timer */
+		BG_CHECK_INT(spoke_start_ttl(c->s, (1 + rng_below(&rng, 3)) * MS, trec_fire, &r[4],
+					     NULL),
+			     ==, 0);
+	}
+}
+
+/*
+ * Config API, spoke_stats counters add up (no periodic timers): after 6
+ * threads ran one-shots, cancels, resets and TTL timers on 4 shards and
+ * some stay pending, at quiescence every shard has started == fired +
+ * cancelled + pending and the totals are the sums (max for inbox_hwm and
+ * max_late_ns); total.fired is the number of callbacks, total.cancelled the
+ * number of winning cancels, total.pending the timers kept, total.reset at
+ * least 1 and at most the successful resets. Cancelling the kept ones
+ * brings pending to 0 and cancelled up by as many.
+ */
+static void config_stats_add_up(void **state)
+{
+	(void)state;
+	struct spoke_stats *st = stats_new();
+	unsigned total = SA_THREADS * 5 * SA_EACH, kept = SA_THREADS * SA_EACH, fired = 0;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.s = svc_new(4, 250 * US, 2);
+	run_workers(SA_THREADS, sa_worker, &sa);
+	assert_no_bg_failures();
+	ASSERT_EVENTUALLY(stats_settled(sa.s, total, kept), "the stats to settle");
+	sleep_ms(10);
+	assert_stats_settled(sa.s, total, kept);
+	for (unsigned t = 0; t < SA_THREADS; t++)
+		for (unsigned i = 0; i < 5 * SA_EACH; i++)
+			fired += atomic_load(&sa.rec[t][i].fired);
+	spoke_stats(sa.s, st);
+	assert_int_equal(st->shards, 4);
+	for (unsigned k = 0; k < 4; k++)
+		assert_int_equal(st->shard[k].tick_ns, 250 * US);
+	assert_int_equal(st->total.fired, fired);
+	assert_int_equal(st->total.cancelled, atomic_load(&sa.cancels_won));
+	assert_int_equal(st->total.pending, kept);
+	assert_in_range(st->total.reset, 1, atomic_load(&sa.resets_ok));
+	assert_true(st->total.inbox_hwm >= 1);
+	for (unsigned t = 0; t < SA_THREADS; t++)
+		for (unsigned j = 0; j < SA_EACH; j++)
+			assert_int_equal(spoke_cancel(sa.s, sa.kept[t][j]), 0);
+	ASSERT_EVENTUALLY(stats_settled(sa.s, total, 0), "pending to drop to 0");
+	spoke_stats(sa.s, st);
+	assert_int_equal(st->total.cancelled, atomic_load(&sa.cancels_won) + kept);
+	free(st);
+	svc_destroy(sa.s);
+}
+
+struct lm_ctx {
+	struct spoke *s;
+	struct trec rec[4][400];
+};
+
+static struct lm_ctx lm;
+
+static void lm_worker(unsigned idx, void *p)
+{
+	struct lm_ctx *c = p;
+
+	for (unsigned j = 0; j < 400; j++) {
+		uint64_t ttl = j % 2 ? MS : 300 * US + (idx * 400 + j) * 997;
+
+		atomic_store(&c->rec[idx][j].earliest, spoke_now_ns() + ttl);
+		BG_CHECK_INT(spoke_start_ttl(c->s, ttl, trec_fire, &c->rec[idx][j], NULL), ==, 0);
+	}
+}
+
+/*
+ * Config API, lawn_shards: with bit 1 only, shard 1 takes every TTL timer
+ * (1600 from 4 threads, few and many distinct TTLs): shard 1's started and
+ * fired count them all, shards 0 and 2 none; each runs once, never early.
+ */
+static void config_lawn_shards_mask(void **state)
+{
+	(void)state;
+	struct spoke_config c;
+	struct spoke_stats *st = stats_new();
+
+	memset(&lm, 0, sizeof(lm));
+	trec_reset_globals();
+	svc_config(&c, 3, 250 * US, 2);
+	c.lawn_shards = 1u << 1;
+	lm.s = svc_create_cfg(&c);
+	run_workers(4, lm_worker, &lm);
+	ASSERT_EVENTUALLY(stats_settled(lm.s, 1600, 0), "stats to settle");
+	for (unsigned t = 0; t < 4; t++)
+		for (unsigned j = 0; j < 400; j++)
+			ASSERT_EVENTUALLY(atomic_load(&lm.rec[t][j].fired) == 1, "TTL timers to run");
+	assert_no_bg_failures();
+	assert_never_early();
+	spoke_stats(lm.s, st);
+	assert_int_equal(st->shard[1].started, 1600);
+	assert_int_equal(st->shard[1].fired, 1600);
+	assert_int_equal(st->shard[0].started, 0);
+	assert_int_equal(st->shard[2].started, 0);
+	free(st);
+	svc_destroy(lm.s);
+}
+
+#define IC_SHARDS 3
+#define IC_EACH   50
+
+struct ic_rec {
+	atomic_int done;
+	pthread_t tid;
+};
+
+static struct ic_rec icr[IC_SHARDS][IC_EACH];
+
+static void ic_fn(void *arg)
+{
+	struct ic_rec *r = arg;
+
+	r->tid = pthread_self();
+	atomic_store(&r->done, 1);
+}
+
+/*
+ * Config API, callback_threads = 0: callbacks run inline on their shard's
+ * thread: all of a shard's callbacks on one thread, a different one per
+ * shard, never the thread that started them.
+ */
+static void config_inline_callbacks_on_shard_thread(void **state)
+{
+	(void)state;
+	struct spoke *s = svc_new(IC_SHARDS, 250 * US, 0);
+	struct rng rng = { 0x1c };
+
+	memset(icr, 0, sizeof(icr));
+	for (unsigned k = 0; k < IC_SHARDS; k++)
+		for (unsigned i = 0; i < IC_EACH; i++)
+			assert_int_equal(spoke_start_on(s, k, rng_below(&rng, 2 * MS), ic_fn,
+							&icr[k][i], NULL),
+					 0);
+	for (unsigned k = 0; k < IC_SHARDS; k++)
+		for (unsigned i = 0; i < IC_EACH; i++)
+			ASSERT_EVENTUALLY(atomic_load(&icr[k][i].done), "callbacks to run");
+	for (unsigned k = 0; k < IC_SHARDS; k++) {
+		assert_false(pthread_equal(icr[k][0].tid, pthread_self()));
+		for (unsigned i = 1; i < IC_EACH; i++)
+			assert_true(pthread_equal(icr[k][i].tid, icr[k][0].tid));
+		for (unsigned j = 0; j < k; j++)
+			assert_false(pthread_equal(icr[k][0].tid, icr[j][0].tid));
+	}
+	svc_destroy(s);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct CMUnitTest tests[] = {
+		SVC_TEST(attached_mode_runs_inline_in_poll),
+		SVC_TEST(attached_mode_errors),
+		SVC_TEST(lawn_ttl_few_distinct),
+		SVC_TEST(lawn_ttl_many_distinct),
+		SVC_TEST(config_defaults),
+		SVC_TEST(config_now_is_monotonic_clock),
+		SVC_TEST(config_per_shard_overrides),
+		SVC_TEST(config_stats_add_up),
+		SVC_TEST(config_lawn_shards_mask),
+		SVC_TEST(config_inline_callbacks_on_shard_thread),
+	};
+
+	return svc_main(argc, argv, "service modes", tests, ARRAY_SIZE(tests));
+}
