@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #define SPOKE_BITMAP_MAX_DEPTH 6 /* 64^6 = 2^36 bits */
-#define SPOKE_BITMAP_NONE ((size_t)-1)
+#define SPOKE_BITMAP_NONE      ((size_t)-1)
 
 struct spoke_bitmap {
 	unsigned depth;

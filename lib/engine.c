@@ -11,15 +11,14 @@
 #include <string.h>
 
 static const struct spoke_engine_ops *const scheme_table[] = {
-	&spoke_list_ops,   &spoke_sorted_list_ops, &spoke_heap_ops,
-	&spoke_wheel_ops,  &spoke_hashed_sorted_ops, &spoke_hashed_ops,
-	&spoke_hierarchical_ops, &spoke_lawn_ops,
+	&spoke_list_ops,	  &spoke_sorted_list_ops, &spoke_heap_ops,	   &spoke_wheel_ops,
+	&spoke_hashed_sorted_ops, &spoke_hashed_ops,	  &spoke_hierarchical_ops, &spoke_lawn_ops,
 };
 
 #define NSCHEMES (sizeof(scheme_table) / sizeof(scheme_table[0]))
 
 static const char *const scheme_names[NSCHEMES + 1] = {
-	"list",	  "sorted-list", "heap", "wheel", "hashed-sorted",
+	"list",	  "sorted-list",  "heap", "wheel", "hashed-sorted",
 	"hashed", "hierarchical", "lawn", NULL,
 };
 
@@ -159,8 +158,7 @@ static size_t fire_due(struct spoke_engine *e, spoke_expire_fn *fn, void *ctx)
 	return fired;
 }
 
-size_t spoke_engine_advance(struct spoke_engine *e, uint64_t ticks, spoke_expire_fn *fn,
-			    void *ctx)
+size_t spoke_engine_advance(struct spoke_engine *e, uint64_t ticks, spoke_expire_fn *fn, void *ctx)
 {
 	uint64_t target = deadline_after(e->now, ticks);
 	size_t fired;

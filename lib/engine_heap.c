@@ -33,8 +33,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#define HEAP_ARITY 4
-#define HEAP_DEFAULT_CAPACITY 64
+#define HEAP_ARITY		  4
+#define HEAP_DEFAULT_CAPACITY	  64
 #define HEAP_MAX_INITIAL_CAPACITY (UINT64_C(1) << 32)
 
 struct heap_entry {
@@ -45,7 +45,7 @@ struct heap_entry {
 struct heap_engine {
 	struct spoke_engine base;
 	struct heap_entry *entries;
-	size_t size;     /* timers in the heap (the due list not included) */
+	size_t size;	 /* timers in the heap (the due list not included) */
 	size_t capacity; /* entries allocated */
 };
 
@@ -186,7 +186,7 @@ static int heap_admit(struct spoke_engine *e, uint64_t delay_ticks)
 static void heap_insert(struct spoke_engine *e, struct spoke_timer *t)
 {
 	struct heap_engine *h = to_heap(e);
-	struct heap_entry ent = { .deadline_ticks = t->sp_deadline, .t = t };
+	struct heap_entry ent = {.deadline_ticks = t->sp_deadline, .t = t};
 
 	t->sp_slot = 0;
 	sift_up(h, h->size++, ent);

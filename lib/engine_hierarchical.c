@@ -56,18 +56,18 @@
 #include <stdlib.h>
 
 #define DEFAULT_LEVEL_BITS 10
-#define MAX_LEVEL_BITS 16
+#define MAX_LEVEL_BITS	   16
 
 struct hier_engine {
 	struct spoke_engine base;
-	unsigned bits;            /* B */
-	unsigned levels;          /* levels actually kept: at most ceil(64 / B) */
-	uint64_t slot_mask;       /* 2^B - 1 */
-	uint8_t level_of_bit[64]; /* highest differing bit -> level (or levels) */
+	unsigned bits;		   /* B */
+	unsigned levels;	   /* levels actually kept: at most ceil(64 / B) */
+	uint64_t slot_mask;	   /* 2^B - 1 */
+	uint8_t level_of_bit[64];  /* highest differing bit -> level (or levels) */
 	struct spoke_tlist *slots; /* levels * 2^B heads */
 	struct spoke_bitmap occupied;
 	struct spoke_tlist overflow;
-	uint64_t overflow_visit;  /* tick to re-examine overflow (<= the true one) */
+	uint64_t overflow_visit; /* tick to re-examine overflow (<= the true one) */
 };
 
 static struct hier_engine *to_hier(struct spoke_engine *e)

@@ -34,7 +34,7 @@
 #include "tlist.h"
 
 /* sp_slot values that mean "not in any slot of the scheme's own". */
-#define SPOKE_SLOT_DUE 0xffffffffu
+#define SPOKE_SLOT_DUE	    0xffffffffu
 #define SPOKE_SLOT_OVERFLOW 0xfffffffeu
 
 struct spoke_engine_ops {
@@ -55,11 +55,11 @@ struct spoke_engine_ops {
 /* The part of every engine that engine.c owns. Schemes embed it first. */
 struct spoke_engine {
 	const struct spoke_engine_ops *ops;
-	uint64_t now;             /* current tick */
-	size_t count;             /* pending timers, due list included */
-	struct spoke_tlist due;   /* collected at `now`, not yet fired */
+	uint64_t now;		   /* current tick */
+	size_t count;		   /* pending timers, due list included */
+	struct spoke_tlist due;	   /* collected at `now`, not yet fired */
 	struct spoke_tlist firing; /* taken from `due` by the running advance */
-	bool advancing;           /* inside spoke_engine_advance() */
+	bool advancing;		   /* inside spoke_engine_advance() */
 };
 
 /* Put a collected timer on the due list (scheme side of collect()). */

@@ -48,16 +48,16 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#define LAWN_CHUNK_QUEUES 64
-#define LAWN_MIN_BUCKETS 64
+#define LAWN_CHUNK_QUEUES  64
+#define LAWN_MIN_BUCKETS   64
 #define LAWN_CLOSEST_STALE 0 /* no timer in a queue has deadline 0 */
 
 /* The timers of one TTL, and the links that find it. */
 struct lawn_queue {
-	uint64_t ttl_ticks;                       /* the hash key */
-	struct spoke_timer *head, *tail;          /* earliest, latest */
-	struct lawn_queue *hash_next;             /* bucket chain */
-	struct lawn_queue **hash_pprev;           /* what points at us in the chain */
+	uint64_t ttl_ticks;			  /* the hash key */
+	struct spoke_timer *head, *tail;	  /* earliest, latest */
+	struct lawn_queue *hash_next;		  /* bucket chain */
+	struct lawn_queue **hash_pprev;		  /* what points at us in the chain */
 	struct lawn_queue *live_next, *live_prev; /* live list; live_next links the free list */
 };
 
@@ -69,14 +69,14 @@ struct lawn_chunk {
 
 struct lawn_engine {
 	struct spoke_engine base;
-	struct lawn_queue **buckets;    /* nbuckets chain heads */
-	size_t nbuckets;                /* a power of two */
-	unsigned bucket_shift;          /* 64 - log2(nbuckets) */
-	size_t nqueues;                 /* live queues: non-empty, in the table */
+	struct lawn_queue **buckets;	/* nbuckets chain heads */
+	size_t nbuckets;		/* a power of two */
+	unsigned bucket_shift;		/* 64 - log2(nbuckets) */
+	size_t nqueues;			/* live queues: non-empty, in the table */
 	struct lawn_queue *live_queues; /* every live queue */
 	struct lawn_queue *free_queues; /* recycled queue structs */
-	struct lawn_chunk *chunks;      /* the pool */
-	uint64_t closest;               /* earliest head deadline, or LAWN_CLOSEST_STALE */
+	struct lawn_chunk *chunks;	/* the pool */
+	uint64_t closest;		/* earliest head deadline, or LAWN_CLOSEST_STALE */
 };
 
 static struct lawn_engine *to_lawn(struct spoke_engine *e)

@@ -29,10 +29,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_TICK_NS 1000000ull
-#define MIN_TICK_NS 1000ull
-#define MAX_TICK_NS 3600000000000ull
-#define DEFAULT_INBOX_BATCH 4096
+#define DEFAULT_TICK_NS	     1000000ull
+#define MIN_TICK_NS	     1000ull
+#define MAX_TICK_NS	     3600000000000ull
+#define DEFAULT_INBOX_BATCH  4096
 #define MAX_CALLBACK_THREADS 1024
 
 static _Atomic uint64_t next_serial = 1;
@@ -384,8 +384,7 @@ int spoke_start_on(struct spoke *s, unsigned shard, uint64_t delay_ns, spoke_fn 
 	return start_timer(s, shard, SPOKE_KIND_ONESHOT, delay_ns, 0, fn, arg, id);
 }
 
-int spoke_start_periodic(struct spoke *s, uint64_t period_ns, spoke_fn *fn, void *arg,
-			 spoke_id *id)
+int spoke_start_periodic(struct spoke *s, uint64_t period_ns, spoke_fn *fn, void *arg, spoke_id *id)
 {
 	if (!s || !fn || period_ns == 0)
 		return -EINVAL;
@@ -501,14 +500,13 @@ static void wait_not_running(struct spoke_handle *h, uint32_t gen)
 
 		if (spoke_st_gen(st) != gen || spoke_st_status(st) != SPOKE_ST_RUNNING)
 			return;
-		if (!(st & SPOKE_ST_WAITERS) &&
-		    !atomic_compare_exchange_strong_explicit(&h->state, &st,
-							     st | SPOKE_ST_WAITERS,
-							     memory_order_acq_rel,
-							     memory_order_acquire))
+		if (!(st & SPOKE_ST_WAITERS) && !atomic_compare_exchange_strong_explicit(
+							&h->state, &st, st | SPOKE_ST_WAITERS,
+							memory_order_acq_rel, memory_order_acquire))
 			continue;
 		/* Bounded sleep: a missed wake-up costs at most a millisecond. */
-		spoke_ec_wait_word(spoke_state_futex(h), (uint32_t)(st | SPOKE_ST_WAITERS), 1000000);
+		spoke_ec_wait_word(spoke_state_futex(h), (uint32_t)(st | SPOKE_ST_WAITERS),
+				   1000000);
 	}
 }
 

@@ -89,8 +89,7 @@ static struct spoke_handle *arena_take(struct arena *a)
 
 		if (!c)
 			return NULL;
-		atomic_store_explicit(&a->chunk[slot / SPOKE_ARENA_CHUNK], c,
-				      memory_order_release);
+		atomic_store_explicit(&a->chunk[slot / SPOKE_ARENA_CHUNK], c, memory_order_release);
 	}
 	a->fresh = slot + 1;
 	return &atomic_load_explicit(&a->chunk[slot / SPOKE_ARENA_CHUNK],
@@ -203,9 +202,8 @@ static struct arena *arena_adopt_or_create(struct spoke *s)
 		int expect = 0;
 
 		if (a && a->home == a &&
-		    atomic_compare_exchange_strong_explicit(&a->owned, &expect, 1,
-							    memory_order_acq_rel,
-							    memory_order_relaxed))
+		    atomic_compare_exchange_strong_explicit(
+			    &a->owned, &expect, 1, memory_order_acq_rel, memory_order_relaxed))
 			return a; /* with the exited owner's free lists, slots and spills */
 	}
 	return arena_new(s, NULL);
@@ -247,7 +245,8 @@ bool spoke_arenas_busy(struct spoke *s)
 	for (unsigned i = 0; i < n; i++) {
 		struct arena *a = atomic_load_explicit(&s->arenas[i], memory_order_acquire);
 
-		if (a && a->home == a && atomic_load_explicit(&a->in_call, memory_order_acquire) != 0)
+		if (a && a->home == a &&
+		    atomic_load_explicit(&a->in_call, memory_order_acquire) != 0)
 			return true;
 	}
 	return false;

@@ -37,9 +37,9 @@ static void note_lateness(struct shard *sh, uint64_t deadline_ns)
 		return;
 	late = now - deadline_ns;
 	cur = atomic_load_explicit(&sh->ctr.max_late_ns, memory_order_relaxed);
-	while (late > cur && !atomic_compare_exchange_weak_explicit(
-				     &sh->ctr.max_late_ns, &cur, late, memory_order_relaxed,
-				     memory_order_relaxed))
+	while (late > cur &&
+	       !atomic_compare_exchange_weak_explicit(&sh->ctr.max_late_ns, &cur, late,
+						      memory_order_relaxed, memory_order_relaxed))
 		;
 }
 
@@ -91,9 +91,9 @@ void spoke_run_callback(struct spoke *s, struct spoke_handle *h)
 			spoke_handle_release(s, h);
 			return;
 		}
-	} while (!atomic_compare_exchange_weak_explicit(&h->state, &st,
-							spoke_st_with_status(st, SPOKE_ST_RUNNING),
-							memory_order_acq_rel, memory_order_acquire));
+	} while (!atomic_compare_exchange_weak_explicit(
+		&h->state, &st, spoke_st_with_status(st, SPOKE_ST_RUNNING), memory_order_acq_rel,
+		memory_order_acquire));
 	spoke_count(sh, CTR_FIRED, spoke_shard_owned_by_me(sh));
 	note_lateness(sh, h->base_ns);
 	outer = tls_running;

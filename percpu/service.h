@@ -37,11 +37,11 @@
 #include "state.h"
 #include "urcu_wfcq.h"
 
-#define SPOKE_CACHELINE 64
-#define SPOKE_ARENA_SHIFT 20          /* id bits 0..19: slot, 20..31: arena */
-#define SPOKE_ARENAS 4096
-#define SPOKE_ARENA_SLOTS (1u << SPOKE_ARENA_SHIFT)
-#define SPOKE_ARENA_CHUNK 1024u        /* handles per chunk */
+#define SPOKE_CACHELINE	   64
+#define SPOKE_ARENA_SHIFT  20 /* id bits 0..19: slot, 20..31: arena */
+#define SPOKE_ARENAS	   4096
+#define SPOKE_ARENA_SLOTS  (1u << SPOKE_ARENA_SHIFT)
+#define SPOKE_ARENA_CHUNK  1024u /* handles per chunk */
 #define SPOKE_ARENA_CHUNKS (SPOKE_ARENA_SLOTS / SPOKE_ARENA_CHUNK)
 
 enum spoke_kind {
@@ -51,32 +51,32 @@ enum spoke_kind {
 };
 
 /* Owner-private bits of spoke_handle.owner_flags. */
-#define SPOKE_OWN_SEEN 1u    /* counted in `started` */
+#define SPOKE_OWN_SEEN	  1u /* counted in `started` */
 #define SPOKE_OWN_IN_LAWN 2u /* node is in the shard's lawn engine */
 
 struct spoke_handle {
-	struct spoke_timer node;   /* owner: position in an engine */
-	_Atomic uint64_t state;    /* state.h */
+	struct spoke_timer node;    /* owner: position in an engine */
+	_Atomic uint64_t state;	    /* state.h */
 	struct cds_wfcq_node qnode; /* inbox / pool / arena return queue */
 	spoke_fn *fn;
 	void *arg;
 	_Atomic uint64_t deadline_ns; /* deadline asked by the last start or reset */
-	uint64_t base_ns;          /* owner: deadline of the current/last run */
-	uint64_t period_ns;        /* periodic: period */
-	uint32_t slot_id;          /* arena << 20 | slot; immutable */
-	uint8_t owner_flags;       /* owner: SPOKE_OWN_* */
+	uint64_t base_ns;	      /* owner: deadline of the current/last run */
+	uint64_t period_ns;	      /* periodic: period */
+	uint32_t slot_id;	      /* arena << 20 | slot; immutable */
+	uint8_t owner_flags;	      /* owner: SPOKE_OWN_* */
 };
 
 struct arena {
 	struct spoke *s;
 	unsigned index;
-	struct arena *home;           /* the thread's first arena (itself if first); immutable */
-	_Atomic int owned;            /* home only: a live thread uses it and its spills */
-	_Atomic unsigned in_call;     /* home only: its thread is inside the API */
+	struct arena *home;	  /* the thread's first arena (itself if first); immutable */
+	_Atomic int owned;	  /* home only: a live thread uses it and its spills */
+	_Atomic unsigned in_call; /* home only: its thread is inside the API */
 	/* Owner thread only. */
-	struct arena *spill;          /* home: further arenas of the same thread, a chain */
-	struct spoke_handle *free_list; /* linked through qnode.next */
-	size_t fresh;                 /* slots handed out so far */
+	struct arena *spill;		 /* home: further arenas of the same thread, a chain */
+	struct spoke_handle *free_list;	 /* linked through qnode.next */
+	size_t fresh;			 /* slots handed out so far */
 	struct cds_wfcq_head taken_head; /* spliced from ret, not yet on free_list */
 	struct cds_wfcq_tail taken_tail;
 	/* Other threads return freed handles here (wfcqueue, MPSC). */
@@ -87,10 +87,10 @@ struct arena {
 };
 
 enum shard_mode {
-	SHARD_MANAGED = 0,  /* driven by its own thread */
-	SHARD_ATTACHING,    /* spoke_attach() asked the thread to stop */
-	SHARD_ATTACHED,     /* driven by a server thread through spoke_poll */
-	SHARD_STOPPING,     /* spoke_destroy() */
+	SHARD_MANAGED = 0, /* driven by its own thread */
+	SHARD_ATTACHING,   /* spoke_attach() asked the thread to stop */
+	SHARD_ATTACHED,	   /* driven by a server thread through spoke_poll */
+	SHARD_STOPPING,	   /* spoke_destroy() */
 };
 
 /*
@@ -118,21 +118,21 @@ struct shard {
 	unsigned index;
 	int cpu;
 	uint64_t tick_ns;
-	uint64_t epoch_ns;          /* tick 0 of the engines */
+	uint64_t epoch_ns; /* tick 0 of the engines */
 	/* Owner only. */
-	struct spoke_engine *wheel; /* one-shot and periodic timers */
-	struct spoke_engine *lawn;  /* TTL timers, if this shard takes Lawn buckets */
+	struct spoke_engine *wheel;	 /* one-shot and periodic timers */
+	struct spoke_engine *lawn;	 /* TTL timers, if this shard takes Lawn buckets */
 	struct cds_wfcq_head taken_head; /* spliced from the inbox, not yet handled */
 	struct cds_wfcq_tail taken_tail;
-	uint64_t clock_ns;          /* the time the current turn runs at */
-	int fired_inline;           /* callbacks run inline in this turn */
+	uint64_t clock_ns; /* the time the current turn runs at */
+	int fired_inline;  /* callbacks run inline in this turn */
 	/* Producers: the inbox tail and the sleeper's wake word. */
 	struct cds_wfcq_head inbox_head __attribute__((aligned(SPOKE_CACHELINE)));
 	struct cds_wfcq_tail inbox_tail __attribute__((aligned(SPOKE_CACHELINE)));
 	_Atomic uint32_t wake_seq __attribute__((aligned(SPOKE_CACHELINE)));
 	_Atomic uint32_t sleeping;
-	_Atomic int mode;           /* enum shard_mode */
-	_Atomic uint64_t pending;   /* engines' count after the owner's last change */
+	_Atomic int mode;	  /* enum shard_mode */
+	_Atomic uint64_t pending; /* engines' count after the owner's last change */
 	pthread_t thread;
 	bool thread_running;
 	struct shard_counters ctr;
@@ -160,18 +160,18 @@ struct pool_queue {
 
 struct spoke {
 	struct spoke_config cfg;
-	uint64_t serial;            /* tells instances apart in thread-local caches */
+	uint64_t serial; /* tells instances apart in thread-local caches */
 	unsigned nshards;
 	struct shard *shards;
 	unsigned nlawn;
-	unsigned *lawn_shard;       /* shards that take Lawn buckets */
+	unsigned *lawn_shard; /* shards that take Lawn buckets */
 	unsigned ncpus;
-	unsigned *cpu_shard;        /* CPU -> shard for spoke_start */
+	unsigned *cpu_shard; /* CPU -> shard for spoke_start */
 	unsigned nworkers;
 	struct pool_worker *workers;
 	struct pool_queue pool;
-	_Atomic int stopping;       /* spoke_destroy() has begun */
-	bool asym_fence;            /* membarrier registered: see api.c */
+	_Atomic int stopping; /* spoke_destroy() has begun */
+	bool asym_fence;      /* membarrier registered: see api.c */
 	_Atomic int pool_stop;
 	pthread_key_t arena_key;
 	bool arena_key_live;
@@ -218,7 +218,8 @@ static inline void spoke_count(struct shard *sh, enum shard_counter c, bool owne
 {
 	if (owner)
 		atomic_store_explicit(&sh->ctr.own[c],
-				      atomic_load_explicit(&sh->ctr.own[c], memory_order_relaxed) + 1,
+				      atomic_load_explicit(&sh->ctr.own[c], memory_order_relaxed) +
+					      1,
 				      memory_order_relaxed);
 	else
 		atomic_fetch_add_explicit(&sh->ctr.remote[c], 1, memory_order_relaxed);

@@ -79,7 +79,8 @@ static uint64_t tick_time_ns(const struct shard *sh, uint64_t t)
 {
 	uint64_t x;
 
-	if (__builtin_mul_overflow(t, sh->tick_ns, &x) || __builtin_add_overflow(x, sh->epoch_ns, &x))
+	if (__builtin_mul_overflow(t, sh->tick_ns, &x) ||
+	    __builtin_add_overflow(x, sh->epoch_ns, &x))
 		return UINT64_MAX;
 	return x;
 }

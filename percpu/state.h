@@ -46,17 +46,17 @@ enum spoke_status {
 };
 
 #define SPOKE_ST_STATUS_MASK 0x7ull
-#define SPOKE_ST_INBOX (1ull << 3)
-#define SPOKE_ST_RESET (1ull << 4)
-#define SPOKE_ST_STOP (1ull << 5)
-#define SPOKE_ST_WAITERS (1ull << 6)
-#define SPOKE_ST_KIND_SHIFT 7
-#define SPOKE_ST_KIND_MASK (0x3ull << SPOKE_ST_KIND_SHIFT)
-#define SPOKE_ST_SEQ_SHIFT 9
-#define SPOKE_ST_SEQ_MASK (0xfffull << SPOKE_ST_SEQ_SHIFT)
+#define SPOKE_ST_INBOX	     (1ull << 3)
+#define SPOKE_ST_RESET	     (1ull << 4)
+#define SPOKE_ST_STOP	     (1ull << 5)
+#define SPOKE_ST_WAITERS     (1ull << 6)
+#define SPOKE_ST_KIND_SHIFT  7
+#define SPOKE_ST_KIND_MASK   (0x3ull << SPOKE_ST_KIND_SHIFT)
+#define SPOKE_ST_SEQ_SHIFT   9
+#define SPOKE_ST_SEQ_MASK    (0xfffull << SPOKE_ST_SEQ_SHIFT)
 #define SPOKE_ST_SHARD_SHIFT 21
-#define SPOKE_ST_SHARD_MASK (0xffull << SPOKE_ST_SHARD_SHIFT)
-#define SPOKE_ST_GEN_SHIFT 32
+#define SPOKE_ST_SHARD_MASK  (0xffull << SPOKE_ST_SHARD_SHIFT)
+#define SPOKE_ST_GEN_SHIFT   32
 
 static inline unsigned spoke_st_status(uint64_t s)
 {

@@ -107,8 +107,8 @@
 #error "urcu_tsan.h must come before every liburcu header: include urcu_wfcq.h first"
 #endif
 
-#include <urcu/compiler.h>
 #include <urcu/arch.h>
+#include <urcu/compiler.h>
 #include <urcu/system.h>
 #include <urcu/uatomic.h>
 
@@ -117,88 +117,79 @@
  * __atomic's "expected" and result temporaries must not carry); the
  * statement expression yields an rvalue, as in liburcu's rcu_dereference.
  */
-#define _SPOKE_URCU_TSAN_TYPE(x)					\
-	__typeof__(__extension__ ({					\
-		__typeof__(x) __attribute__((unused)) _spoke_q = { 0 };	\
-		_spoke_q;						\
+#define _SPOKE_URCU_TSAN_TYPE(x)                                                                   \
+	__typeof__(__extension__({                                                                 \
+		__typeof__(x) __attribute__((unused)) _spoke_q = {0};                              \
+		_spoke_q;                                                                          \
 	}))
 
 /* Shared loads and stores (urcu/system.h, urcu/uatomic/generic.h) -------- */
 
 #undef _CMM_LOAD_SHARED
-#define _CMM_LOAD_SHARED(p)	__atomic_load_n(&(p), __ATOMIC_ACQUIRE)
+#define _CMM_LOAD_SHARED(p) __atomic_load_n(&(p), __ATOMIC_ACQUIRE)
 
 #undef CMM_LOAD_SHARED
-#define CMM_LOAD_SHARED(p)	_CMM_LOAD_SHARED(p)
+#define CMM_LOAD_SHARED(p) _CMM_LOAD_SHARED(p)
 
 #undef _CMM_STORE_SHARED
-#define _CMM_STORE_SHARED(x, v)						\
-	__extension__ ({						\
-		_SPOKE_URCU_TSAN_TYPE(x) _spoke_v = (v);		\
-		__atomic_store_n(&(x), _spoke_v, __ATOMIC_RELEASE);	\
-		_spoke_v;						\
+#define _CMM_STORE_SHARED(x, v)                                                                    \
+	__extension__({                                                                            \
+		_SPOKE_URCU_TSAN_TYPE(x) _spoke_v = (v);                                           \
+		__atomic_store_n(&(x), _spoke_v, __ATOMIC_RELEASE);                                \
+		_spoke_v;                                                                          \
 	})
 
 /* Returns v, as liburcu's does. */
 #undef CMM_STORE_SHARED
-#define CMM_STORE_SHARED(x, v)	_CMM_STORE_SHARED(x, v)
+#define CMM_STORE_SHARED(x, v) _CMM_STORE_SHARED(x, v)
 
 #undef uatomic_read
-#define uatomic_read(addr)	__atomic_load_n((addr), __ATOMIC_ACQUIRE)
+#define uatomic_read(addr) __atomic_load_n((addr), __ATOMIC_ACQUIRE)
 
 #undef uatomic_set
-#define uatomic_set(addr, v)						\
-	((void) __atomic_store_n((addr),				\
-		(_SPOKE_URCU_TSAN_TYPE(*(addr))) (v), __ATOMIC_RELEASE))
+#define uatomic_set(addr, v)                                                                       \
+	((void)__atomic_store_n((addr), (_SPOKE_URCU_TSAN_TYPE(*(addr)))(v), __ATOMIC_RELEASE))
 
 /* Read-modify-write (urcu/uatomic/x86.h): full barriers, seq_cst ---------- */
 
 #undef uatomic_xchg
-#define uatomic_xchg(addr, v)						\
-	__atomic_exchange_n((addr), (_SPOKE_URCU_TSAN_TYPE(*(addr))) (v), \
-		__ATOMIC_SEQ_CST)
+#define uatomic_xchg(addr, v)                                                                      \
+	__atomic_exchange_n((addr), (_SPOKE_URCU_TSAN_TYPE(*(addr)))(v), __ATOMIC_SEQ_CST)
 
 /* Returns the value found at addr, as liburcu's does. */
 #undef uatomic_cmpxchg
-#define uatomic_cmpxchg(addr, old, _new)				\
-	__extension__ ({						\
-		_SPOKE_URCU_TSAN_TYPE(*(addr)) _spoke_old =		\
-			(_SPOKE_URCU_TSAN_TYPE(*(addr))) (old);		\
-		(void) __atomic_compare_exchange_n((addr), &_spoke_old,	\
-			(_SPOKE_URCU_TSAN_TYPE(*(addr))) (_new), 0,	\
-			__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);		\
-		_spoke_old;						\
+#define uatomic_cmpxchg(addr, old, _new)                                                           \
+	__extension__({                                                                            \
+		_SPOKE_URCU_TSAN_TYPE(*(addr)) _spoke_old = (_SPOKE_URCU_TSAN_TYPE(*(addr)))(old); \
+		(void)__atomic_compare_exchange_n((addr), &_spoke_old,                             \
+						  (_SPOKE_URCU_TSAN_TYPE(*(addr)))(_new), 0,       \
+						  __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);             \
+		_spoke_old;                                                                        \
 	})
 
 #undef uatomic_add_return
-#define uatomic_add_return(addr, v)					\
-	__atomic_add_fetch((addr), (v), __ATOMIC_SEQ_CST)
+#define uatomic_add_return(addr, v) __atomic_add_fetch((addr), (v), __ATOMIC_SEQ_CST)
 
 #undef uatomic_sub_return
-#define uatomic_sub_return(addr, v)					\
-	__atomic_sub_fetch((addr), (v), __ATOMIC_SEQ_CST)
+#define uatomic_sub_return(addr, v) __atomic_sub_fetch((addr), (v), __ATOMIC_SEQ_CST)
 
 #undef uatomic_add
-#define uatomic_add(addr, v)						\
-	((void) __atomic_add_fetch((addr), (v), __ATOMIC_SEQ_CST))
+#define uatomic_add(addr, v) ((void)__atomic_add_fetch((addr), (v), __ATOMIC_SEQ_CST))
 
 #undef uatomic_sub
-#define uatomic_sub(addr, v)						\
-	((void) __atomic_sub_fetch((addr), (v), __ATOMIC_SEQ_CST))
+#define uatomic_sub(addr, v) ((void)__atomic_sub_fetch((addr), (v), __ATOMIC_SEQ_CST))
 
 #undef uatomic_inc
-#define uatomic_inc(addr)	uatomic_add((addr), 1)
+#define uatomic_inc(addr) uatomic_add((addr), 1)
 
 #undef uatomic_dec
-#define uatomic_dec(addr)	uatomic_sub((addr), 1)
+#define uatomic_dec(addr) uatomic_sub((addr), 1)
 
 #undef uatomic_and
-#define uatomic_and(addr, v)						\
-	((void) __atomic_fetch_and((addr), (v), __ATOMIC_SEQ_CST))
+#define uatomic_and(addr, v) ((void)__atomic_fetch_and((addr), (v), __ATOMIC_SEQ_CST))
 
 #undef uatomic_or
-#define uatomic_or(addr, v)						\
-	((void) __atomic_fetch_or((addr), (v), __ATOMIC_SEQ_CST))
+#define uatomic_or(addr, v) ((void)__atomic_fetch_or((addr), (v), __ATOMIC_SEQ_CST))
 
 /*
  * Barriers (urcu/arch/x86.h, urcu/arch/generic.h). gcc 12 warns (-Wtsan,
@@ -213,20 +204,17 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wtsan"
 #endif
-static inline __attribute__((always_inline))
-void _spoke_urcu_tsan_fence_seq_cst(void)
+static inline __attribute__((always_inline)) void _spoke_urcu_tsan_fence_seq_cst(void)
 {
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
-static inline __attribute__((always_inline))
-void _spoke_urcu_tsan_fence_acquire(void)
+static inline __attribute__((always_inline)) void _spoke_urcu_tsan_fence_acquire(void)
 {
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 }
 
-static inline __attribute__((always_inline))
-void _spoke_urcu_tsan_fence_release(void)
+static inline __attribute__((always_inline)) void _spoke_urcu_tsan_fence_release(void)
 {
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 }
@@ -235,19 +223,19 @@ void _spoke_urcu_tsan_fence_release(void)
 #endif
 
 #undef cmm_mb
-#define cmm_mb()		_spoke_urcu_tsan_fence_seq_cst()
+#define cmm_mb() _spoke_urcu_tsan_fence_seq_cst()
 
 #undef cmm_smp_mb
-#define cmm_smp_mb()		_spoke_urcu_tsan_fence_seq_cst()
+#define cmm_smp_mb() _spoke_urcu_tsan_fence_seq_cst()
 
 #undef cmm_smp_rmb
-#define cmm_smp_rmb()		_spoke_urcu_tsan_fence_acquire()
+#define cmm_smp_rmb() _spoke_urcu_tsan_fence_acquire()
 
 #undef cmm_smp_wmb
-#define cmm_smp_wmb()		_spoke_urcu_tsan_fence_release()
+#define cmm_smp_wmb() _spoke_urcu_tsan_fence_release()
 
 #undef cmm_smp_read_barrier_depends
-#define cmm_smp_read_barrier_depends()	_spoke_urcu_tsan_fence_acquire()
+#define cmm_smp_read_barrier_depends() _spoke_urcu_tsan_fence_acquire()
 
 #endif /* SPOKE_URCU_TSAN */
 

@@ -39,11 +39,11 @@ extern "C" {
  */
 struct spoke_timer {
 	struct spoke_timer *sp_next; /* list link (meaning depends on the scheme) */
-	void *sp_link;               /* back link, queue or heap position */
-	uint64_t sp_deadline;        /* absolute tick at which it fires */
-	uint64_t sp_aux;             /* scheme-private */
-	uint32_t sp_slot;            /* scheme-private slot index */
-	uint32_t sp_flags;           /* SPOKE_TIMER_PENDING and scheme-private bits */
+	void *sp_link;		     /* back link, queue or heap position */
+	uint64_t sp_deadline;	     /* absolute tick at which it fires */
+	uint64_t sp_aux;	     /* scheme-private */
+	uint32_t sp_slot;	     /* scheme-private slot index */
+	uint32_t sp_flags;	     /* SPOKE_TIMER_PENDING and scheme-private bits */
 };
 
 #define SPOKE_TIMER_PENDING 1u
@@ -123,8 +123,7 @@ static inline uint64_t spoke_timer_deadline(const struct spoke_timer *t)
  * Returns the number of timers fired. Called from inside fn (re-entered) it
  * does nothing and returns 0.
  */
-size_t spoke_engine_advance(struct spoke_engine *e, uint64_t ticks, spoke_expire_fn *fn,
-			    void *ctx);
+size_t spoke_engine_advance(struct spoke_engine *e, uint64_t ticks, spoke_expire_fn *fn, void *ctx);
 
 /* Current tick. */
 uint64_t spoke_engine_now(const struct spoke_engine *e);

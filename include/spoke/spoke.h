@@ -38,27 +38,27 @@ struct spoke;
 
 /* Per-shard overrides ("per-core tuning"); zero / NULL fields keep the global value. */
 struct spoke_shard_config {
-	int cpu;              /* CPU to pin the managed thread to; -1 = shard index mod CPUs */
-	uint64_t tick_ns;     /* tick length of this shard */
-	const char *engine;   /* engine scheme for one-shot and periodic timers */
-	unsigned level_bits;  /* wheel geometry (hierarchical): bits per level */
-	unsigned levels;      /* wheel geometry (hierarchical): number of levels */
-	size_t table_size;    /* hashed schemes: buckets */
+	int cpu;	     /* CPU to pin the managed thread to; -1 = shard index mod CPUs */
+	uint64_t tick_ns;    /* tick length of this shard */
+	const char *engine;  /* engine scheme for one-shot and periodic timers */
+	unsigned level_bits; /* wheel geometry (hierarchical): bits per level */
+	unsigned levels;     /* wheel geometry (hierarchical): number of levels */
+	size_t table_size;   /* hashed schemes: buckets */
 };
 
 struct spoke_config {
-	unsigned shards;           /* 0 = one per online CPU; at most SPOKE_MAX_SHARDS */
-	uint64_t tick_ns;          /* default 1000000 (1 ms); 1000 .. 3600 s */
-	const char *engine;        /* default (and NULL) "hierarchical"; also hashed, hashed-sorted,
+	unsigned shards;	   /* 0 = one per online CPU; at most SPOKE_MAX_SHARDS */
+	uint64_t tick_ns;	   /* default 1000000 (1 ms); 1000 .. 3600 s */
+	const char *engine;	   /* default (and NULL) "hierarchical"; also hashed, hashed-sorted,
 				      list, sorted-list (wheel: bounded; heap, lawn: allocate) */
-	unsigned level_bits;       /* 0 = engine default */
-	unsigned levels;           /* 0 = engine default */
-	size_t table_size;         /* 0 = engine default */
+	unsigned level_bits;	   /* 0 = engine default */
+	unsigned levels;	   /* 0 = engine default */
+	size_t table_size;	   /* 0 = engine default */
 	unsigned callback_threads; /* pool size; 0 = callbacks inline on the shard thread */
-	bool pin_threads;          /* pin managed shard threads to their CPUs (default true) */
-	unsigned inbox_batch;      /* messages a shard takes per turn before it looks at
+	bool pin_threads;	   /* pin managed shard threads to their CPUs (default true) */
+	unsigned inbox_batch;	   /* messages a shard takes per turn before it looks at
 				      the clock again (default 4096; 0 = all) */
-	uint64_t lawn_shards;      /* bit k set: shard k takes Lawn TTL buckets (k < 64);
+	uint64_t lawn_shards;	   /* bit k set: shard k takes Lawn TTL buckets (k < 64);
 				      0 = every shard (default) */
 	/* Optional: overrides for shards 0 .. n_shard_overrides-1 (NULL = none). */
 	const struct spoke_shard_config *shard_overrides;
@@ -66,13 +66,14 @@ struct spoke_config {
 };
 
 struct spoke_shard_stats {
-	uint64_t started;        /* timers this shard took on (starts and re-arms of periodic do not count twice) */
-	uint64_t cancelled;      /* cancels that won */
-	uint64_t reset;          /* resets applied */
-	uint64_t fired;          /* callback runs dispatched (each periodic run counts) */
-	uint64_t pending;        /* timers in the shard's engines now */
-	uint64_t inbox_hwm;      /* most messages taken from the inbox in one turn */
-	uint64_t max_late_ns;    /* worst lateness seen at dispatch (now - deadline) */
+	uint64_t started; /* timers this shard took on (starts and re-arms of periodic do not count
+			     twice) */
+	uint64_t cancelled;   /* cancels that won */
+	uint64_t reset;	      /* resets applied */
+	uint64_t fired;	      /* callback runs dispatched (each periodic run counts) */
+	uint64_t pending;     /* timers in the shard's engines now */
+	uint64_t inbox_hwm;   /* most messages taken from the inbox in one turn */
+	uint64_t max_late_ns; /* worst lateness seen at dispatch (now - deadline) */
 	uint64_t tick_ns;
 	bool attached;
 };
@@ -137,7 +138,8 @@ unsigned spoke_shards(const struct spoke *s);
  */
 int spoke_attach(struct spoke *s, unsigned shard);
 
-/* Attached thread only: run what is due, inline. Returns callbacks run, or -errno (-EPERM if not attached). */
+/* Attached thread only: run what is due, inline. Returns callbacks run, or -errno (-EPERM if not
+ * attached). */
 int spoke_poll(struct spoke *s);
 
 /* Attached thread only: ns until its next deadline (0 if work waits), -1 if none. */
