@@ -364,7 +364,7 @@ static int start_timer(struct spoke *s, unsigned shard, unsigned kind, uint64_t 
 	} else {
 		atomic_store_explicit(&h->state, st | SPOKE_ST_INBOX | SPOKE_ST_RESET,
 				      memory_order_release);
-		spoke_shard_post(sh, h);
+		spoke_shard_post(sh, h, deadline);
 	}
 	return call_leave(a, 0);
 }
@@ -460,7 +460,7 @@ static int cancel_once(struct spoke *s, struct spoke_handle *h, uint64_t st)
 						     memory_order_acquire))
 		return -EAGAIN;
 	if (spoke_st_status(st) == SPOKE_ST_ARMED && !(st & SPOKE_ST_INBOX))
-		spoke_shard_post(sh, h);
+		spoke_shard_post(sh, h, UINT64_MAX); /* unlink: not urgent */
 	return 0;
 }
 
@@ -573,7 +573,7 @@ static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint
 						     memory_order_acquire))
 		return -EAGAIN;
 	if ((next & SPOKE_ST_INBOX) && !(st & SPOKE_ST_INBOX))
-		spoke_shard_post(sh, h);
+		spoke_shard_post(sh, h, d);
 	return 0;
 }
 

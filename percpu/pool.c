@@ -72,7 +72,7 @@ static void finish_run(struct spoke *s, struct spoke_handle *h)
 	} else if (direct) {
 		spoke_shard_rearm_periodic(sh, h, (st & SPOKE_ST_RESET) != 0);
 	} else {
-		spoke_shard_post(sh, h);
+		spoke_shard_post(sh, h, 0); /* next run: let the owner see it now */
 	}
 }
 

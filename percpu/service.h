@@ -82,8 +82,10 @@ struct arena {
 	/* Other threads return freed handles here (wfcqueue, MPSC). */
 	struct cds_wfcq_head ret_head __attribute__((aligned(SPOKE_CACHELINE)));
 	struct cds_wfcq_tail ret_tail __attribute__((aligned(SPOKE_CACHELINE)));
-	/* Published with release; read by any thread resolving an id. */
-	_Atomic(struct spoke_handle *) chunk[SPOKE_ARENA_CHUNKS];
+	/* Published with release; read by any thread resolving an id (own line: no
+	 * false sharing with ret_tail, which every returning thread writes). */
+	_Atomic(struct spoke_handle *) chunk[SPOKE_ARENA_CHUNKS]
+		__attribute__((aligned(SPOKE_CACHELINE)));
 };
 
 enum shard_mode {
@@ -124,15 +126,17 @@ struct shard {
 	struct spoke_engine *lawn;	 /* TTL timers, if this shard takes Lawn buckets */
 	struct cds_wfcq_head taken_head; /* spliced from the inbox, not yet handled */
 	struct cds_wfcq_tail taken_tail;
-	uint64_t clock_ns; /* the time the current turn runs at */
-	int fired_inline;  /* callbacks run inline in this turn */
+	uint64_t clock_ns;	/* the time the current turn runs at */
+	int fired_inline;	/* callbacks run inline in this turn */
+	unsigned took_messages; /* messages taken in this turn */
 	/* Producers: the inbox tail and the sleeper's wake word. */
 	struct cds_wfcq_head inbox_head __attribute__((aligned(SPOKE_CACHELINE)));
 	struct cds_wfcq_tail inbox_tail __attribute__((aligned(SPOKE_CACHELINE)));
 	_Atomic uint32_t wake_seq __attribute__((aligned(SPOKE_CACHELINE)));
-	_Atomic uint32_t sleeping;
-	_Atomic int mode;	  /* enum shard_mode */
-	_Atomic uint64_t pending; /* engines' count after the owner's last change */
+	_Atomic uint64_t sleep_until_ns; /* managed thread asleep until then; 0 = awake */
+	_Atomic uint32_t long_sleep;	 /* ... for longer than two ticks */
+	_Atomic int mode;		 /* enum shard_mode */
+	_Atomic uint64_t pending;	 /* engines' count after the owner's last change */
 	pthread_t thread;
 	bool thread_running;
 	struct shard_counters ctr;
@@ -235,7 +239,7 @@ int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index);
 void spoke_shard_fini(struct shard *sh);
 int spoke_shard_launch(struct shard *sh);
 void spoke_shard_stop(struct shard *sh);
-void spoke_shard_post(struct shard *sh, struct spoke_handle *h);
+void spoke_shard_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns);
 bool spoke_shard_owned_by_me(struct shard *sh);
 struct shard *spoke_shard_mine(struct spoke *s);
 void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns);

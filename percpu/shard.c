@@ -203,16 +203,60 @@ static void take_messages(struct shard *sh)
 		handle_message(sh, caa_container_of(node, struct spoke_handle, qnode));
 		n++;
 	}
+	sh->took_messages = n;
 	if (n > atomic_load_explicit(&sh->ctr.inbox_hwm, memory_order_relaxed))
 		atomic_store_explicit(&sh->ctr.inbox_hwm, n, memory_order_relaxed);
 }
 
-/* Any thread: hand h (its INBOX bit just set by the caller) to the owner. */
-void spoke_shard_post(struct shard *sh, struct spoke_handle *h)
+static bool shard_has_work(struct shard *sh)
 {
+	return atomic_load_explicit(&sh->mode, memory_order_acquire) != SHARD_MANAGED ||
+	       !cds_wfcq_empty(&sh->inbox_head, &sh->inbox_tail);
+}
+
+/*
+ * Any thread: hand h (its INBOX bit just set by the caller) to the owner.
+ * due_ns is the earliest time the message matters: the deadline of a start
+ * or reset, 0 for "as soon as possible", UINT64_MAX for a cancel. A sleeping
+ * owner is woken if it planned to sleep past due_ns, or longer than two
+ * ticks. While messages keep coming the owner never plans a longer sleep
+ * (see shard_main), so it takes them in batches every two ticks instead of
+ * waking for each; an idle owner sleeps until its next deadline, and the
+ * first message wakes it. Either way a cancelled handle is unlinked and
+ * reused within two ticks, and no deadline is missed: the owner takes its
+ * messages first thing when it wakes.
+ */
+void spoke_shard_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns)
+{
+	uint64_t until;
+
 	cds_wfcq_node_init(&h->qnode);
-	if (!cds_wfcq_enqueue(&sh->inbox_head, &sh->inbox_tail, &h->qnode))
-		spoke_ec_wake_one(&sh->wake_seq, &sh->sleeping);
+	cds_wfcq_enqueue(&sh->inbox_head, &sh->inbox_tail, &h->qnode);
+	spoke_full_fence(); /* pairs with the one in shard_sleep */
+	until = atomic_load_explicit(&sh->sleep_until_ns, memory_order_acquire);
+	if (until == 0)
+		return; /* awake, or already being woken */
+	if (due_ns >= until && !atomic_load_explicit(&sh->long_sleep, memory_order_relaxed))
+		return;
+	if (atomic_exchange_explicit(&sh->sleep_until_ns, 0, memory_order_acq_rel) != 0)
+		spoke_ec_kick(&sh->wake_seq);
+}
+
+/* Managed thread: sleep until its next deadline (-1: none) or a message that needs it. */
+static void shard_sleep(struct shard *sh, int64_t wait_ns)
+{
+	uint32_t v = atomic_load_explicit(&sh->wake_seq, memory_order_acquire);
+	uint64_t until = wait_ns < 0 ? UINT64_MAX : spoke_now_ns() + (uint64_t)wait_ns;
+
+	if (wait_ns == 0)
+		return;
+	atomic_store_explicit(&sh->long_sleep, wait_ns < 0 || (uint64_t)wait_ns > 2 * sh->tick_ns,
+			      memory_order_relaxed);
+	atomic_store_explicit(&sh->sleep_until_ns, until ? until : 1, memory_order_release);
+	spoke_full_fence(); /* pairs with the one in spoke_shard_post */
+	if (!shard_has_work(sh))
+		spoke_ec_wait_word(&sh->wake_seq, v, wait_ns);
+	atomic_store_explicit(&sh->sleep_until_ns, 0, memory_order_relaxed);
 }
 
 static bool run_inline(const struct shard *sh)
@@ -300,14 +344,6 @@ int64_t spoke_shard_next_ns(struct shard *sh)
 
 /* --- the managed thread ---------------------------------------------------- */
 
-static bool shard_has_work(void *arg)
-{
-	struct shard *sh = arg;
-
-	return atomic_load_explicit(&sh->mode, memory_order_acquire) != SHARD_MANAGED ||
-	       !cds_wfcq_empty(&sh->inbox_head, &sh->inbox_tail);
-}
-
 static void pin_to_cpu(int cpu)
 {
 	cpu_set_t set;
@@ -332,11 +368,14 @@ static void *shard_main(void *arg)
 
 		spoke_shard_turn(sh);
 		wait_ns = spoke_shard_next_ns(sh);
+		/* Messages are flowing: look again in two ticks (see spoke_shard_post). */
+		if (sh->took_messages && (wait_ns < 0 || (uint64_t)wait_ns > 2 * sh->tick_ns))
+			wait_ns = (int64_t)(2 * sh->tick_ns);
 		/* A message a preempted producer has not linked yet: look again soon. */
 		if (!cds_wfcq_empty(&sh->taken_head, &sh->taken_tail) &&
 		    (wait_ns < 0 || wait_ns > 50000))
 			wait_ns = 50000;
-		spoke_ec_sleep(&sh->wake_seq, &sh->sleeping, shard_has_work, sh, wait_ns);
+		shard_sleep(sh, wait_ns);
 	}
 	tls_owner.serial = 0;
 	return NULL;
