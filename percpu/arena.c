@@ -28,10 +28,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-static _Thread_local struct {
-	uint64_t serial;
-	struct arena *arena;
-} tls_arena;
+_Thread_local struct spoke_tls_arena spoke_tls_arena;
 
 static struct spoke_handle *chunk_new(struct arena *a, size_t first_slot)
 {
@@ -127,7 +124,7 @@ void spoke_handle_release(struct spoke *s, struct spoke_handle *h)
 	struct arena *a = atomic_load_explicit(&s->arenas[h->slot_id >> SPOKE_ARENA_SHIFT],
 					       memory_order_acquire);
 
-	if (tls_arena.serial == s->serial && tls_arena.arena == a->home) {
+	if (spoke_tls_arena.serial == s->serial && spoke_tls_arena.arena == a->home) {
 		h->qnode.next = (struct cds_wfcq_node *)a->free_list;
 		a->free_list = h;
 		return;
@@ -215,14 +212,11 @@ int spoke_arena_key_create(struct spoke *s)
 	return pthread_key_create(&s->arena_key, arena_orphan) == 0 ? 0 : -EAGAIN;
 }
 
-/* The calling thread's arena (created or adopted on first use); NULL: -EAGAIN. */
-struct arena *spoke_arena_mine(struct spoke *s)
+/* Slow path of spoke_arena_mine(): first call of this thread on this instance. */
+struct arena *spoke_arena_mine_slow(struct spoke *s)
 {
-	struct arena *a;
+	struct arena *a = pthread_getspecific(s->arena_key);
 
-	if (tls_arena.serial == s->serial)
-		return tls_arena.arena;
-	a = pthread_getspecific(s->arena_key);
 	if (!a) {
 		a = arena_adopt_or_create(s);
 		if (!a)
@@ -232,8 +226,8 @@ struct arena *spoke_arena_mine(struct spoke *s)
 			return NULL;
 		}
 	}
-	tls_arena.serial = s->serial;
-	tls_arena.arena = a;
+	spoke_tls_arena.serial = s->serial;
+	spoke_tls_arena.arena = a;
 	return a;
 }
 
@@ -279,6 +273,6 @@ void spoke_arenas_free(struct spoke *s)
 		cds_wfcq_destroy(&a->taken_head, &a->taken_tail);
 		free(a);
 	}
-	if (tls_arena.serial == s->serial)
-		tls_arena.serial = 0;
+	if (spoke_tls_arena.serial == s->serial)
+		spoke_tls_arena.serial = 0;
 }

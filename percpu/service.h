@@ -185,12 +185,48 @@ struct spoke {
 
 /* arena.c */
 int spoke_arena_key_create(struct spoke *s);
-struct arena *spoke_arena_mine(struct spoke *s);
+struct arena *spoke_arena_mine_slow(struct spoke *s);
 struct spoke_handle *spoke_handle_alloc(struct arena *a);
 void spoke_handle_release(struct spoke *s, struct spoke_handle *h);
 struct spoke_handle *spoke_handle_lookup(struct spoke *s, spoke_id id);
 void spoke_arenas_free(struct spoke *s);
 bool spoke_arenas_busy(struct spoke *s);
+
+/*
+ * Thread-local caches, keyed by the instance's serial so that a new instance
+ * at a freed one's address never matches: the calling thread's home arena,
+ * and the shard it owns (managed thread or attached thread), if any.
+ */
+struct spoke_tls_arena {
+	uint64_t serial;
+	struct arena *arena;
+};
+struct spoke_tls_owner {
+	uint64_t serial;
+	struct shard *sh;
+};
+extern _Thread_local struct spoke_tls_arena spoke_tls_arena;
+extern _Thread_local struct spoke_tls_owner spoke_tls_owner;
+
+/* The calling thread's home arena (created or adopted on first use); NULL: -EAGAIN. */
+static inline struct arena *spoke_arena_mine(struct spoke *s)
+{
+	if (spoke_tls_arena.serial == s->serial)
+		return spoke_tls_arena.arena;
+	return spoke_arena_mine_slow(s);
+}
+
+/* Is the calling thread sh's owner? */
+static inline bool spoke_shard_owned_by_me(const struct shard *sh)
+{
+	return spoke_tls_owner.sh == sh && spoke_tls_owner.serial == sh->s->serial;
+}
+
+/* The shard the calling thread owns, or NULL. */
+static inline struct shard *spoke_shard_mine(const struct spoke *s)
+{
+	return spoke_tls_owner.serial == s->serial ? spoke_tls_owner.sh : NULL;
+}
 
 /* The 32-bit futex word inside the state word: its low half (x86-64 is little endian). */
 static inline _Atomic uint32_t *spoke_state_futex(struct spoke_handle *h)
@@ -240,8 +276,7 @@ void spoke_shard_fini(struct shard *sh);
 int spoke_shard_launch(struct shard *sh);
 void spoke_shard_stop(struct shard *sh);
 void spoke_shard_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns);
-bool spoke_shard_owned_by_me(struct shard *sh);
-struct shard *spoke_shard_mine(struct spoke *s);
+
 void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns);
 void spoke_shard_disarm(struct shard *sh, struct spoke_handle *h);
 void spoke_shard_note_started(struct shard *sh, struct spoke_handle *h);

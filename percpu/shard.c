@@ -36,25 +36,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static _Thread_local struct {
-	uint64_t serial;
-	struct shard *sh;
-} tls_owner;
-
-bool spoke_shard_owned_by_me(struct shard *sh)
-{
-	return tls_owner.serial == sh->s->serial && tls_owner.sh == sh;
-}
-
-struct shard *spoke_shard_mine(struct spoke *s)
-{
-	return tls_owner.serial == s->serial ? tls_owner.sh : NULL;
-}
+_Thread_local struct spoke_tls_owner spoke_tls_owner;
 
 static void become_owner(struct shard *sh)
 {
-	tls_owner.serial = sh->s->serial;
-	tls_owner.sh = sh;
+	spoke_tls_owner.serial = sh->s->serial;
+	spoke_tls_owner.sh = sh;
 }
 
 /* --- time ----------------------------------------------------------------- */
@@ -98,8 +85,7 @@ void spoke_shard_disarm(struct shard *sh, struct spoke_handle *h)
 {
 	struct spoke_engine *e = (h->owner_flags & SPOKE_OWN_IN_LAWN) ? sh->lawn : sh->wheel;
 
-	if (spoke_engine_stop(e, &h->node) == 0)
-		publish_pending(sh);
+	(void)spoke_engine_stop(e, &h->node);
 	h->owner_flags &= (uint8_t)~SPOKE_OWN_IN_LAWN;
 }
 
@@ -120,7 +106,6 @@ void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline
 		now = spoke_engine_now(sh->wheel);
 		(void)spoke_engine_start(sh->wheel, &h->node, t > now ? t - now : 0);
 	}
-	publish_pending(sh);
 }
 
 void spoke_shard_note_started(struct shard *sh, struct spoke_handle *h)
@@ -377,7 +362,7 @@ static void *shard_main(void *arg)
 			wait_ns = 50000;
 		shard_sleep(sh, wait_ns);
 	}
-	tls_owner.serial = 0;
+	spoke_tls_owner.serial = 0;
 	return NULL;
 }
 
