@@ -566,7 +566,8 @@ static int plot(const struct plan *p)
 		};
 	}
 	snprintf(title, sizeof(title),
-		 "spoke-bench schemes: delays uniform in [1, 2^{20}) ticks, median of %u runs",
+		 "spoke-bench schemes: delays uniform in [1, 2^{20}) ticks, median of %u runs "
+		 "(a missing point was skipped: too slow)",
 		 p->runs);
 	return bench_plot_png(p->plot, title, panels, NWORKLOADS);
 }

@@ -373,6 +373,12 @@ static void gp_set(FILE *gp, const char *what, const char *text)
 	fputc('\n', gp);
 }
 
+/* Eight colours far apart (series i always gets colour i and point type i). */
+static const char *const palette[] = {
+	"#9400d3", "#009e73", "#56b4e9", "#e69f00", "#8b4513", "#0032b2", "#e41a1c", "#000000",
+};
+#define NPALETTE (sizeof(palette) / sizeof(palette[0]))
+
 static void gp_panel(FILE *gp, size_t p, const struct bench_panel *pn)
 {
 	double xmin = INFINITY, xmax = -INFINITY;
@@ -408,8 +414,9 @@ static void gp_panel(FILE *gp, size_t p, const struct bench_panel *pn)
 		if (se->npts == 0)
 			continue;
 		fprintf(gp,
-			"%s $d%zu_%zu using 1:2 with linespoints lw 2 lt %zu pt %zu ps 1.2 title ",
-			first ? "plot" : ",", p, s, s + 1, s + 1);
+			"%s $d%zu_%zu using 1:2 with linespoints lw 2 lc rgb '%s' pt %zu ps 1.2 "
+			"title ",
+			first ? "plot" : ",", p, s, palette[s % NPALETTE], s % 13 + 1);
 		gp_quote(gp, se->title);
 		fputs(" noenhanced", gp);
 		first = false;

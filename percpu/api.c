@@ -154,16 +154,43 @@ static void in_call_add(struct arena *a, int d)
 	atomic_store_explicit(&a->in_call, v + (unsigned)d, memory_order_release);
 }
 
+/*
+ * A thread's first call on an instance has no arena yet: it must create or
+ * adopt one (allocation, the pthread key) before it can count itself in it.
+ * It counts itself in s->entering meanwhile, with a full handshake against
+ * `stopping`; destroy waits for `entering` to drain before it deletes the
+ * key and before it looks at the arenas. Only first calls pay for this
+ * shared counter.
+ */
+static struct arena *enter_first_call(struct spoke *s)
+{
+	struct arena *a = NULL;
+
+	atomic_fetch_add_explicit(&s->entering, 1, memory_order_seq_cst);
+	if (!atomic_load_explicit(&s->stopping, memory_order_seq_cst)) {
+		a = spoke_arena_mine_slow(s);
+		if (a)
+			in_call_add(a, 1);
+	}
+	atomic_fetch_sub_explicit(&s->entering, 1, memory_order_release);
+	return a;
+}
+
 static int call_enter(struct spoke *s, struct arena **out)
 {
 	struct arena *a;
 
 	if (atomic_load_explicit(&s->stopping, memory_order_relaxed))
 		return -ESHUTDOWN;
-	a = spoke_arena_mine(s);
-	if (!a)
-		return -EAGAIN;
-	in_call_add(a, 1);
+	if (spoke_tls_arena.serial == s->serial) {
+		a = spoke_tls_arena.arena;
+		in_call_add(a, 1);
+	} else {
+		a = enter_first_call(s);
+		if (!a)
+			return atomic_load_explicit(&s->stopping, memory_order_relaxed) ? -ESHUTDOWN
+											: -EAGAIN;
+	}
 	caller_fence(s);
 	if (atomic_load_explicit(&s->stopping, memory_order_acquire)) {
 		in_call_add(a, -1);
@@ -284,6 +311,9 @@ void spoke_destroy(struct spoke *s)
 		return;
 	atomic_store_explicit(&s->stopping, 1, memory_order_seq_cst);
 	destroyer_fence(s);
+	/* First calls that got past `stopping` finish setting up their arena. */
+	while (atomic_load_explicit(&s->entering, memory_order_acquire) != 0)
+		nanosleep(&pause, NULL);
 	/* From now on a thread that exits leaves its arena alone (no destructor). */
 	pthread_key_delete(s->arena_key);
 	s->arena_key_live = false;

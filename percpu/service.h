@@ -174,8 +174,9 @@ struct spoke {
 	unsigned nworkers;
 	struct pool_worker *workers;
 	struct pool_queue pool;
-	_Atomic int stopping; /* spoke_destroy() has begun */
-	bool asym_fence;      /* membarrier registered: see api.c */
+	_Atomic int stopping;	   /* spoke_destroy() has begun */
+	bool asym_fence;	   /* membarrier registered: see api.c */
+	_Atomic unsigned entering; /* first calls setting up their arena (api.c) */
 	_Atomic int pool_stop;
 	pthread_key_t arena_key;
 	bool arena_key_live;
@@ -207,14 +208,6 @@ struct spoke_tls_owner {
 };
 extern _Thread_local struct spoke_tls_arena spoke_tls_arena;
 extern _Thread_local struct spoke_tls_owner spoke_tls_owner;
-
-/* The calling thread's home arena (created or adopted on first use); NULL: -EAGAIN. */
-static inline struct arena *spoke_arena_mine(struct spoke *s)
-{
-	if (spoke_tls_arena.serial == s->serial)
-		return spoke_tls_arena.arena;
-	return spoke_arena_mine_slow(s);
-}
 
 /* Is the calling thread sh's owner? */
 static inline bool spoke_shard_owned_by_me(const struct shard *sh)

@@ -165,7 +165,8 @@ static void attached_mode_runs_inline_in_poll(void **state)
 	atomic_store(&att.hold, 1);
 	atomic_store(&att.pre.earliest, spoke_now_ns() + 20 * MS);
 	assert_int_equal(spoke_start_on(att.s, 1, 20 * MS, att_fn, &att.pre, NULL), 0);
-	ASSERT_EVENTUALLY((spoke_stats(att.s, st), st->shard[1].pending == 1),
+	ASSERT_EVENTUALLY((spoke_stats(att.s, st), st->shard[1].pending == 1) ||
+				  atomic_load(&att.pre.fired),
 			  "shard 1 to take the timer");
 	t = thread_start(att_thread, &att);
 	ASSERT_EVENTUALLY(atomic_load(&att.attached), "the attach");
@@ -203,7 +204,7 @@ static void attached_mode_runs_inline_in_poll(void **state)
 	assert_no_bg_failures();
 	assert_never_early();
 	assert_int_equal(att.nd_empty, -1);
-	assert_true(att.nd_started > 0 && (uint64_t)att.nd_started <= 50 * MS + 250 * US);
+	assert_true(att.nd_started >= 0 && (uint64_t)att.nd_started <= 50 * MS + 250 * US);
 	assert_int_equal(att.nd_due, 0);
 	assert_int_equal(att.poll_due, 1);
 	assert_int_equal(atomic_load(&att.nd_rec.fired), 1);

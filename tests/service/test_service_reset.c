@@ -171,8 +171,15 @@ static void line5_reset_ttl_timer(void **state)
 }
 
 struct l5p_ctx {
+	struct spoke *s;
 	atomic_uint runs;
 	_Atomic uint64_t enter[64], leave[64];
+	uint64_t run_ns;         /* how long each run takes */
+	atomic_int running;
+	/* part B: the callback resets its own timer at run `self_reset_at` */
+	_Atomic uint64_t id, self_reset_t, self_reset_delay;
+	unsigned self_reset_at;
+	atomic_int self_rc;
 };
 
 static void l5p_fn(void *arg)
@@ -180,21 +187,36 @@ static void l5p_fn(void *arg)
 	struct l5p_ctx *c = arg;
 	unsigned n = atomic_load(&c->runs);
 
+	atomic_store(&c->running, 1);
 	if (n < 64)
 		atomic_store(&c->enter[n], spoke_now_ns());
-	sleep_ns(100 * US);
+	if (c->self_reset_at && n + 1 == c->self_reset_at) {
+		uint64_t end = spoke_now_ns() + 5 * SEC;
+
+		while (atomic_load(&c->id) == 0 && spoke_now_ns() < end)
+			sleep_ns(100 * US);
+		atomic_store(&c->self_reset_t, spoke_now_ns());
+		atomic_store(&c->self_rc,
+			     spoke_reset(c->s, atomic_load(&c->id), atomic_load(&c->self_reset_delay)));
+	}
+	sleep_ns(c->run_ns);
 	if (n < 64)
 		atomic_store(&c->leave[n], spoke_now_ns());
+	atomic_store(&c->running, 0);
 	atomic_store(&c->runs, n + 1);
 }
 
 static struct l5p_ctx l5p;
 
 /*
- * Contract line 5 (reset of a periodic timer moves its next run): right
+ * Contract line 5 (reset of a periodic timer moves its next run): (A) right
  * after a run of a 40 ms periodic timer ends, reset it to 100 ms: the next
  * run comes no earlier than the reset + 100 ms (not at the old phase, 40 ms
- * on). Retried if the test thread was too slow to reset between two runs.
+ * on; retried if the test thread was too slow to reset between two runs);
+ * (B) a 10 ms periodic timer resets itself to 100 ms from inside its 2nd
+ * run (it is still pending: 0), and (C) one is reset from another thread
+ * while a 30 ms run is in progress: either way the next run comes no earlier
+ * than the reset + 100 ms. B and C on the pool and inline.
  */
 static void line5_reset_periodic(void **state)
 {
@@ -209,6 +231,7 @@ static void line5_reset_periodic(void **state)
 		unsigned n;
 
 		memset(&l5p, 0, sizeof(l5p));
+		l5p.run_ns = 100 * US;
 		assert_int_equal(spoke_start_periodic(s, period, l5p_fn, &l5p, &id), 0);
 		ASSERT_EVENTUALLY(atomic_load(&l5p.runs) >= 1, "the first run");
 		n = atomic_load(&l5p.runs);
@@ -231,7 +254,58 @@ static void line5_reset_periodic(void **state)
 		checked = true;
 	}
 	assert_true(checked);
+
 	svc_destroy(s);
+
+	/* B and C, on the pool and inline (where the owner re-arms after the run itself) */
+	for (unsigned v = 0; v < 2; v++) {
+		s = svc_new(2, 250 * US, v ? 0 : 2);
+		/* B: reset from inside its own run: a periodic timer is still pending then */
+		{
+			spoke_id id;
+			uint64_t t;
+
+			memset(&l5p, 0, sizeof(l5p));
+			l5p.s = s;
+			l5p.run_ns = 100 * US;
+			l5p.self_reset_at = 2;
+			atomic_store(&l5p.self_reset_delay, delay);
+			assert_int_equal(spoke_start_periodic(s, 10 * MS, l5p_fn, &l5p, &id), 0);
+			atomic_store(&l5p.id, id);
+			ASSERT_EVENTUALLY(atomic_load(&l5p.runs) >= 3, "the run after the self-reset");
+			assert_int_equal(atomic_load(&l5p.self_rc), 0);
+			t = atomic_load(&l5p.self_reset_t);
+			if (atomic_load(&l5p.enter[2]) < t + delay)
+				fail_msg("reset from its own run: the next run came %" PRIu64
+					 " ms after the reset, before its new delay of %" PRIu64 " ms",
+					 (atomic_load(&l5p.enter[2]) - t) / MS, delay / MS);
+			assert_int_equal(spoke_cancel_sync(s, id), 0);
+		}
+
+		/* C: reset from another thread while a run is in progress */
+		{
+			spoke_id id;
+			uint64_t t;
+			unsigned n;
+
+			memset(&l5p, 0, sizeof(l5p));
+			l5p.run_ns = 30 * MS;
+			assert_int_equal(spoke_start_periodic(s, 10 * MS, l5p_fn, &l5p, &id), 0);
+			ASSERT_EVENTUALLY(atomic_load(&l5p.running) == 1, "a run");
+			n = atomic_load(&l5p.runs); /* the run in progress is number n (from 0) */
+			t = spoke_now_ns();
+			assert_int_equal(spoke_reset(s, id, delay), 0);
+			if (atomic_load(&l5p.leave[n]) == 0) { /* it was still in that run */
+				ASSERT_EVENTUALLY(atomic_load(&l5p.runs) >= n + 2, "the run after the reset");
+				if (atomic_load(&l5p.enter[n + 1]) < t + delay)
+					fail_msg("reset during a run: the next run came %" PRIu64
+						 " ms after the reset, before its new delay of %" PRIu64 " ms",
+						 (atomic_load(&l5p.enter[n + 1]) - t) / MS, delay / MS);
+			}
+			assert_int_equal(spoke_cancel_sync(s, id), 0);
+		}
+		svc_destroy(s);
+	}
 }
 
 /* ==== line 5 / pitfall: periodic timers =============================================== */
