@@ -960,9 +960,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	printf("spoke-demo: %u shards (default configuration), %u producer threads, %.1f s\n"
-	       "  per thread: %u connections (idle 200..500 ms, reset on activity), %u requests/s "
-	       "(deadline 100 ms, mostly cancelled),\n"
-	       "  %u heartbeats, Lawn sessions (TTL 250 ms, 500 ms, 1 s, 2 s)\n",
+	       "  each thread: %u connections (idle timeout 200..500 ms, reset on activity),\n"
+	       "  %u requests/s (100 ms deadline, mostly cancelled), %u heartbeats,\n"
+	       "  Lawn sessions (TTL 250 ms, 500 ms, 1 s, 2 s)\n",
 	       nshards, r.opt.threads, r.opt.seconds, CONNS, REQ_RATE, HEARTBEATS);
 	fflush(stdout);
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # run.sh - the main job: install what is missing, build (Release) and run
-# the paper's comparison of the eight timer schemes (spoke-bench schemes).
-# Extra arguments go to spoke-bench schemes (e.g. --json, --plot out.png).
+#   scripts/run.sh                 spoke-demo: the service under a server-like load, ~10 s
+#   scripts/run.sh schemes [...]   spoke-bench schemes: the paper's comparison of the schemes
+#   scripts/run.sh service [...]   (or any other spoke-bench subcommand)
+# Extra arguments go to the program (e.g. --seconds 5, or --json / --plot out.png).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=scripts/deps.sh
@@ -11,4 +13,7 @@ spoke_install_deps
 build="$root/build/release"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSPOKE_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)" >/dev/null
-exec "$build/bench/spoke-bench" schemes "$@"
+if [ $# -eq 0 ] || [ "${1#-}" != "$1" ]; then
+  exec "$build/examples/spoke-demo" "$@"
+fi
+exec "$build/bench/spoke-bench" "$@"
