@@ -352,6 +352,11 @@ static void wfail(struct worker *w, int err, const char *what)
 	}
 }
 
+/*
+ * The window is over. Worker loops test it at the bottom (do-while), so a
+ * thread the scheduler kept off the CPU for the whole (short, --quick)
+ * window still does one round instead of turning the run into an error.
+ */
 static bool stopping(const struct worker *w)
 {
 	return atomic_load_explicit(&w->tm->stop, memory_order_relaxed) != 0;
@@ -530,13 +535,13 @@ static void bare_body(struct worker *w)
 	uint64_t ops = 0;
 	int err = 0;
 
-	while (!stopping(w)) {
+	do {
 		for (int k = 0; k < STOP_EVERY; k++) {
 			err |= spoke_engine_start(e, &w->timer, PAIR_DELAY_TICKS);
 			err |= spoke_engine_stop(e, &w->timer);
 		}
 		ops += STOP_EVERY;
-	}
+	} while (!stopping(w));
 	w->ops = ops;
 	if (err)
 		wfail(w, -EPROTO, "spoke_engine_start/stop failed");
@@ -556,7 +561,7 @@ static void own_body(struct worker *w)
 	uint64_t ops = 0;
 	int err = 0;
 
-	while (!stopping(w)) {
+	do {
 		for (int k = 0; k < STOP_EVERY; k++) {
 			spoke_id id;
 
@@ -566,7 +571,7 @@ static void own_body(struct worker *w)
 		ops += STOP_EVERY;
 		if (ops % POLL_EVERY == 0 && spoke_poll(s) != 0)
 			wfail(w, -EPROTO, "spoke_poll ran callbacks or failed");
-	}
+	} while (!stopping(w));
 	w->ops = ops;
 	if (err)
 		wfail(w, -EPROTO, "spoke_start or spoke_cancel failed");
@@ -623,7 +628,7 @@ static void cross_pair_body(struct worker *w)
 	uint64_t ops = 0;
 	int err = 0;
 
-	while (!stopping(w)) {
+	do {
 		for (int k = 0; k < STOP_EVERY; k++) {
 			spoke_id id;
 
@@ -631,7 +636,7 @@ static void cross_pair_body(struct worker *w)
 			err |= spoke_cancel(s, id);
 		}
 		ops += STOP_EVERY;
-	}
+	} while (!stopping(w));
 	w->ops = ops;
 	if (err)
 		wfail(w, -EPROTO, "spoke_start_on or spoke_cancel failed");
@@ -802,7 +807,7 @@ static void mutex_pair_body(struct worker *w)
 	uint64_t ops = 0;
 	int err = 0;
 
-	while (!stopping(w)) {
+	do {
 		for (int k = 0; k < STOP_EVERY; k++) {
 			pthread_mutex_lock(&tm->mu);
 			err |= spoke_engine_start(tm->e, &w->timer, PAIR_DELAY_TICKS);
@@ -812,7 +817,7 @@ static void mutex_pair_body(struct worker *w)
 			pthread_mutex_unlock(&tm->mu);
 		}
 		ops += STOP_EVERY;
-	}
+	} while (!stopping(w));
 	w->ops = ops;
 	if (err)
 		wfail(w, -EPROTO, "engine start/stop failed");
@@ -851,7 +856,7 @@ static void mutex_reset_body(struct worker *w)
 	uint64_t ops = 0;
 	int err = 0;
 
-	while (!stopping(w)) {
+	do {
 		for (int k = 0; k < STOP_EVERY; k++) {
 			uint32_t victim = bench_below((uint32_t)bench_rng_next(&w->rng), n);
 
@@ -860,7 +865,7 @@ static void mutex_reset_body(struct worker *w)
 			pthread_mutex_unlock(&tm->mu);
 		}
 		ops += STOP_EVERY;
-	}
+	} while (!stopping(w));
 	w->ops = ops;
 	if (err)
 		wfail(w, -EPROTO, "engine re-arm failed");
@@ -941,7 +946,7 @@ static void reset_body(struct worker *w)
 	uint64_t ops = 0, enoent = 0;
 	int err = 0;
 
-	while (!stopping(w)) {
+	do {
 		for (int k = 0; k < STOP_EVERY; k++) {
 			uint32_t victim = bench_below((uint32_t)bench_rng_next(&w->rng), n);
 			int r = spoke_reset(s, tm->ids[victim], PAIR_DELAY_NS);
@@ -952,7 +957,7 @@ static void reset_body(struct worker *w)
 				err |= r;
 		}
 		ops += STOP_EVERY;
-	}
+	} while (!stopping(w));
 	w->ops = ops;
 	w->enoent = enoent;
 	if (err)

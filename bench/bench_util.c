@@ -381,7 +381,7 @@ static const char *const palette[] = {
 
 static void gp_panel(FILE *gp, size_t p, const struct bench_panel *pn)
 {
-	double xmin = INFINITY, xmax = -INFINITY;
+	double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
 	bool first = true;
 
 	for (size_t s = 0; s < pn->nseries; s++) {
@@ -394,6 +394,8 @@ static void gp_panel(FILE *gp, size_t p, const struct bench_panel *pn)
 			fprintf(gp, "%.6g %.6g\n", se->pts[i].x, se->pts[i].y);
 			xmin = fmin(xmin, se->pts[i].x);
 			xmax = fmax(xmax, se->pts[i].x);
+			ymin = fmin(ymin, se->pts[i].y);
+			ymax = fmax(ymax, se->pts[i].y);
 		}
 		fputs("EOD\n", gp);
 	}
@@ -408,6 +410,13 @@ static void gp_panel(FILE *gp, size_t p, const struct bench_panel *pn)
 		return;
 	}
 	fprintf(gp, "set xrange [%g:%g]\n", xmin / 1.5, xmax * 1.5);
+	if (pn->logy && ymin > 0) { /* whole decades: one point alone is no empty range */
+		double lo = floor(log10(ymin)), hi = ceil(log10(ymax));
+
+		fprintf(gp, "set yrange [%g:%g]\n", pow(10, lo), pow(10, hi > lo ? hi : lo + 1));
+	} else {
+		fputs("set autoscale y\n", gp);
+	}
 	for (size_t s = 0; s < pn->nseries; s++) {
 		const struct bench_series *se = &pn->series[s];
 
