@@ -325,7 +325,15 @@ void spoke_destroy(struct spoke *s)
 
 unsigned spoke_shards(const struct spoke *s)
 {
-	return s->nshards;
+	struct spoke *me = (struct spoke *)s; /* the call guard counts in the caller's arena */
+	struct arena *a;
+	unsigned n;
+
+	if (!s || call_enter(me, &a) != 0)
+		return 0;
+	n = s->nshards;
+	call_leave(a, 0);
+	return n;
 }
 
 /* --- starting ------------------------------------------------------------- */
@@ -682,8 +690,9 @@ int64_t spoke_next_deadline(struct spoke *s)
 	int64_t ns;
 	int err = enter_attached(s, &a, &sh);
 
+	/* -EPERM is -1, which means "no timer" here: say -EINVAL instead. */
 	if (err)
-		return err;
+		return err == -EPERM ? -EINVAL : err;
 	ns = spoke_shard_next_ns(sh);
 	call_leave(a, 0);
 	return ns;
@@ -714,9 +723,11 @@ void spoke_stats(struct spoke *s, struct spoke_stats *out)
 {
 	struct spoke_shard_stats *t = &out->total;
 
+	struct arena *a;
+
 	memset(out, 0, sizeof(*out));
-	if (!s)
-		return;
+	if (!s || call_enter(s, &a) != 0)
+		return; /* all zero: no service, or it is being destroyed */
 	out->shards = s->nshards;
 	for (unsigned k = 0; k < s->nshards; k++) {
 		struct spoke_shard_stats *o = &out->shard[k];
@@ -732,4 +743,5 @@ void spoke_stats(struct spoke *s, struct spoke_stats *out)
 		if (o->max_late_ns > t->max_late_ns)
 			t->max_late_ns = o->max_late_ns;
 	}
+	call_leave(a, 0);
 }

@@ -129,6 +129,7 @@ struct shard {
 	uint64_t clock_ns;	/* the time the current turn runs at */
 	int fired_inline;	/* callbacks run inline in this turn */
 	unsigned took_messages; /* messages taken in this turn */
+	bool in_turn;		/* inside spoke_shard_turn (callbacks run inline) */
 	/* Producers: the inbox tail and the sleeper's wake word. */
 	struct cds_wfcq_head inbox_head __attribute__((aligned(SPOKE_CACHELINE)));
 	struct cds_wfcq_tail inbox_tail __attribute__((aligned(SPOKE_CACHELINE)));

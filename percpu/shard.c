@@ -287,13 +287,24 @@ int spoke_shard_turn(struct shard *sh)
 {
 	uint64_t tick;
 
+	/* From a callback of this very turn (spoke_poll in a callback): nothing. */
+	if (sh->in_turn)
+		return 0;
+	sh->in_turn = true;
 	sh->fired_inline = 0;
-	take_messages(sh);
+	/*
+	 * Advance first, then take messages: the engines' clocks are current
+	 * when a message arms a timer, so the delay handed to the lawn is the
+	 * timer's TTL and equal TTLs share one queue. A timer whose reset or
+	 * cancel is still queued does not fire meanwhile (on_expire sees INBOX).
+	 */
 	tick = clock_tick(sh, spoke_now_ns());
 	advance_engine(sh, sh->wheel, tick);
 	if (sh->lawn)
 		advance_engine(sh, sh->lawn, tick);
+	take_messages(sh);
 	publish_pending(sh);
+	sh->in_turn = false;
 	return sh->fired_inline;
 }
 

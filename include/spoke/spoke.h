@@ -36,10 +36,13 @@ struct spoke;
 
 #define SPOKE_MAX_SHARDS 256
 
-/* Per-shard overrides ("per-core tuning"); zero / NULL fields keep the global value. */
+/*
+ * Per-shard overrides ("per-core tuning"): zero / NULL fields keep the global value,
+ * except cpu, where -1 is the default (0 pins the shard to CPU 0).
+ */
 struct spoke_shard_config {
 	int cpu;	     /* CPU to pin the managed thread to; -1 = shard index mod CPUs */
-	uint64_t tick_ns;    /* tick length of this shard */
+	uint64_t tick_ns;    /* tick length of this shard (1 us .. 1 h) */
 	const char *engine;  /* engine scheme for one-shot and periodic timers */
 	unsigned level_bits; /* wheel geometry (hierarchical): bits per level */
 	unsigned levels;     /* wheel geometry (hierarchical): number of levels */
@@ -48,13 +51,14 @@ struct spoke_shard_config {
 
 struct spoke_config {
 	unsigned shards;	   /* 0 = one per online CPU; at most SPOKE_MAX_SHARDS */
-	uint64_t tick_ns;	   /* default 1000000 (1 ms); 1000 .. 3600 s */
+	uint64_t tick_ns;	   /* default 1000000 (1 ms); 1000 ns .. 3600 s */
 	const char *engine;	   /* default (and NULL) "hierarchical"; also hashed, hashed-sorted,
 				      list, sorted-list (wheel: bounded; heap, lawn: allocate) */
 	unsigned level_bits;	   /* 0 = engine default */
 	unsigned levels;	   /* 0 = engine default */
 	size_t table_size;	   /* 0 = engine default */
-	unsigned callback_threads; /* pool size; 0 = callbacks inline on the shard thread */
+	unsigned callback_threads; /* pool size (default: one per shard, at most 1024);
+				      0 = callbacks inline on the shard thread */
 	bool pin_threads;	   /* pin managed shard threads to their CPUs (default true) */
 	unsigned inbox_batch;	   /* messages a shard takes per turn before it looks at
 				      the clock again (default 4096; 0 = all) */
@@ -73,7 +77,7 @@ struct spoke_shard_stats {
 	uint64_t fired;	      /* callback runs dispatched (each periodic run counts) */
 	uint64_t pending;     /* timers in the shard's engines now */
 	uint64_t inbox_hwm;   /* most messages taken from the inbox in one turn */
-	uint64_t max_late_ns; /* worst lateness seen at dispatch (now - deadline) */
+	uint64_t max_late_ns; /* worst lateness: callback start - deadline (pool wait included) */
 	uint64_t tick_ns;
 	bool attached;
 };
@@ -97,6 +101,13 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg);
  * never run. Must not be called from a callback or an attached thread's poll.
  */
 void spoke_destroy(struct spoke *s);
+
+/*
+ * The start functions write the new timer's id to *id (if id is not NULL)
+ * before the timer can run. Errors: -EINVAL (NULL s or fn, bad shard or
+ * period), -ESHUTDOWN (destroy has begun), -EAGAIN (no arena left for a new
+ * calling thread), -ENOMEM (no memory for more handles).
+ */
 
 /* One-shot timer on the caller's shard (its attached shard, else its CPU's). */
 int spoke_start(struct spoke *s, uint64_t delay_ns, spoke_fn *fn, void *arg, spoke_id *id);
@@ -138,11 +149,16 @@ unsigned spoke_shards(const struct spoke *s);
  */
 int spoke_attach(struct spoke *s, unsigned shard);
 
-/* Attached thread only: run what is due, inline. Returns callbacks run, or -errno (-EPERM if not
+/* Attached thread only: run what is due, inline. From inside one of its callbacks it does
+ * nothing and returns 0. Returns callbacks run, or -errno (-EPERM if not
  * attached). */
 int spoke_poll(struct spoke *s);
 
-/* Attached thread only: ns until its next deadline (0 if work waits), -1 if none. */
+/*
+ * Attached thread only: ns until the shard next has work (never later than its
+ * next deadline; 0 if work waits), -1 if none. -EINVAL if the caller is not
+ * attached (or s is NULL), -ESHUTDOWN during destroy.
+ */
 int64_t spoke_next_deadline(struct spoke *s);
 
 void spoke_stats(struct spoke *s, struct spoke_stats *out);
