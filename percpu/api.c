@@ -479,7 +479,7 @@ static int cancel_once(struct spoke *s, struct spoke_handle *h, uint64_t st)
 
 	switch (spoke_st_status(st)) {
 	case SPOKE_ST_ARMED:
-		if (!(st & SPOKE_ST_INBOX) && spoke_shard_owned_by_me(sh))
+		if (!(st & (SPOKE_ST_INBOX | SPOKE_ST_WRITING)) && spoke_shard_owned_by_me(sh))
 			return cancel_direct(sh, h, st);
 		next = spoke_st_with_status(st, SPOKE_ST_CANCELLED) | SPOKE_ST_INBOX;
 		break;
@@ -583,35 +583,68 @@ static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, u
 	return 0;
 }
 
+/*
+ * Second half of a foreign reset: we hold WRITING and have stored deadline_ns;
+ * publish it (RESET, and a message if the timer is armed), whatever else
+ * changed meanwhile. A cancel may have won in between: then the timer never
+ * runs again and the owner frees it, and this reset is ordered before it.
+ */
+static void reset_publish(struct shard *sh, struct spoke_handle *h, uint32_t gen, uint64_t d)
+{
+	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire), next;
+
+	do {
+		if (spoke_st_gen(st) != gen)
+			return;
+		next = st & ~SPOKE_ST_WRITING;
+		if (spoke_st_status(st) == SPOKE_ST_ARMED)
+			next |= SPOKE_ST_RESET | SPOKE_ST_INBOX;
+		else if (spoke_st_status(st) != SPOKE_ST_CANCELLED)
+			next |= SPOKE_ST_RESET; /* periodic, running: applied at re-arm */
+	} while (!atomic_compare_exchange_weak_explicit(&h->state, &st, next, memory_order_acq_rel,
+							memory_order_acquire));
+	if ((next & SPOKE_ST_INBOX) && !(st & SPOKE_ST_INBOX))
+		spoke_shard_post(sh, h, d);
+}
+
+/*
+ * One attempt at a reset; -EAGAIN means the state changed under us. A foreign
+ * reset first claims WRITING (bumping the sequence), then stores
+ * deadline_ns, then publishes: so only the reset that will be published ever
+ * writes deadline_ns, and a reset that loses a race never leaves its deadline
+ * behind. A reset that finds another one WRITING returns 0 at once: the two
+ * overlap, and it is ordered just before the one in progress, whose deadline
+ * wins. While WRITING is set the owner does not fire the timer.
+ */
 static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint64_t d)
 {
 	struct shard *sh = &s->shards[spoke_st_shard(st)];
 	bool periodic = spoke_st_kind(st) == SPOKE_KIND_PERIODIC;
-	uint64_t next;
 
 	switch (spoke_st_status(st)) {
 	case SPOKE_ST_ARMED:
+		if (st & SPOKE_ST_WRITING)
+			return 0;
 		if (!(st & SPOKE_ST_INBOX) && spoke_shard_owned_by_me(sh))
 			return reset_direct(sh, h, st, d);
-		next = spoke_st_bump_seq(st) | SPOKE_ST_INBOX | SPOKE_ST_RESET;
 		break;
 	case SPOKE_ST_DISPATCHED:
 	case SPOKE_ST_RUNNING:
 		/* A periodic timer between runs: the reset moves its next run. */
 		if (!periodic || (st & SPOKE_ST_STOP))
 			return -ENOENT;
-		next = spoke_st_bump_seq(st) | SPOKE_ST_RESET;
+		if (st & SPOKE_ST_WRITING)
+			return 0;
 		break;
 	default:
 		return -ENOENT;
 	}
-	/* Written before the CAS that publishes RESET; see state.h. */
-	atomic_store_explicit(&h->deadline_ns, d, memory_order_relaxed);
-	if (!atomic_compare_exchange_strong_explicit(&h->state, &st, next, memory_order_acq_rel,
-						     memory_order_acquire))
+	if (!atomic_compare_exchange_strong_explicit(&h->state, &st,
+						     spoke_st_bump_seq(st) | SPOKE_ST_WRITING,
+						     memory_order_acq_rel, memory_order_acquire))
 		return -EAGAIN;
-	if ((next & SPOKE_ST_INBOX) && !(st & SPOKE_ST_INBOX))
-		spoke_shard_post(sh, h, d);
+	atomic_store_explicit(&h->deadline_ns, d, memory_order_relaxed);
+	reset_publish(sh, h, spoke_st_gen(st), d);
 	return 0;
 }
 

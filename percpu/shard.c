@@ -261,7 +261,8 @@ static void on_expire(void *ctx, struct spoke_timer *t)
 	h->owner_flags &= (uint8_t)~SPOKE_OWN_IN_LAWN;
 	do {
 		/* A queued message (reset, cancel) decides instead. */
-		if ((s & SPOKE_ST_INBOX) || spoke_st_status(s) != SPOKE_ST_ARMED)
+		if ((s & (SPOKE_ST_INBOX | SPOKE_ST_WRITING)) ||
+		    spoke_st_status(s) != SPOKE_ST_ARMED)
 			return;
 	} while (!atomic_compare_exchange_weak_explicit(
 		&h->state, &s, spoke_st_with_status(s, SPOKE_ST_DISPATCHED), memory_order_acq_rel,

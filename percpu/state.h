@@ -6,6 +6,8 @@
  *   bits 63..32  generation: bumped when the handle is freed; an id carries
  *                the generation it was issued with, so a stale id never
  *                matches a later timer in the same slot.
+ *   bit   29     WRITING  a reset from another thread is storing deadline_ns
+ *                (api.c reset_once); the owner fires nothing meanwhile
  *   bits 28..21  owner shard (SPOKE_MAX_SHARDS = 256)
  *   bits 20..9   sequence, bumped by every reset (closes ABA windows)
  *   bits  8..7   kind: one-shot, periodic, TTL
@@ -56,6 +58,7 @@ enum spoke_status {
 #define SPOKE_ST_SEQ_MASK    (0xfffull << SPOKE_ST_SEQ_SHIFT)
 #define SPOKE_ST_SHARD_SHIFT 21
 #define SPOKE_ST_SHARD_MASK  (0xffull << SPOKE_ST_SHARD_SHIFT)
+#define SPOKE_ST_WRITING     (1ull << 29) /* a foreign reset holds the right to store deadline_ns */
 #define SPOKE_ST_GEN_SHIFT   32
 
 static inline unsigned spoke_st_status(uint64_t s)

@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * stress_attached.c - attached shards polled by their own threads while
+ * other threads start, reset and cancel timers on them.
+ *
+ * Workload: worker threads own 128 records each and churn timers on every
+ * shard (spoke_start_on a random shard, attached ones included, or
+ * spoke_start), cancel (cancel_sync one time in five) and reset them, and
+ * cancel random timers of others. After the traffic has begun (a fifth of
+ * the round's time, at least 20 ms), poller threads take shards over with
+ * spoke_attach - a shard's managed thread must stop driving it while
+ * messages for it are in flight - and then loop: poll, sleep until
+ * spoke_next_deadline (at most 100 us), and between polls do what an event
+ * loop does: start timers on their own shard (spoke_start: straight into
+ * the wheel, no message), cancel and reset them (the owner's direct paths),
+ * start timers on other shards. Callbacks that run inline on a poller start
+ * a timer of their own now and then (into the wheel while it is being
+ * advanced). The rounds: shards 0-1 of 4 attached (pool of 2 for the rest),
+ * shard 2 of 3 attached (the rest run callbacks inline), both shards of 2
+ * attached (nothing managed left).
+ *
+ * Invariants (stress_util.h says how each is caught):
+ *   - exactly one outcome per timer; never early (exactly for records with
+ *     one resetter); cancel_sync never returns while the callback runs;
+ *   - a timer started on an attached shard (after the attach returned) runs
+ *     its callback inside spoke_poll on that shard's thread, and no callback
+ *     of another shard ever runs inside a poll;
+ *   - spoke_poll returns at least the number of callbacks it ran (never
+ *     negative); spoke_next_deadline returns >= -1;
+ *   - spoke_attach of an attached shard gives -EBUSY (from another thread),
+ *     and a second attach from an attached thread gives -EBUSY;
+ *   - spoke_stats marks exactly the polled shards attached; afterwards it
+ *     agrees (started, fired, cancelled; pending 0; per shard started ==
+ *     fired + cancelled + pending).
+ */
+#include "stress_util.h"
+
+#define OWN	   128 /* records per worker */
+#define POLLER_OWN 256 /* records per poller (its work and its inline callbacks) */
+
+struct att {
+	struct spoke *s;
+	unsigned nshards;
+	uint64_t tick_ns;
+	unsigned threads;
+	uint64_t seed;
+	uint64_t polled_mask;
+	atomic_int quiesce; /* settling: callbacks start nothing more */
+	struct poller pollers[SPOKE_MAX_SHARDS];
+	size_t poller_lo[SPOKE_MAX_SHARDS]; /* first record of each poller's range */
+};
+
+static struct att g_att;
+
+static uint64_t att_delay(struct rng *r, const void *ctx)
+{
+	(void)ctx;
+	return rng_below(r, 4 * g_att.tick_ns + 1);
+}
+
+/*
+ * Workers start on any shard (rec_start tags the record when its shard is
+ * attached already); pollers mostly on their own shard (spoke_start).
+ */
+static struct step_mix worker_mix, poller_mix;
+
+static void att_worker(unsigned t, void *ctx)
+{
+	struct rng r = rng_make(g_att.seed, t, 8);
+	size_t lo = (size_t)t * OWN;
+
+	(void)ctx;
+	while (!budget_over()) {
+		(void)rec_step(g_att.s, lo + rng_below(&r, OWN), &r, &worker_mix);
+		if (rng_pct(&r, 10))
+			(void)rec_cancel(g_att.s, rng_below(&r, g_nrecs), rng_pct(&r, 20));
+		if (rng_pct(&r, 2))
+			sched_yield();
+	}
+}
+
+/* Between polls: what an event loop does with its own timers. */
+static void poller_work(struct poller *p, struct rng *r)
+{
+	size_t lo = g_att.poller_lo[p->shard];
+
+	for (int i = 0; i < 8; i++)
+		(void)rec_step(g_att.s, lo + rng_below(r, POLLER_OWN / 2), r, &poller_mix);
+	if (rng_pct(r, 20))
+		(void)rec_cancel(g_att.s, rng_below(r, g_nrecs), false);
+}
+
+/* Callbacks inline on a poller now and then start one more timer on its own shard. */
+static void att_hook(struct rec *r, size_t idx, uint64_t gen)
+{
+	struct poller *p = tl_poller;
+	struct rng *rg = tl_rng();
+	size_t lo, j;
+
+	(void)r, (void)idx, (void)gen;
+	if (!p || atomic_load(&g_att.quiesce) || !rng_pct(rg, 20))
+		return;
+	lo = g_att.poller_lo[p->shard] + POLLER_OWN / 2;
+	j = lo + rng_below(rg, POLLER_OWN / 2);
+	if (rec_settled(atomic_load_explicit(&g_recs[j].word, memory_order_acquire)))
+		(void)rec_start(g_att.s, j, HOW_HOME, 0, rng_below(rg, 2 * g_att.tick_ns + 1),
+				REC_STRICT);
+}
+
+static void check_attached_flags(struct spoke *s)
+{
+	struct spoke_stats *st = calloc(1, sizeof(*st));
+
+	if (!st)
+		abort();
+	spoke_stats(s, st);
+	for (unsigned k = 0; k < st->shards; k++)
+		if (st->shard[k].attached != (((g_att.polled_mask >> k) & 1) != 0))
+			VIOLATION("spoke_stats says shard %u is %sattached", k,
+				  st->shard[k].attached ? "" : "not ");
+	free(st);
+}
+
+struct attach_later {
+	double delay_s;
+};
+
+static void *attach_later(void *arg)
+{
+	struct attach_later *a = arg;
+
+	sleep_ns((uint64_t)(a->delay_s * 1e9));
+	stress_phase("attach while traffic flows");
+	for (unsigned k = 0; k < g_att.nshards; k++)
+		if ((g_att.polled_mask >> k) & 1)
+			poller_start(&g_att.pollers[k], g_att.s, k, poller_work, NULL, true);
+	/* Another thread cannot take an attached shard. */
+	for (unsigned k = 0; k < g_att.nshards; k++) {
+		if (!((g_att.polled_mask >> k) & 1))
+			continue;
+		int rc = spoke_attach(g_att.s, k);
+
+		if (rc != -EBUSY)
+			VIOLATION("spoke_attach of attached shard %u from another thread returned %d",
+				  k, rc);
+	}
+	stress_phase("attached shards polled");
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct {
+		struct svc_shape shape;
+		uint64_t polled;
+		unsigned threads;
+	} rounds[] = {
+		{{.shards = 4, .tick_ns = 250 * US, .pool = 2}, 0x3, 10},
+		{{.shards = 3, .tick_ns = 100 * US, .pool = 0}, 0x4, 6},
+		{{.shards = 2, .tick_ns = MS, .pool = 1}, 0x3, 16},
+	};
+	uint64_t ops;
+	double secs;
+
+	stress_init(argc, argv, "stress.attached",
+		    "attached shards polled by their own threads while others start timers on them",
+		    1000000, 120);
+	g_fire_hook = att_hook;
+	worker_mix = (struct step_mix){
+		.cancel_pct = 40, .sync_pct = 20, .reset_pct = 25, .on_pct = 75, .home_pct = 25,
+		.tag = REC_STRICT, .start_delay = att_delay, .reset_delay = att_delay,
+	};
+	poller_mix = worker_mix;
+	poller_mix.on_pct = 30;
+	poller_mix.home_pct = 70;
+	for (unsigned i = 0; next_round(i, ARRAY_SIZE(rounds), &ops, &secs); i++) {
+		unsigned ri = i % ARRAY_SIZE(rounds);
+		const struct svc_shape *sh = &rounds[ri].shape;
+		uint64_t created[TK_COUNT], t0 = now_ns(), polls = 0, over = 0;
+		struct attach_later al;
+		struct expect e;
+		pthread_t at;
+		char desc[160];
+		size_t n;
+
+		memset(&g_att, 0, sizeof(g_att));
+		atomic_store(&g_attached_mask, 0);
+		worker_mix.nshards = poller_mix.nshards = sh->shards;
+		g_att.nshards = sh->shards;
+		g_att.tick_ns = sh->tick_ns;
+		g_att.polled_mask = rounds[ri].polled;
+		g_att.threads = g_opt.threads ? g_opt.threads : rounds[ri].threads;
+		g_att.seed = g_seed + i;
+		n = (size_t)g_att.threads * OWN;
+		for (unsigned k = 0; k < sh->shards; k++) {
+			g_att.poller_lo[k] = n;
+			n += POLLER_OWN;
+		}
+		svc_describe(desc, sizeof(desc), sh, g_att.threads);
+		printf("round %u: %s, polled shards %#" PRIx64 "\n", i + 1, desc, g_att.polled_mask);
+		recs_alloc(n);
+		g_att.s = svc_make(sh);
+		tally_snapshot(created);
+		stress_phase("traffic before attach");
+		budget_begin(ops, secs);
+		al.delay_s = secs / 5 > 0.02 ? 0.02 : secs / 5;
+		at = thread_spawn(attach_later, &al);
+		run_threads(g_att.threads, att_worker, NULL);
+		pthread_join(at, NULL);
+		/* The pollers go on polling (and their callbacks run) until everything settled. */
+		stress_phase("settle");
+		atomic_store(&g_att.quiesce, 1);
+		for (unsigned k = 0; k < sh->shards; k++)
+			if ((g_att.polled_mask >> k) & 1)
+				atomic_store(&g_att.pollers[k].work, NULL);
+		/* A poller may be inside its work (or a callback) still: two passes. */
+		recs_cancel_remaining(g_att.s, 0, g_nrecs);
+		recs_sweep(0, g_nrecs);
+		recs_cancel_remaining(g_att.s, 0, g_nrecs);
+		recs_sweep(0, g_nrecs);
+		e = expect_since(created, true);
+		settle_stats(g_att.s, &e);
+		check_attached_flags(g_att.s);
+		for (unsigned k = 0; k < sh->shards; k++) {
+			if (!((g_att.polled_mask >> k) & 1))
+				continue;
+			poller_stop(&g_att.pollers[k]);
+			polls += g_att.pollers[k].polls;
+			over += g_att.pollers[k].over_reports;
+		}
+		tally_report("attached", created, (double)(now_ns() - t0) / 1e9);
+		printf("  %" PRIu64 " polls; %" PRIu64 " reported one more callback than ran "
+		       "(a cancel won between dispatch and run)\n",
+		       polls, over);
+		stress_phase("destroy");
+		spoke_destroy(g_att.s);
+		recs_free();
+	}
+	return stress_finish();
+}
