@@ -6,8 +6,8 @@
  * Workload: worker threads own 128 records each and churn timers on every
  * shard (spoke_start_on a random shard, attached ones included, or
  * spoke_start), cancel (cancel_sync one time in five) and reset them, and
- * cancel random timers of others. After the traffic has begun (a fifth of
- * the round's time, at least 20 ms), poller threads take shards over with
+ * cancel random timers of others. 20 ms after the traffic has begun (or a
+ * fifth of the round's time, if shorter), poller threads take shards over with
  * spoke_attach - a shard's managed thread must stop driving it while
  * messages for it are in flight - and then loop: poll, sleep until
  * spoke_next_deadline (at most 100 us), and between polls do what an event
@@ -133,7 +133,7 @@ static void *attach_later(void *arg)
 	stress_phase("attach while traffic flows");
 	for (unsigned k = 0; k < g_att.nshards; k++)
 		if ((g_att.polled_mask >> k) & 1)
-			poller_start(&g_att.pollers[k], g_att.s, k, poller_work, NULL, true);
+			poller_start(&g_att.pollers[k], g_att.s, k, poller_work, true);
 	/* Another thread cannot take an attached shard. */
 	for (unsigned k = 0; k < g_att.nshards; k++) {
 		if (!((g_att.polled_mask >> k) & 1))
@@ -141,8 +141,9 @@ static void *attach_later(void *arg)
 		int rc = spoke_attach(g_att.s, k);
 
 		if (rc != -EBUSY)
-			VIOLATION("spoke_attach of attached shard %u from another thread returned %d",
-				  k, rc);
+			VIOLATION(
+				"spoke_attach of attached shard %u from another thread returned %d",
+				k, rc);
 	}
 	stress_phase("attached shards polled");
 	return NULL;
@@ -164,11 +165,17 @@ int main(int argc, char **argv)
 
 	stress_init(argc, argv, "stress.attached",
 		    "attached shards polled by their own threads while others start timers on them",
-		    1000000, 120);
+		    3000000, 120);
 	g_fire_hook = att_hook;
 	worker_mix = (struct step_mix){
-		.cancel_pct = 40, .sync_pct = 20, .reset_pct = 25, .on_pct = 75, .home_pct = 25,
-		.tag = REC_STRICT, .start_delay = att_delay, .reset_delay = att_delay,
+		.cancel_pct = 40,
+		.sync_pct = 20,
+		.reset_pct = 25,
+		.on_pct = 75,
+		.home_pct = 25,
+		.tag = REC_STRICT,
+		.start_delay = att_delay,
+		.reset_delay = att_delay,
 	};
 	poller_mix = worker_mix;
 	poller_mix.on_pct = 30;
@@ -197,7 +204,8 @@ int main(int argc, char **argv)
 			n += POLLER_OWN;
 		}
 		svc_describe(desc, sizeof(desc), sh, g_att.threads);
-		printf("round %u: %s, polled shards %#" PRIx64 "\n", i + 1, desc, g_att.polled_mask);
+		printf("round %u: %s, polled shards %#" PRIx64 "\n", i + 1, desc,
+		       g_att.polled_mask);
 		recs_alloc(n);
 		g_att.s = svc_make(sh);
 		tally_snapshot(created);
@@ -209,13 +217,11 @@ int main(int argc, char **argv)
 		pthread_join(at, NULL);
 		/* The pollers go on polling (and their callbacks run) until everything settled. */
 		stress_phase("settle");
+		/* No more work on the pollers, no more starts from their callbacks. */
 		atomic_store(&g_att.quiesce, 1);
 		for (unsigned k = 0; k < sh->shards; k++)
 			if ((g_att.polled_mask >> k) & 1)
-				atomic_store(&g_att.pollers[k].work, NULL);
-		/* A poller may be inside its work (or a callback) still: two passes. */
-		recs_cancel_remaining(g_att.s, 0, g_nrecs);
-		recs_sweep(0, g_nrecs);
+				poller_quiesce(&g_att.pollers[k]);
 		recs_cancel_remaining(g_att.s, 0, g_nrecs);
 		recs_sweep(0, g_nrecs);
 		e = expect_since(created, true);

@@ -34,8 +34,8 @@
  */
 #include "stress_util.h"
 
-#define TABLE	  (1u << 17)
-#define MAX_LEVEL 7
+#define TABLE	   (1u << 17)
+#define MAX_LEVEL  7
 #define LEVEL(tag) (((tag) >> REC_TAG_SHIFT) & 0xf)
 
 struct web {
@@ -83,7 +83,10 @@ static void start_one(struct rng *r, unsigned level)
 
 	if (idx == SIZE_MAX)
 		return;
-	(void)rec_start(g_web.s, idx, how < 60 ? HOW_ON : how < 85 ? HOW_HOME : HOW_TTL,
+	(void)rec_start(g_web.s, idx,
+			how < 60   ? HOW_ON
+			: how < 85 ? HOW_HOME
+				   : HOW_TTL,
 			(unsigned)rng_below(r, g_web.nshards), web_delay(r),
 			(uint32_t)level << REC_TAG_SHIFT);
 }
@@ -125,17 +128,19 @@ static void own_calls(struct rec *self, size_t idx, uint64_t gen, struct rng *r)
 		rc = spoke_cancel(g_web.s, id);
 		tally(rc == 0 ? TK_CANCEL_OK : TK_CANCEL_NOENT);
 		if (rc != -ENOENT)
-			VIOLATION("spoke_cancel of a one-shot from its own callback returned %d, not "
-				  "-ENOENT",
-				  rc);
+			VIOLATION(
+				"spoke_cancel of a one-shot from its own callback returned %d, not "
+				"-ENOENT",
+				rc);
 		break;
 	default:
 		rc = spoke_reset(g_web.s, id, g_web.tick_ns);
 		tally(rc == 0 ? TK_RESET_OK : TK_RESET_NOENT);
 		if (rc != -ENOENT)
-			VIOLATION("spoke_reset of a one-shot from its own callback returned %d, not "
-				  "-ENOENT",
-				  rc);
+			VIOLATION(
+				"spoke_reset of a one-shot from its own callback returned %d, not "
+				"-ENOENT",
+				rc);
 		break;
 	}
 }
@@ -196,8 +201,8 @@ static void web_settle(void)
 		n = n < g_nrecs ? n : g_nrecs;
 		recs_cancel_remaining(g_web.s, 0, n);
 		recs_sweep(0, n);
-	} while (n != (atomic_load(&g_web.claimed) < g_nrecs ? atomic_load(&g_web.claimed)
-								: g_nrecs));
+	} while (n !=
+		 (atomic_load(&g_web.claimed) < g_nrecs ? atomic_load(&g_web.claimed) : g_nrecs));
 }
 
 int main(int argc, char **argv)
@@ -214,7 +219,8 @@ int main(int argc, char **argv)
 	double secs;
 
 	stress_init(argc, argv, "stress.callbacks",
-		    "callbacks that start, reset, cancel and cancel_sync other timers", 1000000, 120);
+		    "callbacks that start, reset, cancel and cancel_sync other timers", 3000000,
+		    120);
 	g_fire_hook = web_hook;
 	g_fire_spin_ns = 10 * US;
 	for (unsigned i = 0; next_round(i, ARRAY_SIZE(rounds), &ops, &secs); i++) {
@@ -227,7 +233,8 @@ int main(int argc, char **argv)
 		recs_alloc(TABLE);
 		g_web.nshards = sh->shards;
 		g_web.tick_ns = sh->tick_ns;
-		g_web.threads = g_opt.threads ? g_opt.threads : rounds[i % ARRAY_SIZE(rounds)].threads;
+		g_web.threads =
+			g_opt.threads ? g_opt.threads : rounds[i % ARRAY_SIZE(rounds)].threads;
 		g_web.seed = g_seed + i;
 		for (unsigned k = 0; k < ARRAY_SIZE(g_web.running); k++)
 			atomic_store(&g_web.running[k], SIZE_MAX);

@@ -3,16 +3,16 @@
  * stress_churn.c - start/cancel churn across all shards, and memory that
  * stays flat under it.
  *
- * Workload: T threads (4, 16 and 32 in the three rounds, on 2 cores) each own
+ * Workload: T threads (16, 32 and 4 in the three rounds, on 2 cores) each own
  * 512 records and cycle through them: a record whose timer is still armed is
- * cancelled (cancel, or cancel_sync one time in six), a settled one gets a new
- * timer - spoke_start_on a random shard, spoke_start (the caller's CPU's
+ * cancelled (cancel, or cancel_sync one time in six), a settled one gets a
+ * new timer - spoke_start_on a random shard, spoke_start (the caller's CPU's
  * shard) or spoke_start_ttl (a Lawn shard) - with a long delay (10 ms - 1 s:
- * the cancel usually wins) or one of 0-3 ticks (it usually fires, or the cancel
- * races the expiry). One step in ten also cancels a random record of any
- * thread (cross-thread cancels, stale ids once the record moved on).
- * Rounds differ in shards (2-4), tick (100 us - 1 ms) and where callbacks run
- * (pool of 2, inline on the shard threads, pool of 1).
+ * the cancel usually wins) or one of 0-3 ticks (it usually fires, or the
+ * cancel races the expiry). One step in ten also cancels a random record of
+ * any thread (cross-thread cancels, stale ids once the record moved on).
+ * Rounds differ in shards (2-4), tick (100 us - 1 ms) and where callbacks
+ * run (pool of 2, inline on the shard threads, pool of 1).
  *
  * Invariants (stress_util.h says how each is caught):
  *   - every started timer has exactly one outcome: its callback ran once, or
@@ -23,32 +23,32 @@
  *   - afterwards spoke_stats agrees: started / fired / cancelled equal the
  *     program's counts, pending is 0 on every shard, and each shard's
  *     started == fired + cancelled + pending;
- *   - memory: each round runs the same churn phase twice on the same
- *     threads (a crew: fresh threads would add a sanitizer's per-thread
- *     memory), with the program's backpressure on (pace(), stress_util.h: workers wait while
- *     more than 2048 messages wait for the owners). Resident memory is read
- *     after the first (warm-up) phase has settled and again after the
- *     second; the second may add at most 2 MiB + 104 KiB per thread. Why
- *     that slack: the warm-up grows each thread's handle arena (chunks of
+ *   - memory: each round runs the same churn phase twice on the same threads
+ *     (a crew: fresh threads would add a sanitizer's per-thread memory), with
+ *     the program's backpressure on (pace() in stress_util.h: workers wait
+ *     while more than 2048 messages wait for the owners). Resident memory is
+ *     read after the first (warm-up) phase has settled and again after the
+ *     second; the second may add at most 2 MiB + 104 KiB per thread (5x that
+ *     under TSan, whose shadow memory is several times the application's).
+ *     Why that slack: the warm-up grows each thread's handle arena (chunks of
  *     1024 handles of 104 bytes, never returned before destroy) to the peak
- *     of its timers live or not yet unlinked; an identical phase reaches
- *     about the same peaks, but each arena keeps the larger of the two, so a
- *     second phase may add about one chunk per arena (= per thread); 2 MiB
- *     covers malloc and sanitizer bookkeeping. Under TSan both the slack and
- *     the expected size of a leak are 5x (its shadow memory). A leak of one
- *     handle per start adds 104 bytes x starts (printed: ~23 MiB per plain
- *     CI phase), far beyond the slack. A third phase runs without backpressure: its growth is
+ *     of its timers live or not yet unlinked; an identical phase reaches about
+ *     the same peaks, but each arena keeps the larger of the two, so a second
+ *     phase may add about one chunk per arena (= per thread); 2 MiB covers
+ *     malloc and sanitizer bookkeeping. A leak of one handle per start adds
+ *     104 bytes x starts (printed; ~70 MiB per plain CI phase), far beyond
+ *     the slack. A third phase runs without backpressure: its growth is
  *     printed, not checked (32 CPU-bound workers starve the shard threads,
- *     so cancelled handles wait in the inboxes, and the arenas grow with the
- *     backlog: bounded by churn rate x starvation, not by live timers).
+ *     so cancelled handles wait in the inboxes and the arenas grow with that
+ *     backlog: bounded by churn rate x starvation time, not by live timers).
  */
 #include "stress_util.h"
 
-#define SLOTS	    512 /* records per thread */
-#define SLACK_FIXED (2ull << 20) /* malloc and sanitizer bookkeeping */
+#define SLOTS	    512		    /* records per thread */
+#define SLACK_FIXED (2ull << 20)    /* malloc and sanitizer bookkeeping */
 #define CHUNK_BYTES (1024ull * 104) /* one arena chunk */
 /* TSan maps shadow and metadata for every new application byte (several times its size). */
-#define MEM_SCALE (STRESS_TSAN ? 5 : 1)
+#define MEM_SCALE    (STRESS_TSAN ? 5 : 1)
 #define HANDLE_BYTES 104 /* docs/service.md */
 
 struct churn {
@@ -76,8 +76,14 @@ static void churn_worker(unsigned t, void *ctx)
 	struct rng r = rng_make(c->phase_seed, t, 1);
 	size_t lo = (size_t)t * SLOTS, cursor = rng_below(&r, SLOTS);
 	const struct step_mix mix = {
-		.cancel_pct = 100, .sync_pct = 16, .on_pct = 45, .home_pct = 35,
-		.nshards = c->nshards, .tag = REC_STRICT, .start_delay = churn_delay, .ctx = c,
+		.cancel_pct = 100,
+		.sync_pct = 16,
+		.on_pct = 45,
+		.home_pct = 35,
+		.nshards = c->nshards,
+		.tag = REC_STRICT,
+		.start_delay = churn_delay,
+		.ctx = c,
 	};
 
 	while (!budget_over()) {
@@ -106,8 +112,8 @@ static void churn_phase(struct churn *c, uint64_t ops, double secs, const char *
 	crew_phase(&c->crew);
 	if (paced) {
 		pacer_stop(&pacer);
-		printf("  %s: backlog of owner messages peaked at %" PRIu64 ", workers paused %" PRIu64
-		       " times\n",
+		printf("  %s: backlog of owner messages peaked at %" PRIu64
+		       ", workers paused %" PRIu64 " times\n",
 		       label, (uint64_t)atomic_load(&pacer.max_backlog),
 		       (uint64_t)atomic_load(&pacer.pauses));
 	}
@@ -117,6 +123,23 @@ static void churn_phase(struct churn *c, uint64_t ops, double secs, const char *
 	e = expect_since(since_create, true);
 	settle_stats(c->s, &e);
 	tally_report(label, before, (double)(now_ns() - t0) / 1e9);
+}
+
+/* The second phase (starts: its starts) may grow RSS by the slack, no more. */
+static void memory_check(uint64_t rss0, uint64_t rss1, uint64_t rss2, uint64_t starts,
+			 unsigned threads)
+{
+	double mib = 1 << 20, leak = (double)starts * HANDLE_BYTES * MEM_SCALE / mib;
+	uint64_t slack = MEM_SCALE * (SLACK_FIXED + threads * CHUNK_BYTES);
+
+	printf("  memory: RSS %.1f MiB at start, %.1f after warm-up, %.1f after the second "
+	       "phase (%+.2f, slack %.1f; a leak of every start would add %.0f)\n",
+	       rss0 / mib, rss1 / mib, rss2 / mib, ((double)rss2 - (double)rss1) / mib, slack / mib,
+	       leak);
+	if (rss2 > rss1 + slack)
+		VIOLATION("memory grew by %.2f MiB in a second identical churn phase (slack %.1f "
+			  "MiB): churn is not bounded",
+			  ((double)rss2 - (double)rss1) / mib, slack / mib);
 }
 
 int main(int argc, char **argv)
@@ -133,11 +156,11 @@ int main(int argc, char **argv)
 	double secs;
 
 	stress_init(argc, argv, "stress.churn", "start/cancel churn across all shards; memory flat",
-		    4000000, 120);
+		    12000000, 120);
 	for (unsigned i = 0; next_round(i, ARRAY_SIZE(rounds), &ops, &secs); i++) {
 		const struct svc_shape *sh = &rounds[i % ARRAY_SIZE(rounds)].shape;
 		struct churn c = {.nshards = sh->shards, .tick_ns = sh->tick_ns};
-		uint64_t rss0, rss1, rss2, created[TK_COUNT], starts1[TK_COUNT];
+		uint64_t rss0, rss1, rss2, created[TK_COUNT], mark[TK_COUNT];
 		char desc[128];
 
 		c.threads = g_opt.threads ? g_opt.threads : rounds[i % ARRAY_SIZE(rounds)].threads;
@@ -150,32 +173,14 @@ int main(int argc, char **argv)
 		tally_snapshot(created);
 		churn_phase(&c, ops / 3, secs / 3, "warm-up churn", created, true);
 		rss1 = rss_bytes();
-		tally_snapshot(starts1);
+		tally_snapshot(mark);
 		churn_phase(&c, ops / 3, secs / 3, "second churn", created, true);
 		rss2 = rss_bytes();
-		{
-			uint64_t starts = atomic_load(&g_tally[TK_START]) - starts1[TK_START];
-			double leak_mib = (double)starts * HANDLE_BYTES * MEM_SCALE / (1 << 20);
-			uint64_t slack = MEM_SCALE * (SLACK_FIXED + c.threads * CHUNK_BYTES);
-
-			printf("  memory: RSS %.1f MiB at start, %.1f after warm-up (+%.1f), %.1f after "
-			       "the second phase (%+.2f, slack %.1f); a leak of every start would "
-			       "add %.0f MiB%s\n",
-			       rss0 / 1048576.0, rss1 / 1048576.0, (rss1 - (double)rss0) / 1048576.0,
-			       rss2 / 1048576.0, ((double)rss2 - (double)rss1) / 1048576.0,
-			       slack / 1048576.0, leak_mib,
-			       leak_mib < 4.0 * (double)slack / (1 << 20)
-				       ? " (too few ops to tell a partial leak from the slack)"
-				       : "");
-			if (rss2 > rss1 + slack)
-				VIOLATION("memory grew by %.2f MiB in a second identical churn phase "
-					  "(slack %.1f MiB): churn is not bounded",
-					  ((double)rss2 - (double)rss1) / 1048576.0,
-					  slack / 1048576.0);
-		}
+		memory_check(rss0, rss1, rss2, atomic_load(&g_tally[TK_START]) - mark[TK_START],
+			     c.threads);
 		churn_phase(&c, ops / 3, secs / 3, "unpaced churn", created, false);
-		printf("  memory: RSS %.1f MiB after churn without backpressure (%+.1f; not checked)\n",
-		       rss_bytes() / 1048576.0, ((double)rss_bytes() - (double)rss2) / 1048576.0);
+		printf("  memory: RSS %+.1f MiB after churn without backpressure (not checked)\n",
+		       ((double)rss_bytes() - (double)rss2) / (1 << 20));
 		crew_stop(&c.crew);
 		stress_phase("destroy");
 		spoke_destroy(c.s);

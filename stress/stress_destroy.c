@@ -26,8 +26,10 @@
  *   - spoke_destroy returns (no hang) and no callback begins after it
  *     returned (each callback checks a flag set when it returned; the
  *     gate callback must have finished);
- *   - every call made after destroy began returns -ESHUTDOWN (the callers
- *     see it and nothing else unexpected: check_rc), and every caller sees it;
+ *   - calls return 0/-ENOENT as usual or -ESHUTDOWN, nothing else
+ *     (check_rc); every caller gets -ESHUTDOWN, and once it has, every entry
+ *     point (start_on, start, start_periodic, start_ttl, reset, cancel,
+ *     cancel_sync) gives it -ESHUTDOWN and leaves *id alone;
  *   - at most one outcome per timer (a run or a winning cancel, never both,
  *     never two), never early, cancel_sync never returns while the callback
  *     runs, periodic timers never overlap (records and ptimers of
@@ -51,8 +53,8 @@ struct dround {
 	uint64_t seed;
 	size_t spawn_lo, poller_lo;
 	atomic_size_t spawned;
-	atomic_uint stopped;	   /* callers that saw -ESHUTDOWN and stopped calling */
-	unsigned callers;	   /* threads + poller */
+	atomic_uint stopped; /* callers that saw -ESHUTDOWN and stopped calling */
+	unsigned callers;    /* threads + poller */
 	atomic_int gate_running, gate_done, destroyed, release;
 	atomic_uint after_destroy; /* callbacks that began after destroy returned */
 	struct poller poller;
@@ -144,8 +146,14 @@ static void churn_thread(unsigned t, struct rng *r)
 {
 	size_t lo = (size_t)t * OWN;
 	const struct step_mix mix = {
-		.cancel_pct = 50, .sync_pct = 30, .reset_pct = 25, .on_pct = 60, .home_pct = 25,
-		.nshards = g_d.nshards, .tag = REC_STRICT, .start_delay = short_delay,
+		.cancel_pct = 50,
+		.sync_pct = 30,
+		.reset_pct = 25,
+		.on_pct = 60,
+		.home_pct = 25,
+		.nshards = g_d.nshards,
+		.tag = REC_STRICT,
+		.start_delay = short_delay,
 		.reset_delay = short_delay,
 	};
 
@@ -170,7 +178,8 @@ static void periodic_thread(unsigned t, struct rng *r)
 			uint64_t period = (1 + rng_below(r, 3)) * g_d.tick_ns;
 
 			if (!live[i]) {
-				/* plan 1: its own callback cancels it in run plan_arg; 0: the owner. */
+				/* plan 1: its own callback cancels it in run plan_arg; 0: the
+				 * owner. */
 				unsigned plan = (unsigned)rng_below(r, 2);
 
 				kill_at[i] = now_ns() + rng_below(r, 8 * period);
@@ -196,7 +205,8 @@ static void chain_thread(unsigned t, struct rng *r)
 		size_t idx = lo + rng_below(r, OWN);
 
 		if (rec_settled(atomic_load(&g_recs[idx].word)))
-			(void)shut(rec_start(g_d.s, idx, HOW_ON, (unsigned)rng_below(r, g_d.nshards),
+			(void)shut(rec_start(g_d.s, idx, HOW_ON,
+					     (unsigned)rng_below(r, g_d.nshards),
 					     short_delay(r, NULL), TAG_CHAIN));
 		else if (rng_pct(r, 30))
 			(void)shut(rec_cancel(g_d.s, idx, rng_pct(r, 50)));
@@ -264,8 +274,14 @@ static void d_worker(unsigned t, void *ctx)
 static void d_poller_work(struct poller *p, struct rng *r)
 {
 	const struct step_mix mix = {
-		.cancel_pct = 40, .sync_pct = 20, .reset_pct = 25, .on_pct = 30, .home_pct = 70,
-		.nshards = g_d.nshards, .tag = REC_STRICT, .start_delay = short_delay,
+		.cancel_pct = 40,
+		.sync_pct = 20,
+		.reset_pct = 25,
+		.on_pct = 30,
+		.home_pct = 70,
+		.nshards = g_d.nshards,
+		.tag = REC_STRICT,
+		.start_delay = short_delay,
 		.reset_delay = short_delay,
 	};
 
@@ -312,8 +328,7 @@ static void one_round(unsigned i, uint64_t ops, double secs)
 	atomic_store(&g_attached_mask, 0);
 	svc_describe(desc, sizeof(desc), &sh, g_d.threads);
 	if (i < 8 || g_opt.soak)
-		printf("round %u: %s%s\n", i + 1, desc,
-		       g_d.polled ? ", last shard attached" : "");
+		printf("round %u: %s%s\n", i + 1, desc, g_d.polled ? ", last shard attached" : "");
 	tally_snapshot(before);
 	g_d.s = svc_make(&sh);
 
@@ -374,7 +389,7 @@ int main(int argc, char **argv)
 	unsigned rounds = 24;
 
 	stress_init(argc, argv, "stress.destroy", "spoke_destroy while everything is in flight",
-		    500000, 120);
+		    1500000, 120);
 	g_fire_hook = chain_hook;
 	g_per_hook = per_hook;
 	g_fire_spin_ns = 10 * US;

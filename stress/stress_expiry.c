@@ -94,8 +94,9 @@ static void race_worker(unsigned t, void *ctx)
 		}
 		/* Deadline order (insertion sort of 8). */
 		for (unsigned i = 1; i < BATCH; i++)
-			for (unsigned j = i; j > 0 && atomic_load(&g_recs[batch[j]].earliest_ns) <
-							     atomic_load(&g_recs[batch[j - 1]].earliest_ns);
+			for (unsigned j = i;
+			     j > 0 && atomic_load(&g_recs[batch[j]].earliest_ns) <
+					      atomic_load(&g_recs[batch[j - 1]].earliest_ns);
 			     j--) {
 				size_t x = batch[j];
 
@@ -105,7 +106,8 @@ static void race_worker(unsigned t, void *ctx)
 		for (unsigned b = 0; b < BATCH; b++)
 			act_at_deadline(c, &r, batch[b], false);
 		if (c->threads > 1 && rng_pct(&r, 16)) {
-			unsigned other = (t + 1 + (unsigned)rng_below(&r, c->threads - 1)) % c->threads;
+			unsigned other =
+				(t + 1 + (unsigned)rng_below(&r, c->threads - 1)) % c->threads;
 			size_t idx = (size_t)other * RING + rng_below(&r, RING);
 
 			if (rec_status(atomic_load(&g_recs[idx].word)) == REC_ARMED &&
@@ -129,7 +131,7 @@ int main(int argc, char **argv)
 	double secs;
 
 	stress_init(argc, argv, "stress.expiry", "cancels racing the expiry at the exact deadline",
-		    1000000, 120);
+		    1500000, 120);
 	g_fire_spin_ns = 20 * US;
 	for (unsigned i = 0; next_round(i, ARRAY_SIZE(rounds), &ops, &secs); i++) {
 		const struct svc_shape *sh = &rounds[i % ARRAY_SIZE(rounds)].shape;

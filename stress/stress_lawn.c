@@ -56,9 +56,15 @@ static void lawn_worker(unsigned t, void *ctx)
 	struct rng r = rng_make(c->seed, t, 6);
 	size_t lo = (size_t)t * OWN, cursor = 0;
 	const struct step_mix mix = {
-		.cancel_pct = 12, .sync_pct = 25, .reset_pct = 18, .on_pct = c->plain_pct,
-		.nshards = c->nshards, .tag = REC_STRICT, .start_delay = any_ttl,
-		.reset_delay = any_ttl, .ctx = c,
+		.cancel_pct = 12,
+		.sync_pct = 25,
+		.reset_pct = 18,
+		.on_pct = c->plain_pct,
+		.nshards = c->nshards,
+		.tag = REC_STRICT,
+		.start_delay = any_ttl,
+		.reset_delay = any_ttl,
+		.ctx = c,
 	};
 
 	while (!budget_over()) {
@@ -81,8 +87,8 @@ static void check_lawn_placement(struct spoke *s, uint64_t lawn_mask)
 	spoke_stats(s, st);
 	for (unsigned k = 0; k < st->shards; k++)
 		if (lawn_mask && !((lawn_mask >> k) & 1) && st->shard[k].started)
-			VIOLATION("shard %u takes no Lawn buckets but took %" PRIu64 " TTL timers", k,
-				  st->shard[k].started);
+			VIOLATION("shard %u takes no Lawn buckets but took %" PRIu64 " TTL timers",
+				  k, st->shard[k].started);
 	free(st);
 }
 
@@ -100,13 +106,14 @@ int main(int argc, char **argv)
 	uint64_t ops;
 	double secs;
 
-	stress_init(argc, argv, "stress.lawn", "Lawn timers with few and many distinct TTLs", 1000000,
-		    120);
+	stress_init(argc, argv, "stress.lawn", "Lawn timers with few and many distinct TTLs",
+		    3000000, 120);
 	for (unsigned i = 0; next_round(i, ARRAY_SIZE(rounds), &ops, &secs); i++) {
 		unsigned ri = i % ARRAY_SIZE(rounds);
 		const struct svc_shape *sh = &rounds[ri].shape;
-		struct lawn_round c = {
-			.nshards = sh->shards, .tick_ns = sh->tick_ns, .plain_pct = rounds[ri].plain_pct};
+		struct lawn_round c = {.nshards = sh->shards,
+				       .tick_ns = sh->tick_ns,
+				       .plain_pct = rounds[ri].plain_pct};
 		uint64_t created[TK_COUNT], t0 = now_ns();
 		struct rng r = rng_make(g_seed, i, 7);
 		struct expect e;

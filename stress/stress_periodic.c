@@ -202,7 +202,7 @@ int main(int argc, char **argv)
 	double secs;
 
 	stress_init(argc, argv, "stress.periodic",
-		    "periodic timers cancelled from their own and other threads", 100000, 120);
+		    "periodic timers cancelled from their own and other threads", 200000, 120);
 	g_per_hook = per_hook;
 	for (unsigned i = 0; next_round(i, ARRAY_SIZE(rounds), &ops, &secs); i++) {
 		const struct svc_shape *sh = &rounds[i % ARRAY_SIZE(rounds)].shape;
@@ -211,7 +211,8 @@ int main(int argc, char **argv)
 		char desc[128];
 
 		g_pr.tick_ns = sh->tick_ns;
-		g_pr.threads = g_opt.threads ? g_opt.threads : rounds[i % ARRAY_SIZE(rounds)].threads;
+		g_pr.threads =
+			g_opt.threads ? g_opt.threads : rounds[i % ARRAY_SIZE(rounds)].threads;
 		g_pr.seed = g_seed + i;
 		svc_describe(desc, sizeof(desc), sh, g_pr.threads);
 		printf("round %u: %s\n", i + 1, desc);

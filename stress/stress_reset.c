@@ -2,21 +2,25 @@
 /*
  * stress_reset.c - reset storms on idle timers (connection idle timeouts).
  *
- * Workload: T threads (12, 24 and 6 in the three rounds, on 2 cores) each own
- * 128 idle timers and keep pushing their deadlines out, as a server does on
- * every request: an armed timer is reset to a new idle timeout (3-12 ticks)
- * most of the time, to 0-2 ticks now and then (so it expires in the middle
- * of the storm, racing the next reset), or cancelled (cancel or
- * cancel_sync); a timer that ended is started again - spoke_start_on a random
- * shard, spoke_start, or spoke_start_ttl (reset of a Lawn timer moves it to
- * the queue of its new TTL) - and a quarter of the restarts are reset to 0-2
- * ticks at once, while the start's own message is likely still queued. Besides, 64 shared timers are reset by every
- * thread at once (concurrent resets of one timer) and restarted by their
- * owner thread when they expire. Rounds differ in shards (1-4), tick
- * (1 us - 1 ms: with 1-10 us a deadline of "now" is due in the owner's very
- * next turn) and where callbacks run (pool, inline, pool of 1). The fourth
- * round is all bursts, as a server accepting connections: start a batch of
- * 20-50 ms timers, reset each at once to 0-2 ticks, wait for all to end.
+ * Workload: T threads (12, 24, 6 and 16 in the four rounds, on 2 cores) each
+ * own 128 idle timers and keep pushing their deadlines out, as a server does
+ * on every request: an armed timer is reset to a new idle timeout (3-12
+ * ticks) most of the time, to 0-2 ticks now and then (so it expires in the
+ * middle of the storm, racing the next reset), or cancelled (cancel or
+ * cancel_sync); a timer that ended is started again - spoke_start_on a
+ * random shard, spoke_start, or spoke_start_ttl (a reset of a Lawn timer
+ * moves it to the queue of its new TTL) - and a quarter of the restarts are
+ * reset to 0-2 ticks at once, while the start's own message is likely still
+ * queued. Besides, 64 shared timers are reset by every thread at once
+ * (concurrent resets of one timer) and restarted by their owner thread when
+ * they expire. The rounds differ in shards (1-4), tick (1 us - 1 ms: at
+ * 1-10 us a deadline of "now" is due in the owner's very next turn) and
+ * where callbacks run (pool, inline, pool of 1). The fourth round is all
+ * bursts, as a server accepting connections: start a batch of 20-50 ms
+ * timers, reset each at once to 0-2 ticks, wait for all to end. (It found
+ * the race fixed in f6a345c: a reset that lost its race to the owner
+ * taking the start's message had its deadline applied, and returned
+ * -ENOENT after the timer fired at it, 20-50 ms early.)
  *
  * Invariants (stress_util.h says how each is caught):
  *   - exactly one outcome per started timer (callback once, or one winning
@@ -91,9 +95,16 @@ static void storm_worker(unsigned t, void *ctx)
 	size_t own_lo = SHARED + (size_t)t * OWN;
 	/* Owned: one resetter (strict). Shared: reset by all, restarted by one. */
 	const struct step_mix own = {
-		.cancel_pct = 4, .sync_pct = 50, .reset_pct = 96, .on_pct = 50, .home_pct = 30,
-		.nshards = c->nshards, .tag = REC_STRICT, .start_delay = idle_timeout,
-		.reset_delay = reset_delay, .ctx = c,
+		.cancel_pct = 4,
+		.sync_pct = 50,
+		.reset_pct = 96,
+		.on_pct = 50,
+		.home_pct = 30,
+		.nshards = c->nshards,
+		.tag = REC_STRICT,
+		.start_delay = idle_timeout,
+		.reset_delay = reset_delay,
+		.ctx = c,
 	};
 	struct step_mix shared = own;
 
@@ -137,7 +148,7 @@ int main(int argc, char **argv)
 	uint64_t ops;
 	double secs;
 
-	stress_init(argc, argv, "stress.reset", "reset storms on idle timers", 2000000, 120);
+	stress_init(argc, argv, "stress.reset", "reset storms on idle timers", 8000000, 120);
 	for (unsigned i = 0; next_round(i, ARRAY_SIZE(rounds), &ops, &secs); i++) {
 		const struct svc_shape *sh = &rounds[i % ARRAY_SIZE(rounds)].shape;
 		struct storm c = {.nshards = sh->shards,

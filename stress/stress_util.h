@@ -202,9 +202,8 @@ static inline void stress_phase(const char *p)
 	atomic_store(&g_phase, p);
 }
 
-__attribute__((format(printf, 3, 4))) static inline void stress_violation(const char *file,
-									int line,
-									const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static inline void
+stress_violation(const char *file, int line, const char *fmt, ...)
 {
 	unsigned n = atomic_fetch_add(&g_violations, 1) + 1;
 	char msg[512];
@@ -230,8 +229,9 @@ static inline void *watchdog_main(void *p)
 		uint64_t d = atomic_load(&g_watchdog_ns);
 
 		if (d && now_ns() > d) {
-			fprintf(stderr, "%s: HANG: still in phase '%s' %.1f s after start (seed %" PRIu64
-					"); giving up\n",
+			fprintf(stderr,
+				"%s: HANG: still in phase '%s' %.1f s after start (seed %" PRIu64
+				"); giving up\n",
 				g_name, atomic_load(&g_phase), (double)(now_ns() - g_t0_ns) / 1e9,
 				g_seed);
 			fflush(stderr);
@@ -287,17 +287,18 @@ static inline void usage(const char *what)
 
 /*
  * Parse the common options; def_ops is the program's default op count
- * (what CI runs in a plain build), def_seconds its default time cap.
+ * (what CI runs in a plain build; a quarter of it in a TSan build),
+ * def_seconds its default time cap.
  */
 static inline void stress_init(int argc, char **argv, const char *name, const char *what,
-			uint64_t def_ops, double def_seconds)
+			       uint64_t def_ops, double def_seconds)
 {
 	bool seed_given = false, seconds_given = false, ops_given = false;
 	pthread_t wd;
 
 	g_name = name;
 	g_t0_ns = now_ns();
-	g_opt.ops = def_ops;
+	g_opt.ops = STRESS_TSAN ? def_ops / 4 : def_ops;
 	g_opt.seconds = def_seconds;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -347,7 +348,10 @@ static inline void stress_init(int argc, char **argv, const char *name, const ch
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("%s: seed %" PRIu64 " ops %" PRIu64 " seconds %.0f%s%s (%s)\n", name, g_seed,
 	       g_opt.ops, g_opt.seconds, g_opt.soak ? " soak" : "",
-	       STRESS_TSAN ? " tsan" : STRESS_ASAN ? " asan" : "", what);
+	       STRESS_TSAN   ? " tsan"
+	       : STRESS_ASAN ? " asan"
+			     : "",
+	       what);
 	/* Workload cap + settling (at most EVENTUALLY_NS a wait) + a margin. */
 	watchdog_arm(g_opt.seconds + 2.0 * (double)EVENTUALLY_NS / 1e9 + 60);
 	if (pthread_create(&wd, NULL, watchdog_main, NULL) == 0)
@@ -365,18 +369,28 @@ enum tally_kind {
 	TK_SYNC_DEADLK,
 	TK_RESET_OK,
 	TK_RESET_NOENT,
-	TK_TIMER_OPS, /* kinds above are timer operations (what --ops counts) */
+	TK_TIMER_OPS,		    /* kinds above are timer operations (what --ops counts) */
 	TK_SHUTDOWN = TK_TIMER_OPS, /* calls that returned -ESHUTDOWN */
 	TK_POLL,
-	TK_PROBE,	  /* calls made only to learn of a shutdown (not operations) */
-	TK_FIRED,	  /* callback runs (not an operation) */
-	TK_EARLY_CATCH,	  /* cancels that won within a tick of the deadline */
+	TK_PROBE,	/* calls made only to learn of a shutdown (not operations) */
+	TK_FIRED,	/* callback runs (not an operation) */
+	TK_EARLY_CATCH, /* cancels that won within a tick of the deadline */
 	TK_COUNT
 };
 
 static const char *const tally_name[TK_COUNT] = {
-	"start", "cancel=0", "cancel=ENOENT", "cancel_sync=0", "cancel_sync=ENOENT",
-	"cancel_sync=EDEADLK", "reset=0", "reset=ENOENT", "ESHUTDOWN", "poll", "probe", "fired",
+	"start",
+	"cancel=0",
+	"cancel=ENOENT",
+	"cancel_sync=0",
+	"cancel_sync=ENOENT",
+	"cancel_sync=EDEADLK",
+	"reset=0",
+	"reset=ENOENT",
+	"ESHUTDOWN",
+	"poll",
+	"probe",
+	"fired",
 	"late-cancel-won",
 };
 
@@ -651,7 +665,7 @@ static inline struct rng *tl_rng(void)
 struct svc_shape {
 	unsigned shards;
 	uint64_t tick_ns;
-	unsigned pool;	     /* callback threads; 0 = inline on the shard threads */
+	unsigned pool;	      /* callback threads; 0 = inline on the shard threads */
 	uint64_t lawn_shards; /* 0 = all */
 };
 
@@ -710,18 +724,18 @@ struct poller {
 	uint64_t seed;
 	/* Optional work on the poller's own thread between polls (main may clear it). */
 	_Atomic(poller_work_fn *) work;
-	void *ctx;
-	atomic_int attached; /* spoke_attach returned 0 */
-	atomic_int stop;     /* main: stop polling */
-	atomic_int stopped;  /* it has stopped calling in */
-	uint64_t polls, inline_runs, over_reports;
+	atomic_int attached;	      /* spoke_attach returned 0 */
+	atomic_int stop;	      /* main: stop polling */
+	atomic_int stopped;	      /* it has stopped calling in */
+	atomic_uint loops;	      /* turns of its loop so far */
+	uint64_t polls, over_reports; /* polls; polls that reported more callbacks than ran */
 	pthread_t tid;
 };
 
 static _Thread_local struct poller *tl_poller; /* set on a poller thread */
 /* Shards whose spoke_attach has returned (set by the pollers; main clears it per service). */
 static _Atomic uint64_t g_attached_mask;
-static _Thread_local uint64_t tl_inline_runs;  /* callbacks run on this thread */
+static _Thread_local uint64_t tl_inline_runs; /* callbacks run on this thread */
 
 /* Called by every callback: attached-shard rules (see records). */
 static inline void poller_note_run(void)
@@ -785,6 +799,7 @@ static inline void *poller_main(void *arg)
 				  tl_inline_runs - before);
 		else if ((uint64_t)n > tl_inline_runs - before)
 			p->over_reports++;
+		atomic_fetch_add(&p->loops, 1);
 		next = spoke_next_deadline(p->s);
 		if (next == -ESHUTDOWN && atomic_load(&g_shutdown_ok)) {
 			tl_saw_shutdown = true;
@@ -793,27 +808,41 @@ static inline void *poller_main(void *arg)
 		if (next < -1)
 			VIOLATION("spoke_next_deadline returned %" PRId64, next);
 		if (next != 0)
-			sleep_ns(next < 0 || next > (int64_t)(100 * US) ? 100 * US : (uint64_t)next);
+			sleep_ns(next < 0 || next > (int64_t)(100 * US) ? 100 * US
+									: (uint64_t)next);
 	}
-	p->inline_runs = tl_inline_runs;
 	tally_flush();
 	atomic_store(&p->stopped, 1);
 	return NULL;
 }
 
 /* Start a poller on shard k; waits until it is attached unless wait is false. */
-static inline void poller_start(struct poller *p, struct spoke *s, unsigned k,
-				poller_work_fn *work, void *ctx, bool wait)
+static inline void poller_start(struct poller *p, struct spoke *s, unsigned k, poller_work_fn *work,
+				bool wait)
 {
 	memset(p, 0, sizeof(*p));
 	p->s = s;
 	p->shard = k;
 	atomic_init(&p->work, work);
-	p->ctx = ctx;
 	p->seed = g_seed ^ (0x51ull << 40) ^ k;
 	p->tid = thread_spawn(poller_main, p);
 	while (wait && !atomic_load(&p->attached) && !atomic_load(&p->stopped))
 		sleep_ns(100 * US);
+}
+
+/*
+ * Main: take the poller's work away and wait until it has finished a whole
+ * turn without it (the turn in progress may still be inside the old work,
+ * preempted for milliseconds on a busy machine).
+ */
+static inline void poller_quiesce(struct poller *p)
+{
+	unsigned l;
+
+	atomic_store(&p->work, NULL);
+	l = atomic_load(&p->loops);
+	while (atomic_load(&p->loops) - l < 2 && !atomic_load(&p->stopped))
+		sleep_ns(50 * US);
 }
 
 static inline void poller_stop(struct poller *p)
@@ -834,22 +863,25 @@ enum rec_status {
 
 static const char *const rec_status_name[] = {"IDLE", "ARMED", "RUNNING", "FIRED", "CANCELLED"};
 
-#define REC_SHARD_ANY  UINT32_MAX
-#define REC_STRICT     1u /* one resetter: runs are checked against its last successful deadline */
-#define REC_ON_POLLER  2u /* started on a shard already attached: must run inside its poll */
-#define REC_TAG_SHIFT  8  /* bits above: the program's own */
-#define REC_IDX_BITS   24
-#define REC_MAX	       (1u << REC_IDX_BITS)
+#define REC_SHARD_ANY UINT32_MAX
+#define REC_STRICT    1u /* one resetter: runs are checked against its last successful deadline */
+#define REC_ON_POLLER 2u /* started on a shard already attached: must run inside its poll */
+#define REC_TAG_SHIFT 8	 /* bits above: the program's own */
+#define REC_IDX_BITS  24
+#define REC_MAX	      (1u << REC_IDX_BITS)
 
 struct rec {
-	_Atomic uint64_t word;	      /* generation << 8 | enum rec_status */
-	_Atomic uint64_t id;	      /* the service's id of generation id_gen */
-	_Atomic uint64_t id_gen;      /* published after the start returned */
-	_Atomic uint64_t earliest_ns; /* no run before: start's now + delay, lowered by resets tried */
-	_Atomic uint64_t ok_ns;	      /* REC_STRICT: deadline of the last start/reset that returned 0 */
-	_Atomic uint64_t fired_ns;    /* when its callback began */
-	_Atomic uint32_t shard;	      /* shard it was started on, or REC_SHARD_ANY */
-	_Atomic uint32_t tag;	      /* REC_* | program bits << REC_TAG_SHIFT */
+	_Atomic uint64_t word;	 /* generation << 8 | enum rec_status */
+	_Atomic uint64_t id;	 /* the service's id of generation id_gen */
+	_Atomic uint64_t id_gen; /* published after the start returned */
+	_Atomic uint64_t
+		earliest_ns;	/* no run before: start's now + delay, lowered by resets tried */
+	_Atomic uint64_t ok_ns; /* REC_STRICT: deadline of the last start/reset that returned 0 */
+	_Atomic uint64_t fired_ns; /* when its callback began */
+	_Atomic uint32_t shard;	   /* shard it was started on, or REC_SHARD_ANY */
+	_Atomic uint32_t tag;	   /* REC_* | program bits << REC_TAG_SHIFT */
+	_Atomic uint32_t how;	   /* enum start_how of its start (for messages) */
+	_Atomic uint32_t resets;   /* resets of this generation that returned 0 */
 } __attribute__((aligned(64)));
 
 static struct rec *g_recs;
@@ -949,6 +981,7 @@ static inline uint64_t rec_arm(struct rec *r, uint64_t earliest, uint32_t shard,
 	atomic_store_explicit(&r->fired_ns, 0, memory_order_relaxed);
 	atomic_store_explicit(&r->shard, shard, memory_order_relaxed);
 	atomic_store_explicit(&r->tag, tag, memory_order_relaxed);
+	atomic_store_explicit(&r->resets, 0, memory_order_relaxed);
 	atomic_store_explicit(&r->word, rec_word(gen, REC_ARMED), memory_order_release);
 	return gen;
 }
@@ -985,13 +1018,20 @@ enum start_how {
 
 static void rec_fire(void *arg);
 
+static inline const char *how_name(unsigned how)
+{
+	return how == HOW_ON	 ? "spoke_start_on"
+	       : how == HOW_HOME ? "spoke_start"
+				 : "spoke_start_ttl";
+}
+
 /*
- * Owner: start a one-shot timer for record idx (settled) with callback fn
- * (rec_fire unless the program has its own). tag: REC_* | program bits.
- * Returns the start's result.
+ * Owner: start a one-shot timer (callback rec_fire) for record idx, which
+ * must be settled. shard: for HOW_ON. tag: REC_* | program bits. Returns
+ * the start's result.
  */
-static inline int rec_start_fn(struct spoke *s, size_t idx, enum start_how how, unsigned shard,
-			       uint64_t delay_ns, uint32_t tag, spoke_fn *fn)
+static inline int rec_start(struct spoke *s, size_t idx, enum start_how how, unsigned shard,
+			    uint64_t delay_ns, uint32_t tag)
 {
 	struct rec *r = &g_recs[idx];
 	uint32_t rshard = REC_SHARD_ANY;
@@ -1006,16 +1046,17 @@ static inline int rec_start_fn(struct spoke *s, size_t idx, enum start_how how, 
 	/* Its shard was attached before this start: the callback must run in that poll. */
 	if (rshard < 64 && (atomic_load(&g_attached_mask) >> rshard) & 1)
 		tag |= REC_ON_POLLER;
+	atomic_store_explicit(&r->how, how, memory_order_relaxed);
 	gen = rec_arm(r, sat_add(now_ns(), delay_ns), rshard, tag);
 	switch (how) {
 	case HOW_ON:
-		rc = spoke_start_on(s, shard, delay_ns, fn, arg_encode(idx, gen), &id);
+		rc = spoke_start_on(s, shard, delay_ns, rec_fire, arg_encode(idx, gen), &id);
 		break;
 	case HOW_HOME:
-		rc = spoke_start(s, delay_ns, fn, arg_encode(idx, gen), &id);
+		rc = spoke_start(s, delay_ns, rec_fire, arg_encode(idx, gen), &id);
 		break;
 	default:
-		rc = spoke_start_ttl(s, delay_ns, fn, arg_encode(idx, gen), &id);
+		rc = spoke_start_ttl(s, delay_ns, rec_fire, arg_encode(idx, gen), &id);
 		break;
 	}
 	if (rc == 0) {
@@ -1025,17 +1066,9 @@ static inline int rec_start_fn(struct spoke *s, size_t idx, enum start_how how, 
 		tally(TK_START);
 	} else {
 		atomic_store_explicit(&r->word, rec_word(gen, REC_IDLE), memory_order_release);
-		check_rc(how == HOW_ON ? "spoke_start_on" : how == HOW_HOME ? "spoke_start"
-									 : "spoke_start_ttl",
-			 rc, false);
+		check_rc(how_name(how), rc, false);
 	}
 	return rc;
-}
-
-static inline int rec_start(struct spoke *s, size_t idx, enum start_how how, unsigned shard,
-			    uint64_t delay_ns, uint32_t tag)
-{
-	return rec_start_fn(s, idx, how, shard, delay_ns, tag, rec_fire);
 }
 
 /* The callback of (idx, gen) is running on this thread (cancel_sync gets -EDEADLK). */
@@ -1049,10 +1082,11 @@ static inline void rec_cancel_won(struct rec *r, uint64_t gen, const char *how)
 	if (atomic_compare_exchange_strong(&r->word, &exp, rec_word(gen, REC_CANCELLED)))
 		return;
 	if (rec_gen(exp) != gen)
-		VIOLATION("%s returned 0 for a timer that had already ended (record %zu gen %" PRIu64
-			  ", now gen %" PRIu64 " %s): a stale id took effect",
-			  how, (size_t)(r - g_recs), gen, rec_gen(exp),
-			  rec_status_name[rec_status(exp)]);
+		VIOLATION(
+			"%s returned 0 for a timer that had already ended (record %zu gen %" PRIu64
+			", now gen %" PRIu64 " %s): a stale id took effect",
+			how, (size_t)(r - g_recs), gen, rec_gen(exp),
+			rec_status_name[rec_status(exp)]);
 	else if (rec_status(exp) == REC_CANCELLED)
 		VIOLATION("two cancels of one timer returned 0 (record %zu gen %" PRIu64 ")",
 			  (size_t)(r - g_recs), gen);
@@ -1087,8 +1121,9 @@ static inline int rec_cancel(struct spoke *s, size_t idx, bool sync)
 				  rc, idx, gen);
 	}
 	if (sync && own && rc != -EDEADLK && rc != -ESHUTDOWN)
-		VIOLATION("spoke_cancel_sync from the timer's own callback returned %d, not -EDEADLK",
-			  rc);
+		VIOLATION(
+			"spoke_cancel_sync from the timer's own callback returned %d, not -EDEADLK",
+			rc);
 	switch (rc) {
 	case 0:
 		tally(sync ? TK_SYNC_OK : TK_CANCEL_OK);
@@ -1132,6 +1167,7 @@ static inline int rec_reset(struct spoke *s, size_t idx, uint64_t delay_ns)
 	rc = spoke_reset(s, id, delay_ns);
 	if (rc == 0) {
 		tally(TK_RESET_OK);
+		atomic_fetch_add_explicit(&r->resets, 1, memory_order_relaxed);
 		if (atomic_load_explicit(&r->tag, memory_order_relaxed) & REC_STRICT)
 			atomic_store(&r->ok_ns, d);
 	} else if (rc == -ENOENT) {
@@ -1150,7 +1186,7 @@ static inline int rec_reset(struct spoke *s, size_t idx, uint64_t delay_ns)
  */
 struct step_mix {
 	unsigned cancel_pct, sync_pct, reset_pct; /* armed */
-	unsigned on_pct, home_pct;		   /* settled; the rest: spoke_start_ttl */
+	unsigned on_pct, home_pct;		  /* settled; the rest: spoke_start_ttl */
 	unsigned nshards;
 	uint32_t tag; /* REC_STRICT when the caller is the timer's only resetter */
 	uint64_t (*start_delay)(struct rng *r, const void *ctx);
@@ -1174,7 +1210,10 @@ static inline int rec_step(struct spoke *s, size_t idx, struct rng *r, const str
 	if (!rec_settled(w))
 		return 1;
 	how = (unsigned)rng_below(r, 100);
-	return rec_start(s, idx, how < m->on_pct ? HOW_ON : how < m->on_pct + m->home_pct ? HOW_HOME : HOW_TTL,
+	return rec_start(s, idx,
+			 how < m->on_pct		 ? HOW_ON
+			 : how < m->on_pct + m->home_pct ? HOW_HOME
+							 : HOW_TTL,
 			 (unsigned)rng_below(r, m->nshards), m->start_delay(r, m->ctx), m->tag);
 }
 
@@ -1214,14 +1253,17 @@ static inline struct rec *rec_fire_begin(void *arg, uint64_t *gen_out)
 	}
 	e = atomic_load(&r->earliest_ns);
 	if (t < e)
-		VIOLATION("callback ran %" PRIu64 " ns early (record %zu gen %" PRIu64 ")", e - t,
-			  idx, gen);
+		VIOLATION("callback ran %" PRIu64 " ns early (record %zu gen %" PRIu64
+			  ", started by %s on shard %d, %u resets returned 0, ran %s)",
+			  e - t, idx, gen, how_name(atomic_load(&r->how)),
+			  (int)atomic_load(&r->shard), atomic_load(&r->resets),
+			  tl_poller ? "in a poll" : "on a pool or shard thread");
 	atomic_store_explicit(&r->fired_ns, t, memory_order_relaxed);
 	tag = atomic_load_explicit(&r->tag, memory_order_relaxed);
 	shard = atomic_load_explicit(&r->shard, memory_order_relaxed);
 	if (tl_poller && shard != REC_SHARD_ANY && shard != tl_poller->shard)
-		VIOLATION("callback of a timer on shard %u ran inside spoke_poll of shard %u", shard,
-			  tl_poller->shard);
+		VIOLATION("callback of a timer on shard %u ran inside spoke_poll of shard %u",
+			  shard, tl_poller->shard);
 	if ((tag & REC_ON_POLLER) && (!tl_poller || tl_poller->shard != shard))
 		VIOLATION("callback of a timer on attached shard %u ran off its polling thread",
 			  shard);
@@ -1336,17 +1378,17 @@ static inline size_t recs_sweep(size_t lo, size_t hi)
 /* ---- periodic timers ---------------------------------------------------------------------- */
 
 struct ptimer {
-	_Atomic uint64_t gen;	      /* current use of the slot */
-	_Atomic uint64_t id, id_gen;  /* as for records */
-	_Atomic uint64_t start_ns;    /* taken before the start call */
+	_Atomic uint64_t gen;	     /* current use of the slot */
+	_Atomic uint64_t id, id_gen; /* as for records */
+	_Atomic uint64_t start_ns;   /* taken before the start call */
 	_Atomic uint64_t period_ns;
-	atomic_uint entered;	      /* runs begun */
-	atomic_uint inside;	      /* a run is in progress */
-	atomic_uint stops;	      /* cancels that stopped it (exactly one) */
-	atomic_uint max_runs;	      /* runs it may still have had, once stopped */
-	atomic_uint plan;	      /* the program's: how it dies */
+	atomic_uint entered;  /* runs begun */
+	atomic_uint inside;   /* a run is in progress */
+	atomic_uint stops;    /* cancels that stopped it (exactly one) */
+	atomic_uint max_runs; /* runs it may still have had, once stopped */
+	atomic_uint plan;     /* the program's: how it dies */
 	atomic_uint plan_arg;
-	atomic_uint pins;	      /* threads inside per_cancel: the owner waits before reuse */
+	atomic_uint pins; /* threads inside per_cancel: the owner waits before reuse */
 } __attribute__((aligned(64)));
 
 static struct ptimer *g_pers;
@@ -1404,7 +1446,7 @@ static void per_fire(void *arg);
  * skips it; one that has (pinned) is waited for before the fields are reset.
  */
 static inline int per_start(struct spoke *s, size_t idx, uint64_t period_ns, unsigned plan,
-		     unsigned plan_arg)
+			    unsigned plan_arg)
 {
 	struct ptimer *p = &g_pers[idx];
 	uint64_t gen = atomic_load(&p->gen) + 1;
@@ -1475,7 +1517,8 @@ static inline int per_cancel_pinned(struct spoke *s, size_t idx, bool sync, int 
 			  sync ? "spoke_cancel_sync" : "spoke_cancel", rc);
 		return rc;
 	}
-	tally(rc == 0 ? (sync ? TK_SYNC_OK : TK_CANCEL_OK) : (sync ? TK_SYNC_NOENT : TK_CANCEL_NOENT));
+	tally(rc == 0 ? (sync ? TK_SYNC_OK : TK_CANCEL_OK)
+		      : (sync ? TK_SYNC_NOENT : TK_CANCEL_NOENT));
 	/* Bounds first, then the stop count: the owner reuses the slot only after it. */
 	if (sync && (rc == 0 || atomic_load(&p->stops))) {
 		/* Stopped (by this call or an earlier one) and no run in progress: no more runs. */
@@ -1514,8 +1557,8 @@ static inline int per_cancel(struct spoke *s, size_t idx, bool sync)
  * give -EDEADLK and still stop it). counts: this call is known to be the only
  * canceller, so its effect is the stop. No run may follow this one.
  */
-static inline void per_cancel_own(struct spoke *s, struct ptimer *p, uint64_t gen, unsigned n, bool sync,
-			   bool counts)
+static inline void per_cancel_own(struct spoke *s, struct ptimer *p, uint64_t gen, unsigned n,
+				  bool sync, bool counts)
 {
 	spoke_id id = atomic_load(&p->id);
 	int rc;
@@ -1577,12 +1620,14 @@ static inline void per_fire(void *arg)
 	n = atomic_fetch_add(&p->entered, 1) + 1;
 	due = sat_add(atomic_load(&p->start_ns), (uint64_t)n * atomic_load(&p->period_ns));
 	if (t < due)
-		VIOLATION("periodic run %u began %" PRIu64 " ns before start + %u periods (slot %zu)",
+		VIOLATION("periodic run %u began %" PRIu64
+			  " ns before start + %u periods (slot %zu)",
 			  n, due - t, n, idx);
 	if (n > atomic_load(&p->max_runs))
-		VIOLATION("periodic run %u began after the timer was stopped (at most %u runs; slot "
-			  "%zu)",
-			  n, atomic_load(&p->max_runs), idx);
+		VIOLATION(
+			"periodic run %u began after the timer was stopped (at most %u runs; slot "
+			"%zu)",
+			n, atomic_load(&p->max_runs), idx);
 	tally(TK_FIRED);
 	tl_running_arg = arg;
 	fire_spin();
@@ -1616,8 +1661,8 @@ static inline bool per_settle(struct spoke *s, size_t idx)
 	}
 	tally(rc == 0 ? TK_SYNC_OK : TK_SYNC_NOENT);
 	if (rc != -ENOENT)
-		VIOLATION("spoke_cancel_sync of a stopped periodic timer returned %d (slot %zu)", rc,
-			  idx);
+		VIOLATION("spoke_cancel_sync of a stopped periodic timer returned %d (slot %zu)",
+			  rc, idx);
 	if (atomic_load(&p->inside))
 		VIOLATION("periodic run in progress after cancel_sync returned (slot %zu)", idx);
 	if (atomic_load(&p->entered) > atomic_load(&p->max_runs))
@@ -1642,14 +1687,15 @@ static inline struct expect expect_since(const uint64_t before[TK_COUNT], bool o
 	tally_snapshot(now);
 	e.started = now[TK_START] - before[TK_START];
 	e.fired = now[TK_FIRED] - before[TK_FIRED];
-	e.cancelled = (now[TK_CANCEL_OK] - before[TK_CANCEL_OK]) +
-		      (now[TK_SYNC_OK] - before[TK_SYNC_OK]);
+	e.cancelled =
+		(now[TK_CANCEL_OK] - before[TK_CANCEL_OK]) + (now[TK_SYNC_OK] - before[TK_SYNC_OK]);
 	e.oneshot_only = oneshot_only;
 	return e;
 }
 
 /* NULL if spoke_stats agrees with e, else why not (in buf). */
-static inline const char *stats_disagree(struct spoke *s, const struct expect *e, char *buf, size_t len)
+static inline const char *stats_disagree(struct spoke *s, const struct expect *e, char *buf,
+					 size_t len)
 {
 	struct spoke_stats *st = calloc(1, sizeof(*st));
 	const char *why = NULL;
@@ -1693,8 +1739,14 @@ static inline void settle_stats(struct spoke *s, const struct expect *e)
 
 	while ((why = stats_disagree(s, e, buf, sizeof(buf))) != NULL && now_ns() < end)
 		sleep_ns(MS);
-	if (why)
-		VIOLATION("service counts never settled: %s", why);
+	if (why) {
+		uint64_t t[TK_COUNT];
+
+		tally_snapshot(t);
+		VIOLATION("service counts never settled: %s (program's counts now: %" PRIu64
+			  " starts, %" PRIu64 " runs, %" PRIu64 " winning cancels in all)",
+			  why, t[TK_START], t[TK_FIRED], t[TK_CANCEL_OK] + t[TK_SYNC_OK]);
+	}
 }
 
 /*
