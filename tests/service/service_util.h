@@ -104,7 +104,7 @@ static atomic_int svc_bg_msg_ready;
 static char svc_bg_msg[512];
 
 __attribute__((format(printf, 3, 4))) static inline void svc_bg_fail(const char *file, int line,
-							       const char *fmt, ...)
+								     const char *fmt, ...)
 {
 	atomic_fetch_add(&svc_bg_fails, 1);
 	if (atomic_exchange(&svc_bg_msg_claimed, 1) == 0) {
@@ -119,35 +119,35 @@ __attribute__((format(printf, 3, 4))) static inline void svc_bg_fail(const char 
 	}
 }
 
-#define BG_CHECK(c)                                                                  \
-	do {                                                                         \
-		if (!(c))                                                            \
-			svc_bg_fail(__FILE__, __LINE__, "check failed: %s", #c);     \
+#define BG_CHECK(c)                                                                                \
+	do {                                                                                       \
+		if (!(c))                                                                          \
+			svc_bg_fail(__FILE__, __LINE__, "check failed: %s", #c);                   \
 	} while (0)
 
 /* Integer comparison with both values in the message. */
-#define BG_CHECK_INT(a, op, b)                                                               \
-	do {                                                                                 \
-		long long a_ = (long long)(a), b_ = (long long)(b);                          \
-		if (!(a_ op b_))                                                             \
-			svc_bg_fail(__FILE__, __LINE__, "check failed: %s %s %s (%lld vs %lld)", \
-				    #a, #op, #b, a_, b_);                                    \
+#define BG_CHECK_INT(a, op, b)                                                                     \
+	do {                                                                                       \
+		long long a_ = (long long)(a), b_ = (long long)(b);                                \
+		if (!(a_ op b_))                                                                   \
+			svc_bg_fail(__FILE__, __LINE__, "check failed: %s %s %s (%lld vs %lld)",   \
+				    #a, #op, #b, a_, b_);                                          \
 	} while (0)
 
-#define BG_CHECK_U64(a, op, b)                                                                 \
-	do {                                                                                   \
-		uint64_t a_ = (uint64_t)(a), b_ = (uint64_t)(b);                               \
-		if (!(a_ op b_))                                                               \
-			svc_bg_fail(__FILE__, __LINE__,                                        \
-				    "check failed: %s %s %s (%" PRIu64 " vs %" PRIu64 ")", #a, \
-				    #op, #b, a_, b_);                                          \
+#define BG_CHECK_U64(a, op, b)                                                                     \
+	do {                                                                                       \
+		uint64_t a_ = (uint64_t)(a), b_ = (uint64_t)(b);                                   \
+		if (!(a_ op b_))                                                                   \
+			svc_bg_fail(__FILE__, __LINE__,                                            \
+				    "check failed: %s %s %s (%" PRIu64 " vs %" PRIu64 ")", #a,     \
+				    #op, #b, a_, b_);                                              \
 	} while (0)
 
-#define assert_no_bg_failures()                                                              \
-	do {                                                                                 \
-		int n_ = atomic_load(&svc_bg_fails);                                         \
-		if (n_ != 0)                                                                 \
-			fail_msg("%d check(s) failed off the main thread; first: %s", n_,    \
+#define assert_no_bg_failures()                                                                    \
+	do {                                                                                       \
+		int n_ = atomic_load(&svc_bg_fails);                                               \
+		if (n_ != 0)                                                                       \
+			fail_msg("%d check(s) failed off the main thread; first: %s", n_,          \
 				 atomic_load(&svc_bg_msg_ready) ? svc_bg_msg : "(being written)"); \
 	} while (0)
 
@@ -155,7 +155,7 @@ __attribute__((format(printf, 3, 4))) static inline void svc_bg_fail(const char 
 
 static inline void sleep_ns(uint64_t ns)
 {
-	struct timespec ts = { .tv_sec = (time_t)(ns / SEC), .tv_nsec = (long)(ns % SEC) };
+	struct timespec ts = {.tv_sec = (time_t)(ns / SEC), .tv_nsec = (long)(ns % SEC)};
 
 	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
 		;
@@ -175,13 +175,13 @@ static inline uint64_t mono_ns(void)
 }
 
 /* Evaluates cond every 100 us until it holds or timeout_ns passes; gives its last value. */
-#define WAIT_UNTIL(cond, timeout_ns)                                                 \
-	({                                                                           \
-		uint64_t end_ = spoke_now_ns() + (uint64_t)(timeout_ns);             \
-		bool ok_;                                                            \
-		while (!(ok_ = (cond)) && spoke_now_ns() < end_)                     \
-			sleep_ns(100 * US);                                          \
-		ok_;                                                                 \
+#define WAIT_UNTIL(cond, timeout_ns)                                                               \
+	({                                                                                         \
+		uint64_t end_ = spoke_now_ns() + (uint64_t)(timeout_ns);                           \
+		bool ok_;                                                                          \
+		while (!(ok_ = (cond)) && spoke_now_ns() < end_)                                   \
+			sleep_ns(100 * US);                                                        \
+		ok_;                                                                               \
 	})
 
 /* ---- a fixed-seed PRNG per thread (splitmix64) ---------------------------------- */
@@ -265,12 +265,12 @@ static inline void svc_abandon_all(void)
 }
 
 /* Waits for cond; on timeout abandons the services (they may be hung) and fails. */
-#define ASSERT_EVENTUALLY(cond, what)                                                \
-	do {                                                                         \
-		if (!WAIT_UNTIL(cond, EVENTUALLY_NS)) {                              \
-			svc_abandon_all();                                           \
-			fail_msg("timed out waiting for %s (%s)", what, #cond);      \
-		}                                                                    \
+#define ASSERT_EVENTUALLY(cond, what)                                                              \
+	do {                                                                                       \
+		if (!WAIT_UNTIL(cond, EVENTUALLY_NS)) {                                            \
+			svc_abandon_all();                                                         \
+			fail_msg("timed out waiting for %s (%s)", what, #cond);                    \
+		}                                                                                  \
 	} while (0)
 
 static inline int svc_test_setup(void **state)
@@ -358,11 +358,11 @@ static inline const char *stats_add_up(const struct spoke_stats *st, char *buf, 
 		if (h->max_late_ns > sum.max_late_ns)
 			sum.max_late_ns = h->max_late_ns;
 	}
-#define SUM_FIELD(f)                                                                          \
-	if (st->total.f != sum.f) {                                                           \
-		snprintf(buf, len, "total." #f " %" PRIu64 " != %" PRIu64 " (over the shards)", \
-			 st->total.f, sum.f);                                                 \
-		return buf;                                                                   \
+#define SUM_FIELD(f)                                                                               \
+	if (st->total.f != sum.f) {                                                                \
+		snprintf(buf, len, "total." #f " %" PRIu64 " != %" PRIu64 " (over the shards)",    \
+			 st->total.f, sum.f);                                                      \
+		return buf;                                                                        \
 	}
 	SUM_FIELD(started)
 	SUM_FIELD(cancelled)
@@ -443,7 +443,7 @@ static inline void run_workers(unsigned n, void (*fn)(unsigned idx, void *ctx), 
 	assert_true(n > 0 && n <= SVC_MAX_WORKERS);
 	assert_int_equal(pthread_barrier_init(&bar, NULL, n), 0);
 	for (unsigned i = 0; i < n; i++) {
-		w[i] = (struct svc_worker){ .idx = i, .n = n, .fn = fn, .ctx = ctx, .bar = &bar };
+		w[i] = (struct svc_worker){.idx = i, .n = n, .fn = fn, .ctx = ctx, .bar = &bar};
 		assert_int_equal(pthread_create(&t[i], NULL, svc_worker_main, &w[i]), 0);
 	}
 	for (unsigned i = 0; i < n; i++)
@@ -476,7 +476,7 @@ struct trec {
 	_Atomic uint64_t fired_at;
 };
 
-static atomic_uint trec_early;        /* callbacks that ran before `earliest` */
+static atomic_uint trec_early;		  /* callbacks that ran before `earliest` */
 static _Atomic uint64_t trec_worst_early; /* by how much, at worst (ns) */
 
 static inline void trec_reset_globals(void)
@@ -517,12 +517,12 @@ static inline void count_fn(void *arg)
 	atomic_fetch_add((atomic_uint *)arg, 1);
 }
 
-#define assert_never_early()                                                                \
-	do {                                                                                \
-		unsigned e_ = atomic_load(&trec_early);                                     \
-		if (e_)                                                                     \
-			fail_msg("%u callback(s) ran early, worst by %" PRIu64 " ns", e_,   \
-				 (uint64_t)atomic_load(&trec_worst_early));                 \
+#define assert_never_early()                                                                       \
+	do {                                                                                       \
+		unsigned e_ = atomic_load(&trec_early);                                            \
+		if (e_)                                                                            \
+			fail_msg("%u callback(s) ran early, worst by %" PRIu64 " ns", e_,          \
+				 (uint64_t)atomic_load(&trec_worst_early));                        \
 	} while (0)
 
 /* ---- main --------------------------------------------------------------------------- */

@@ -53,7 +53,7 @@ static int l1_cancel(struct spoke *s, struct trec *r, bool sync)
 static void l1_worker(unsigned idx, void *p)
 {
 	struct l1_ctx *c = p;
-	struct rng rng = { 0x1000 + idx };
+	struct rng rng = {0x1000 + idx};
 
 	if (idx >= L1_STARTERS) {
 		/* Canceller: races cancels of everyone's timers with their start and expiry. */
@@ -80,8 +80,8 @@ static void l1_worker(unsigned idx, void *p)
 			break;
 		case 1:
 			atomic_store(&r->earliest, t + delay);
-			rc = spoke_start_on(c->s, (unsigned)rng_below(&rng, c->nsh), delay, trec_fire,
-					    r, &id);
+			rc = spoke_start_on(c->s, (unsigned)rng_below(&rng, c->nsh), delay,
+					    trec_fire, r, &id);
 			break;
 		case 2:
 			delay = (1 + rng_below(&rng, 3)) * 700 * US; /* a few distinct TTLs */
@@ -180,7 +180,7 @@ static void line1_exactly_once_many_threads(void **state)
 
 /* ==== line 2: never early ======================================================== */
 
-#define L2_THREADS 6
+#define L2_THREADS  6
 #define L2_PERIODIC 4
 
 struct l2_periodic {
@@ -213,7 +213,7 @@ static void l2_periodic_fn(void *arg)
 static void l2_worker(unsigned idx, void *p)
 {
 	struct l2_ctx *c = p;
-	struct rng rng = { 0x2000 + idx };
+	struct rng rng = {0x2000 + idx};
 
 	for (unsigned j = 0; j < c->per; j++) {
 		struct trec *r = &c->rec[idx * c->per + j];
@@ -229,7 +229,8 @@ static void l2_worker(unsigned idx, void *p)
 			delay = (1 + rng_below(&rng, 8)) * c->tick;
 			break;
 		case 2:
-			delay = (1 + rng_below(&rng, 8)) * c->tick + (rng_below(&rng, 2) ? 1 : -1ull);
+			delay = (1 + rng_below(&rng, 8)) * c->tick +
+				(rng_below(&rng, 2) ? 1 : -1ull);
 			break;
 		default:
 			delay = rng_below(&rng, 4 * MS);
@@ -243,8 +244,8 @@ static void l2_worker(unsigned idx, void *p)
 			break;
 		case 1:
 			atomic_store(&r->earliest, t + delay);
-			rc = spoke_start_on(c->s, (unsigned)rng_below(&rng, c->nsh), delay, trec_fire,
-					    r, &id);
+			rc = spoke_start_on(c->s, (unsigned)rng_below(&rng, c->nsh), delay,
+					    trec_fire, r, &id);
 			break;
 		case 2:
 			atomic_store(&r->earliest, t + delay);
@@ -286,8 +287,8 @@ static bool l2_all_fired(struct l2_ctx *c, unsigned total)
 static void line2_never_early_many_threads(void **state)
 {
 	(void)state;
-	static const uint64_t periods[L2_PERIODIC] = { 700 * US, 250 * US, 1300 * US, 2 * MS };
-	static const unsigned pools[] = { 0, 3 };
+	static const uint64_t periods[L2_PERIODIC] = {700 * US, 250 * US, 1300 * US, 2 * MS};
+	static const unsigned pools[] = {0, 3};
 
 	for (unsigned v = 0; v < ARRAY_SIZE(pools); v++) {
 		unsigned total;
@@ -377,7 +378,8 @@ static void line2_not_held_behind_running_callback(void **state)
 		atomic_store(&l2h_blk.release, 1);
 		ASSERT_EVENTUALLY(atomic_load(&l2h_blk.done), "the blocker to return");
 		if (!ran)
-			fail_msg("blocker on shard %u: 1 ms timers on shard 0: %s, shard 1: %s after 2 s, "
+			fail_msg("blocker on shard %u: 1 ms timers on shard 0: %s, shard 1: %s "
+				 "after 2 s, "
 				 "with one of the 2 pool threads idle",
 				 k, atomic_load(&l2h_rec[0].fired) ? "ran" : "NOT run",
 				 atomic_load(&l2h_rec[1].fired) ? "ran" : "NOT run");
@@ -401,10 +403,19 @@ static void line3_cancel_verdicts(void **state)
 {
 	(void)state;
 	struct spoke *s = svc_new(2, 500 * US, 2);
-	struct rng rng = { 0x3000 };
-	static const uint64_t garbage[] = { 1, 2, 3, 0xff, 0x100, 0xffffffffull, 1ull << 32,
-					     (1ull << 32) + 1, 1ull << 63, UINT64_MAX,
-					     UINT64_MAX - 1, 0x5555555555555555ull };
+	struct rng rng = {0x3000};
+	static const uint64_t garbage[] = {1,
+					   2,
+					   3,
+					   0xff,
+					   0x100,
+					   0xffffffffull,
+					   1ull << 32,
+					   (1ull << 32) + 1,
+					   1ull << 63,
+					   UINT64_MAX,
+					   UINT64_MAX - 1,
+					   0x5555555555555555ull};
 	spoke_id a, b, c, d, p, live[100];
 	unsigned wins = 0;
 	static atomic_uint pruns;
@@ -493,8 +504,9 @@ static void line3_cancel_verdicts(void **state)
 		struct spoke_stats *st = stats_new();
 
 		/* a cancel that stopped a running periodic timer counts when that run ends */
-		WAIT_UNTIL((spoke_stats(s, st), st->total.pending == 0 && st->total.cancelled == wins),
-			   EVENTUALLY_NS);
+		WAIT_UNTIL(
+			(spoke_stats(s, st), st->total.pending == 0 && st->total.cancelled == wins),
+			EVENTUALLY_NS);
 		assert_int_equal(st->total.pending, 0);
 		assert_int_equal(st->total.cancelled, wins);
 		free(st);
@@ -516,7 +528,7 @@ static struct l3m_ctx l3m;
 static void l3m_worker(unsigned idx, void *p)
 {
 	struct l3m_ctx *c = p;
-	struct rng rng = { 0x3100 + idx };
+	struct rng rng = {0x3100 + idx};
 	unsigned start = (unsigned)rng_below(&rng, c->n);
 
 	/* every thread cancels every timer, each from a different starting point */
@@ -567,7 +579,7 @@ static void line3_cancel_one_winner_many_threads(void **state)
 }
 
 #define L3B_THREADS 4
-#define L3B_NEW     50
+#define L3B_NEW	    50
 
 struct l3b_ctx {
 	struct spoke *s;
@@ -640,7 +652,8 @@ static void line3_cancel_at_once_while_owner_busy(void **state)
 	assert_no_bg_failures();
 
 	for (unsigned t = 0; t < L3B_THREADS; t++)
-		ASSERT_EVENTUALLY(atomic_load(&l3b.kept[t].fired) == 1, "uncancelled timers to run");
+		ASSERT_EVENTUALLY(atomic_load(&l3b.kept[t].fired) == 1,
+				  "uncancelled timers to run");
 	ASSERT_EVENTUALLY(stats_settled(s, l3b.n + 1 + L3B_THREADS * (L3B_NEW + 1), 0),
 			  "the stats to settle");
 	assert_stats_settled(s, l3b.n + 1 + L3B_THREADS * (L3B_NEW + 1), 0);
@@ -707,8 +720,8 @@ static void line3_cancel_from_300_live_threads(void **state)
 	atomic_store(&never_ran, 0);
 	l3t.s = svc_new(2, 500 * US, 1);
 	for (unsigned i = 0; i < L3T_THREADS; i++)
-		assert_int_equal(spoke_start_on(l3t.s, i % 2, 3600 * SEC, never_fn, NULL, &l3t.ids[i]),
-				 0);
+		assert_int_equal(
+			spoke_start_on(l3t.s, i % 2, 3600 * SEC, never_fn, NULL, &l3t.ids[i]), 0);
 	assert_int_equal(pthread_barrier_init(&l3t.bar, NULL, L3T_THREADS), 0);
 	assert_int_equal(pthread_attr_init(&attr), 0);
 	assert_int_equal(pthread_attr_setstacksize(&attr, 256 * 1024), 0);
@@ -776,7 +789,7 @@ static struct slow l4_one, l4_per;
 static void line4_cancel_sync_waits_for_running(void **state)
 {
 	(void)state;
-	static const unsigned pools[] = { 0, 2 };
+	static const unsigned pools[] = {0, 2};
 
 	for (unsigned v = 0; v < ARRAY_SIZE(pools); v++) {
 		struct spoke *s = svc_new(2, 500 * US, pools[v]);
@@ -793,7 +806,7 @@ static void line4_cancel_sync_waits_for_running(void **state)
 		assert_int_equal(spoke_start(s, MS, slow_fn, &l4_one, &id), 0);
 		ASSERT_EVENTUALLY(atomic_load(&l4_one.running) == 1, "the one-shot to run");
 		for (unsigned i = 0; i < 2; i++) {
-			calls[i] = (struct l4_call){ .s = s, .id = id, .w = &l4_one };
+			calls[i] = (struct l4_call){.s = s, .id = id, .w = &l4_one};
 			t[i] = thread_start(l4_cancel_sync_thread, &calls[i]);
 		}
 		for (unsigned i = 0; i < 2; i++) {
@@ -807,7 +820,7 @@ static void line4_cancel_sync_waits_for_running(void **state)
 		ASSERT_EVENTUALLY(atomic_load(&l4_per.runs) >= 2 && atomic_load(&l4_per.running),
 				  "the periodic callback to run");
 		for (unsigned i = 0; i < 4; i++) {
-			calls[i] = (struct l4_call){ .s = s, .id = id, .w = &l4_per };
+			calls[i] = (struct l4_call){.s = s, .id = id, .w = &l4_per};
 			t[i] = thread_start(l4_cancel_sync_thread, &calls[i]);
 		}
 		for (unsigned i = 0; i < 4; i++) {
@@ -851,7 +864,8 @@ static void self_cancel_fn(void *arg)
 	if (n == c->stop_at) {
 		uint64_t id = atomic_load(&c->id);
 
-		atomic_store(&c->rc, c->use_sync ? spoke_cancel_sync(c->s, id) : spoke_cancel(c->s, id));
+		atomic_store(&c->rc,
+			     c->use_sync ? spoke_cancel_sync(c->s, id) : spoke_cancel(c->s, id));
 		atomic_store(&c->rc_set, 1);
 	}
 }
@@ -867,7 +881,7 @@ static struct self_cancel l4_self[2];
 static void line4_cancel_sync_own_callback_edeadlk(void **state)
 {
 	(void)state;
-	static const unsigned pools[] = { 0, 2 };
+	static const unsigned pools[] = {0, 2};
 
 	for (unsigned v = 0; v < ARRAY_SIZE(pools); v++) {
 		struct spoke *s = svc_new(2, 250 * US, pools[v]);
@@ -885,7 +899,8 @@ static void line4_cancel_sync_own_callback_edeadlk(void **state)
 		assert_int_equal(spoke_start_periodic(s, MS, self_cancel_fn, &l4_self[1], &id), 0);
 		atomic_store(&l4_self[1].id, id);
 
-		ASSERT_EVENTUALLY(atomic_load(&l4_self[0].rc_set) && atomic_load(&l4_self[1].rc_set),
+		ASSERT_EVENTUALLY(atomic_load(&l4_self[0].rc_set) &&
+					  atomic_load(&l4_self[1].rc_set),
 				  "the callbacks to call cancel_sync on themselves");
 		assert_int_equal(atomic_load(&l4_self[0].rc), -EDEADLK);
 		assert_int_equal(atomic_load(&l4_self[1].rc), -EDEADLK);

@@ -31,7 +31,7 @@ static atomic_int in_hook, hook_done;
 
 static void hook_hold(void)
 {
-	struct timespec d = { 0, 200 * 1000 * 1000 };
+	struct timespec d = {0, 200 * 1000 * 1000};
 
 	hook_armed = HOOK_NONE;
 	atomic_store(&in_hook, 1);
@@ -94,7 +94,7 @@ static void *dr_thread(void *p)
 static void line8_destroy_waits_for_call_in_progress(void **state)
 {
 	(void)state;
-	static const char *const hook_name[] = { "", "clock_gettime", "pthread_getspecific" };
+	static const char *const hook_name[] = {"", "clock_gettime", "pthread_getspecific"};
 	int checked = 0;
 
 	for (int hook = HOOK_CLOCK; hook <= HOOK_TSD; hook++) {
@@ -123,7 +123,8 @@ static void line8_destroy_waits_for_call_in_progress(void **state)
 			svc_destroy(dr.s);
 			done = atomic_load(&hook_done);
 			if (!done)
-				fail_msg("spoke_destroy returned while a spoke_%s begun before it (held in "
+				fail_msg("spoke_destroy returned while a spoke_%s begun before it "
+					 "(held in "
 					 "%s) was still in progress: the service is freed under it",
 					 how ? "reset" : "start", hook_name[hook]);
 			pthread_join(t, NULL);
@@ -133,7 +134,8 @@ static void line8_destroy_waits_for_call_in_progress(void **state)
 		}
 	}
 	if (!checked)
-		print_message("note: no hooked libc call inside spoke_start/spoke_reset; nothing checked\n");
+		print_message("note: no hooked libc call inside spoke_start/spoke_reset; nothing "
+			      "checked\n");
 }
 
 int main(int argc, char **argv)

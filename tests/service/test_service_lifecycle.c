@@ -28,8 +28,8 @@
 struct l7_ctx {
 	struct spoke *s;
 	unsigned nsh;
-	bool attached;        /* the driver runs inline in an attached thread's poll */
-	pthread_t poll_tid;   /* that thread */
+	bool attached;	    /* the driver runs inline in an attached thread's poll */
+	pthread_t poll_tid; /* that thread */
 	spoke_id long_reset, long_cancel, long_cancel_sync;
 	_Atomic uint64_t self_id, per_id;
 	atomic_uint children, per_runs;
@@ -280,7 +280,7 @@ static void l7q_fn(void *arg)
 static void line7_cancel_sync_of_queued_timer(void **state)
 {
 	(void)state;
-	static const unsigned pools[] = { 0, 1 };
+	static const unsigned pools[] = {0, 1};
 
 	for (unsigned v = 0; v < ARRAY_SIZE(pools); v++) {
 		struct spoke *s = svc_new(2, 500 * US, pools[v]);
@@ -289,25 +289,30 @@ static void line7_cancel_sync_of_queued_timer(void **state)
 		for (unsigned i = 0; i < L7Q_PAIRS; i++) {
 			l7q[i].s = s;
 			for (int w = 0; w < 2; w++) {
-				l7q_args[i][w] = (struct l7q_arg){ .pair = &l7q[i], .which = w };
+				l7q_args[i][w] = (struct l7q_arg){.pair = &l7q[i], .which = w};
 			}
 		}
 		for (unsigned i = 0; i < L7Q_PAIRS; i++) {
 			spoke_id a, b;
 
 			/* both due 2 ms from now, one right after the other */
-			assert_int_equal(spoke_start_on(s, 0, 2 * MS, l7q_fn, &l7q_args[i][0], &a), 0);
-			assert_int_equal(spoke_start_on(s, 0, 2 * MS, l7q_fn, &l7q_args[i][1], &b), 0);
+			assert_int_equal(spoke_start_on(s, 0, 2 * MS, l7q_fn, &l7q_args[i][0], &a),
+					 0);
+			assert_int_equal(spoke_start_on(s, 0, 2 * MS, l7q_fn, &l7q_args[i][1], &b),
+					 0);
 			atomic_store(&l7q[i].id[0], a);
 			atomic_store(&l7q[i].id[1], b);
 			if (i % 8 == 7)
 				sleep_ms(3);
 		}
 		for (unsigned i = 0; i < L7Q_PAIRS; i++) {
-			if (!WAIT_UNTIL(atomic_load(&l7q[i].rc_set[0]) || atomic_load(&l7q[i].rc_set[1]),
+			if (!WAIT_UNTIL(atomic_load(&l7q[i].rc_set[0]) ||
+						atomic_load(&l7q[i].rc_set[1]),
 					EVENTUALLY_NS)) {
 				svc_abandon_all();
-				fail_msg("pair %u: no callback returned from cancel_sync (deadlock)", i);
+				fail_msg(
+					"pair %u: no callback returned from cancel_sync (deadlock)",
+					i);
 			}
 		}
 		sleep_ms(20);
@@ -319,11 +324,14 @@ static void line7_cancel_sync_of_queued_timer(void **state)
 					continue; /* this one was cancelled by its partner */
 				if (atomic_load(&l7q[i].rc[w]) == 0) {
 					if (partner_runs != 0)
-						fail_msg("pair %u: cancel_sync won, yet the partner ran", i);
+						fail_msg("pair %u: cancel_sync won, yet the "
+							 "partner ran",
+							 i);
 				} else {
 					assert_int_equal(atomic_load(&l7q[i].rc[w]), -ENOENT);
-					ASSERT_EVENTUALLY(atomic_load(&l7q[i].runs[!w]) == 1,
-							  "the partner cancel_sync could not stop to run");
+					ASSERT_EVENTUALLY(
+						atomic_load(&l7q[i].runs[!w]) == 1,
+						"the partner cancel_sync could not stop to run");
 				}
 			}
 			for (int w = 0; w < 2; w++)
@@ -336,7 +344,7 @@ static void line7_cancel_sync_of_queued_timer(void **state)
 /* ==== line 8: destroy ===================================================================== */
 
 struct l8_ctx {
-	atomic_int destroyed;   /* set by the test once spoke_destroy has returned */
+	atomic_int destroyed; /* set by the test once spoke_destroy has returned */
 	atomic_int sleepers_running, sleepers_started;
 	atomic_uint entries;
 	atomic_int after; /* callbacks that started or ended after destroy returned */
@@ -379,22 +387,23 @@ static void l8_sleeper(void *arg)
 static void line8_destroy_waits_nothing_after(void **state)
 {
 	(void)state;
-	static const unsigned pools[] = { 0, 3 };
+	static const unsigned pools[] = {0, 3};
 
 	for (unsigned v = 0; v < ARRAY_SIZE(pools); v++) {
 		struct spoke *s = svc_new(3, 200 * US, pools[v]);
-		struct rng rng = { 0x8000 + v };
+		struct rng rng = {0x8000 + v};
 		unsigned entries;
 
 		memset(&l8, 0, sizeof(l8));
 		atomic_store(&never_ran, 0);
 		for (unsigned i = 0; i < 200; i++)
-			assert_int_equal(spoke_start_on(s, i % 3, 3600 * SEC, never_fn, NULL, NULL), 0);
+			assert_int_equal(spoke_start_on(s, i % 3, 3600 * SEC, never_fn, NULL, NULL),
+					 0);
 		for (unsigned i = 0; i < 50; i++)
 			assert_int_equal(spoke_start_periodic(s, MS, l8_cb, NULL, NULL), 0);
 		for (unsigned i = 0; i < 500; i++)
-			assert_int_equal(spoke_start_on(s, i % 3, rng_below(&rng, 5 * MS), l8_cb, NULL,
-							NULL),
+			assert_int_equal(spoke_start_on(s, i % 3, rng_below(&rng, 5 * MS), l8_cb,
+							NULL, NULL),
 					 0);
 		for (unsigned k = 0; k < 3; k++)
 			assert_int_equal(spoke_start_on(s, k, MS, l8_sleeper, NULL, NULL), 0);
@@ -415,10 +424,10 @@ struct l8s_ctx {
 	struct spoke *s;
 	spoke_id valid_id; /* an hour-long timer, pending when destroy begins */
 	atomic_int c_running, y_running, y_started;
-	atomic_int got_shutdown;  /* the callback saw -ESHUTDOWN */
-	atomic_int t2_shutdown;   /* the other thread saw -ESHUTDOWN */
+	atomic_int got_shutdown; /* the callback saw -ESHUTDOWN */
+	atomic_int t2_shutdown;	 /* the other thread saw -ESHUTDOWN */
 	atomic_int destroy_begun, destroyed, after;
-	atomic_int wrong;         /* calls that did not give -ESHUTDOWN after the first did */
+	atomic_int wrong;	    /* calls that did not give -ESHUTDOWN after the first did */
 	atomic_int release_threads; /* T2, T3 exit only after destroy (see line8_destroy_*_exit) */
 	atomic_int id_touched;
 	atomic_uint started_before;
@@ -535,7 +544,7 @@ static void *l8s_t3(void *p)
 static void line8_destroy_shutdown_during_destroy(void **state)
 {
 	(void)state;
-	static const unsigned pools[] = { 0, 2 };
+	static const unsigned pools[] = {0, 2};
 
 	for (unsigned v = 0; v < ARRAY_SIZE(pools); v++) {
 		struct spoke *s = svc_new(2, 250 * US, pools[v]);
@@ -545,7 +554,8 @@ static void line8_destroy_shutdown_during_destroy(void **state)
 		memset(&l8s, 0, sizeof(l8s));
 		atomic_store(&never_ran, 0);
 		l8s.s = s;
-		assert_int_equal(spoke_start_on(s, 1, 3600 * SEC, never_fn, NULL, &l8s.valid_id), 0);
+		assert_int_equal(spoke_start_on(s, 1, 3600 * SEC, never_fn, NULL, &l8s.valid_id),
+				 0);
 		assert_int_equal(spoke_start_on(s, 1, 0, l8s_slow, NULL, &id), 0);
 		atomic_store(&l8s.y_id, id);
 		/* inline, each shard thread runs one of them; on the pool, either will do */
@@ -575,7 +585,8 @@ static void line8_destroy_shutdown_during_destroy(void **state)
 		assert_int_equal(atomic_load(&l8s.y_running), 0);
 		/* -ESHUTDOWN: t3 was slow and called only after destroy began (no wait owed) */
 		if (l8s.t3_rc != -ENOENT && l8s.t3_rc != -ESHUTDOWN)
-			fail_msg("cancel_sync in progress when destroy began returned %d", l8s.t3_rc);
+			fail_msg("cancel_sync in progress when destroy began returned %d",
+				 l8s.t3_rc);
 		if (l8s.t3_rc == -ENOENT && l8s.t3_y_running)
 			fail_msg("cancel_sync returned -ENOENT while the callback still ran");
 		sleep_ms(20);
@@ -716,26 +727,26 @@ static void line9_invalid_config(void **state)
 	struct spoke_config c;
 	struct spoke_shard_config ov[2];
 
-#define BAD(edit)                                                                       \
-	do {                                                                            \
-		svc_config(&c, 2, MS, 1);                                               \
-		memset(ov, 0, sizeof(ov));                                              \
-		ov[0].cpu = ov[1].cpu = -1;                                             \
-		edit;                                                                   \
-		int rc_ = l9_try(&c);                                                   \
-		if (rc_ != -EINVAL)                                                     \
-			fail_msg("config { %s }: spoke_create gave %d%s, expected -EINVAL", \
-				 #edit, rc_, rc_ == -9999 ? " (*out touched)" : "");      \
+#define BAD(edit)                                                                                  \
+	do {                                                                                       \
+		svc_config(&c, 2, MS, 1);                                                          \
+		memset(ov, 0, sizeof(ov));                                                         \
+		ov[0].cpu = ov[1].cpu = -1;                                                        \
+		edit;                                                                              \
+		int rc_ = l9_try(&c);                                                              \
+		if (rc_ != -EINVAL)                                                                \
+			fail_msg("config { %s }: spoke_create gave %d%s, expected -EINVAL", #edit, \
+				 rc_, rc_ == -9999 ? " (*out touched)" : "");                      \
 	} while (0)
-#define GOOD(edit)                                                                      \
-	do {                                                                            \
-		svc_config(&c, 2, MS, 1);                                               \
-		memset(ov, 0, sizeof(ov));                                              \
-		ov[0].cpu = ov[1].cpu = -1;                                             \
-		edit;                                                                   \
-		int rc_ = l9_try(&c);                                                   \
-		if (rc_ != 0)                                                           \
-			fail_msg("config { %s }: spoke_create gave %d, expected 0", #edit, rc_); \
+#define GOOD(edit)                                                                                 \
+	do {                                                                                       \
+		svc_config(&c, 2, MS, 1);                                                          \
+		memset(ov, 0, sizeof(ov));                                                         \
+		ov[0].cpu = ov[1].cpu = -1;                                                        \
+		edit;                                                                              \
+		int rc_ = l9_try(&c);                                                              \
+		if (rc_ != 0)                                                                      \
+			fail_msg("config { %s }: spoke_create gave %d, expected 0", #edit, rc_);   \
 	} while (0)
 
 	BAD(c.shards = SPOKE_MAX_SHARDS + 1);
@@ -827,7 +838,7 @@ static void l9f_blocker(void *arg)
 static void l9f_worker(unsigned idx, void *p)
 {
 	struct l9f_ctx *c = p;
-	struct rng rng = { 0x9000 + idx };
+	struct rng rng = {0x9000 + idx};
 
 	for (unsigned j = 0; j < c->per; j++) {
 		struct trec *r = &c->rec[idx * c->per + j];
@@ -880,7 +891,8 @@ static void line9_inbox_flood_never_drops(void **state)
 	free(l9f.rec);
 }
 
-/* ==== line 10: delays up to UINT64_MAX ============================================================ */
+/* ==== line 10: delays up to UINT64_MAX
+ * ============================================================ */
 
 /*
  * Contract line 10 (delays up to UINT64_MAX ns are accepted, never fire
@@ -898,18 +910,17 @@ static struct trec l10_ctl[8];
 static void line10_huge_delays_never_fire(void **state)
 {
 	(void)state;
-	static const char *engines[] = { "hierarchical", "hierarchical", "list", "sorted-list",
-					 "hashed", "hashed-sorted" };
-	static const uint64_t ticks[] = { 100 * US, 1000, MS, 250 * US, 1000, 100 * US };
+	static const char *engines[] = {"hierarchical", "hierarchical", "list",
+					"sorted-list",	"hashed",	"hashed-sorted"};
+	static const uint64_t ticks[] = {100 * US, 1000, MS, 250 * US, 1000, 100 * US};
 	struct spoke_shard_config ov[6];
 	struct spoke_config c;
 	struct spoke *s;
 	uint64_t now = spoke_now_ns();
 	const uint64_t delays[] = {
-		UINT64_MAX,          UINT64_MAX - 1,       UINT64_MAX - now,
-		UINT64_MAX - now + 1, UINT64_MAX - now - 1, UINT64_MAX - 999,
-		UINT64_MAX - MS + 1,  1ull << 63,          (1ull << 63) - 1,
-		(1ull << 63) + 1,     1ull << 62,          1ull << 40,
+		UINT64_MAX,	      UINT64_MAX - 1,	UINT64_MAX - now,    UINT64_MAX - now + 1,
+		UINT64_MAX - now - 1, UINT64_MAX - 999, UINT64_MAX - MS + 1, 1ull << 63,
+		(1ull << 63) - 1,     (1ull << 63) + 1, 1ull << 62,	     1ull << 40,
 	};
 	spoke_id ids[6 * ARRAY_SIZE(delays) + 64];
 	unsigned n = 0, nsh;
@@ -934,7 +945,8 @@ static void line10_huge_delays_never_fire(void **state)
 
 	for (unsigned k = 0; k < nsh; k++)
 		for (unsigned i = 0; i < ARRAY_SIZE(delays); i++)
-			assert_int_equal(spoke_start_on(s, k, delays[i], never_fn, NULL, &ids[n++]), 0);
+			assert_int_equal(spoke_start_on(s, k, delays[i], never_fn, NULL, &ids[n++]),
+					 0);
 	assert_int_equal(spoke_start(s, UINT64_MAX, never_fn, NULL, &ids[n++]), 0);
 	assert_int_equal(spoke_start_ttl(s, UINT64_MAX, never_fn, NULL, &ids[n++]), 0);
 	assert_int_equal(spoke_start_ttl(s, UINT64_MAX - 1, never_fn, NULL, &ids[n++]), 0);

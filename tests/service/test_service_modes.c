@@ -19,9 +19,10 @@
  */
 #include "service_util.h"
 
-/* ==== attached mode ============================================================================ */
+/* ==== attached mode ============================================================================
+ */
 
-#define ATT_OWN     50
+#define ATT_OWN	    50
 #define ATT_THREADS 4
 #define ATT_REMOTE  200
 
@@ -66,7 +67,7 @@ static int att_poll(struct spoke *s)
 static void *att_thread(void *p)
 {
 	struct att_ctx *c = p;
-	struct rng rng = { 0xa77 };
+	struct rng rng = {0xa77};
 
 	c->tid = pthread_self();
 	BG_CHECK_INT(spoke_attach(c->s, 1), ==, 0);
@@ -106,7 +107,7 @@ static void *att_thread(void *p)
 static void att_remote_worker(unsigned idx, void *p)
 {
 	struct att_ctx *c = p;
-	struct rng rng = { 0xa700 + idx };
+	struct rng rng = {0xa700 + idx};
 
 	for (unsigned j = 0; j < ATT_REMOTE; j++) {
 		struct trec *r = &c->remote[idx * ATT_REMOTE + j];
@@ -191,8 +192,8 @@ static void attached_mode_runs_inline_in_poll(void **state)
 	run_workers(ATT_THREADS, att_remote_worker, &att);
 	ASSERT_EVENTUALLY(att_all_fired(), "shard 1's timers to run in the attached poll");
 	expect1 = 2 + ATT_OWN + ATT_THREADS * ATT_REMOTE;
-	ASSERT_EVENTUALLY((spoke_stats(att.s, st), st->shard[1].pending == 0 &&
-						   st->shard[1].started == expect1),
+	ASSERT_EVENTUALLY((spoke_stats(att.s, st),
+			   st->shard[1].pending == 0 && st->shard[1].started == expect1),
 			  "shard 1's stats");
 	assert_int_equal(st->shard[0].started, 0);
 	assert_int_equal(st->shard[1].fired, expect1);
@@ -282,7 +283,8 @@ static void attached_mode_errors(void **state)
 	svc_destroy(atterr.s);
 }
 
-/* ==== Lawn TTL timers ========================================================================== */
+/* ==== Lawn TTL timers ==========================================================================
+ */
 
 #define LW_THREADS 6
 
@@ -298,13 +300,14 @@ static struct lw_ctx lw;
 static void lw_worker(unsigned idx, void *p)
 {
 	struct lw_ctx *c = p;
-	struct rng rng = { 0x1a00 + idx };
-	static const uint64_t few[] = { 1 * MS, 2500 * US, 4 * MS };
+	struct rng rng = {0x1a00 + idx};
+	static const uint64_t few[] = {1 * MS, 2500 * US, 4 * MS};
 
 	for (unsigned j = 0; j < c->per; j++) {
 		unsigned i = idx * c->per + j;
 		struct trec *r = &c->rec[i];
-		uint64_t ttl = c->distinct ? 500 * US + (uint64_t)i * 1013 : few[rng_below(&rng, 3)];
+		uint64_t ttl =
+			c->distinct ? 500 * US + (uint64_t)i * 1013 : few[rng_below(&rng, 3)];
 		spoke_id id;
 
 		if (c->distinct && j < 5)
@@ -335,8 +338,9 @@ static void lw_run(bool distinct, unsigned per, unsigned threads)
 	lw.s = svc_new(3, 250 * US, 2);
 	run_workers(threads, lw_worker, &lw);
 	for (unsigned i = 0; i < total; i++)
-		ASSERT_EVENTUALLY(atomic_load(&lw.rec[i].fired) + atomic_load(&lw.rec[i].cancelled) >= 1,
-				  "every TTL timer to end");
+		ASSERT_EVENTUALLY(
+			atomic_load(&lw.rec[i].fired) + atomic_load(&lw.rec[i].cancelled) >= 1,
+			"every TTL timer to end");
 	sleep_ms(10);
 	for (unsigned i = 0; i < total; i++) {
 		unsigned f = atomic_load(&lw.rec[i].fired), k = atomic_load(&lw.rec[i].cancelled);
@@ -471,7 +475,7 @@ static struct ps_ctx ps;
 static void ps_worker(unsigned idx, void *p)
 {
 	struct ps_ctx *c = p;
-	struct rng rng = { 0x9500 + idx };
+	struct rng rng = {0x9500 + idx};
 
 	for (unsigned k = 0; k < PS_SHARDS; k++) {
 		for (unsigned j = 0; j < c->per; j++) {
@@ -505,9 +509,9 @@ static void ps_worker(unsigned idx, void *p)
 static void config_per_shard_overrides(void **state)
 {
 	(void)state;
-	static const char *engines[] = { "list", "sorted-list", "hashed", "hashed-sorted", "hashed",
-					 "hierarchical" };
-	static const uint64_t ticks[] = { 100 * US, 250 * US, 500 * US, 1 * MS, 2 * MS, 300 * US };
+	static const char *engines[] = {"list",		 "sorted-list", "hashed",
+					"hashed-sorted", "hashed",	"hierarchical"};
+	static const uint64_t ticks[] = {100 * US, 250 * US, 500 * US, 1 * MS, 2 * MS, 300 * US};
 	struct spoke_shard_config ov[6];
 	struct spoke_config c;
 	struct spoke_stats *st = stats_new();
@@ -543,11 +547,13 @@ static void config_per_shard_overrides(void **state)
 	assert_non_null(ps.rec);
 	run_workers(PS_THREADS, ps_worker, &ps);
 	for (unsigned i = 0; i < total; i++)
-		ASSERT_EVENTUALLY(atomic_load(&ps.rec[i].fired) + atomic_load(&ps.rec[i].cancelled) >= 1,
-				  "every timer to end");
+		ASSERT_EVENTUALLY(
+			atomic_load(&ps.rec[i].fired) + atomic_load(&ps.rec[i].cancelled) >= 1,
+			"every timer to end");
 	sleep_ms(10);
 	for (unsigned i = 0; i < total; i++)
-		assert_int_equal(atomic_load(&ps.rec[i].fired) + atomic_load(&ps.rec[i].cancelled), 1);
+		assert_int_equal(atomic_load(&ps.rec[i].fired) + atomic_load(&ps.rec[i].cancelled),
+				 1);
 	assert_no_bg_failures();
 	assert_never_early();
 	ASSERT_EVENTUALLY(stats_settled(ps.s, total, 0), "stats to settle");
@@ -561,7 +567,7 @@ static void config_per_shard_overrides(void **state)
 }
 
 #define SA_THREADS 6
-#define SA_EACH    100
+#define SA_EACH	   100
 
 struct sa_ctx {
 	struct spoke *s;
@@ -575,27 +581,27 @@ static struct sa_ctx sa;
 static void sa_worker(unsigned idx, void *p)
 {
 	struct sa_ctx *c = p;
-	struct rng rng = { 0x5a5a + idx };
+	struct rng rng = {0x5a5a + idx};
 
 	for (unsigned j = 0; j < SA_EACH; j++) {
 		struct trec *r = &c->rec[idx][5 * j];
 		spoke_id id;
 
 		/* a one-shot that runs */
-		BG_CHECK_INT(spoke_start_on(c->s, (unsigned)rng_below(&rng, 4), rng_below(&rng, 3 * MS),
-					    trec_fire, &r[0], NULL),
+		BG_CHECK_INT(spoke_start_on(c->s, (unsigned)rng_below(&rng, 4),
+					    rng_below(&rng, 3 * MS), trec_fire, &r[0], NULL),
 			     ==, 0);
 		/* one cancelled (it may run first if the delay is 0) */
-		BG_CHECK_INT(spoke_start(c->s, rng_below(&rng, 2) ? 0 : 3600 * SEC, trec_fire, &r[1],
-					 &id),
+		BG_CHECK_INT(spoke_start(c->s, rng_below(&rng, 2) ? 0 : 3600 * SEC, trec_fire,
+					 &r[1], &id),
 			     ==, 0);
 		if (spoke_cancel(c->s, id) == 0) {
 			atomic_fetch_add(&r[1].cancelled, 1);
 			atomic_fetch_add(&c->cancels_won, 1);
 		}
 		/* one kept pending */
-		BG_CHECK_INT(spoke_start_on(c->s, (unsigned)rng_below(&rng, 4), 3600 * SEC, trec_fire,
-					    &r[2], &c->kept[idx][j]),
+		BG_CHECK_INT(spoke_start_on(c->s, (unsigned)rng_below(&rng, 4), 3600 * SEC,
+					    trec_fire, &r[2], &c->kept[idx][j]),
 			     ==, 0);
 		/* one reset from an hour to 1 ms */
 		BG_CHECK_INT(spoke_start(c->s, 3600 * SEC, trec_fire, &r[3], &id), ==, 0);
@@ -692,7 +698,8 @@ static void config_lawn_shards_mask(void **state)
 	ASSERT_EVENTUALLY(stats_settled(lm.s, 1600, 0), "stats to settle");
 	for (unsigned t = 0; t < 4; t++)
 		for (unsigned j = 0; j < 400; j++)
-			ASSERT_EVENTUALLY(atomic_load(&lm.rec[t][j].fired) == 1, "TTL timers to run");
+			ASSERT_EVENTUALLY(atomic_load(&lm.rec[t][j].fired) == 1,
+					  "TTL timers to run");
 	assert_no_bg_failures();
 	assert_never_early();
 	spoke_stats(lm.s, st);
@@ -705,7 +712,7 @@ static void config_lawn_shards_mask(void **state)
 }
 
 #define IC_SHARDS 3
-#define IC_EACH   50
+#define IC_EACH	  50
 
 struct ic_rec {
 	atomic_int done;
@@ -731,7 +738,7 @@ static void config_inline_callbacks_on_shard_thread(void **state)
 {
 	(void)state;
 	struct spoke *s = svc_new(IC_SHARDS, 250 * US, 0);
-	struct rng rng = { 0x1c };
+	struct rng rng = {0x1c};
 
 	memset(icr, 0, sizeof(icr));
 	for (unsigned k = 0; k < IC_SHARDS; k++)

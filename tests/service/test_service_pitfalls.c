@@ -37,8 +37,8 @@ static void blocker_fn(void *arg)
 
 /* ==== pitfall: cancel can overtake start ============================================ */
 
-#define OV_THREADS 4
-#define OV_BLOCKED 500
+#define OV_THREADS	4
+#define OV_BLOCKED	500
 #define OV_RACE_THREADS 8
 
 struct ov_ctx {
@@ -67,7 +67,7 @@ static void ov_blocked_worker(unsigned idx, void *p)
 static void ov_race_worker(unsigned idx, void *p)
 {
 	struct ov_ctx *c = p;
-	struct rng rng = { 0x0a00 + idx };
+	struct rng rng = {0x0a00 + idx};
 
 	for (unsigned j = 0; j < c->per; j++) {
 		struct trec *r = &c->rec[idx * c->per + j];
@@ -76,8 +76,9 @@ static void ov_race_worker(unsigned idx, void *p)
 		int rc;
 
 		atomic_store(&r->earliest, spoke_now_ns() + d);
-		BG_CHECK_INT(spoke_start_on(c->s, (unsigned)rng_below(&rng, 3), d, trec_fire, r, &id),
-			     ==, 0);
+		BG_CHECK_INT(
+			spoke_start_on(c->s, (unsigned)rng_below(&rng, 3), d, trec_fire, r, &id),
+			==, 0);
 		rc = rng_below(&rng, 4) ? spoke_cancel(c->s, id) : spoke_cancel_sync(c->s, id);
 		if (rc == 0)
 			atomic_fetch_add(&r->cancelled, 1);
@@ -160,8 +161,8 @@ static void pitfall_cancel_overtakes_start(void **state)
 /* ==== pitfall: one state word arbitrates ============================================= */
 
 #define SW_THREADS 8
-#define SW_WAVE    128
-#define SW_OPS     24
+#define SW_WAVE	   128
+#define SW_OPS	   24
 
 struct sw_ctx {
 	struct spoke *s;
@@ -188,7 +189,7 @@ static void sw_fn(void *arg)
 static void sw_worker(unsigned idx, void *p)
 {
 	struct sw_ctx *c = p;
-	struct rng rng = { 0x5a00 + idx };
+	struct rng rng = {0x5a00 + idx};
 
 	for (unsigned w = 0; w < c->waves; w++) {
 		struct trec *wave = &c->rec[w * SW_WAVE];
@@ -206,8 +207,9 @@ static void sw_worker(unsigned idx, void *p)
 		pthread_barrier_wait(&c->bar);
 		for (unsigned k = 0; k < SW_OPS; k++) {
 			/* this wave's timers, or the previous wave's: mostly stale ids by now */
-			struct trec *r = (w > 0 && rng_below(&rng, 3) == 0 ? wave - SW_WAVE : wave) +
-					 rng_below(&rng, SW_WAVE);
+			struct trec *r =
+				(w > 0 && rng_below(&rng, 3) == 0 ? wave - SW_WAVE : wave) +
+				rng_below(&rng, SW_WAVE);
 			uint64_t id = atomic_load(&r->id);
 			int rc;
 
@@ -338,7 +340,7 @@ static struct trec wk_reset_rec[8];
 static void wk_worker(unsigned idx, void *p)
 {
 	struct wk_ctx *c = p;
-	struct rng rng = { 0xbb00 + idx };
+	struct rng rng = {0xbb00 + idx};
 
 	for (int round = 0; round < 3; round++) {
 		uint64_t lat;
@@ -346,10 +348,11 @@ static void wk_worker(unsigned idx, void *p)
 		sleep_ns(20 * MS + rng_below(&rng, 20 * MS));
 		lat = wk_start_and_wait(c, 0, (unsigned)rng_below(&rng, c->nsh));
 		if (lat >= WAKE_BOUND_NS)
-			svc_bg_fail(__FILE__, __LINE__,
-				    "thread %u: a 1 ms timer on a shard asleep toward 10 s ran after "
-				    "%" PRIu64 " ms",
-				    idx, lat == UINT64_MAX ? 2000 : lat / MS);
+			svc_bg_fail(
+				__FILE__, __LINE__,
+				"thread %u: a 1 ms timer on a shard asleep toward 10 s ran after "
+				"%" PRIu64 " ms",
+				idx, lat == UINT64_MAX ? 2000 : lat / MS);
 	}
 }
 
@@ -380,17 +383,19 @@ static void pitfall_cross_core_start_wakes_owner(void **state)
 			uint64_t lat = wk_start_and_wait(&wk, 0, k);
 
 			if (lat >= WAKE_BOUND_NS)
-				fail_msg("start_on(%u, 1 ms) on a shard asleep toward 10 s ran after %s "
+				fail_msg("start_on(%u, 1 ms) on a shard asleep toward 10 s ran "
+					 "after %s "
 					 "%" PRIu64 " ms",
-					 k, lat == UINT64_MAX ? "more than" : "", lat == UINT64_MAX ? 2000 : lat / MS);
+					 k, lat == UINT64_MAX ? "more than" : "",
+					 lat == UINT64_MAX ? 2000 : lat / MS);
 			sleep_ms(30);
 		}
 	}
 	for (unsigned k = 0; k < wk.nsh; k++) {
 		uint64_t t0;
 
-		assert_int_equal(spoke_start_on(wk.s, k, 10 * SEC, trec_fire, &wk_reset_rec[k], &rid),
-				 0);
+		assert_int_equal(
+			spoke_start_on(wk.s, k, 10 * SEC, trec_fire, &wk_reset_rec[k], &rid), 0);
 		sleep_ms(30);
 		t0 = spoke_now_ns();
 		assert_int_equal(spoke_reset(wk.s, rid, MS), 0);
@@ -405,8 +410,8 @@ static void pitfall_cross_core_start_wakes_owner(void **state)
 		uint64_t lat = wk_start_and_wait(&wk, 1, 0);
 
 		if (lat >= WAKE_BOUND_NS)
-			fail_msg("a 1 ms TTL timer with every shard asleep toward 10 s ran after %" PRIu64
-				 " ms",
+			fail_msg("a 1 ms TTL timer with every shard asleep toward 10 s ran after "
+				 "%" PRIu64 " ms",
 				 lat == UINT64_MAX ? 2000 : lat / MS);
 		sleep_ms(30);
 	}
@@ -433,7 +438,7 @@ static struct ch_ctx ch;
 static void ch_worker(unsigned idx, void *p)
 {
 	struct ch_ctx *c = p;
-	struct rng rng = { 0xcc00 + idx };
+	struct rng rng = {0xcc00 + idx};
 
 	for (unsigned j = 0; j < c->per; j++) {
 		spoke_id id;
@@ -444,8 +449,8 @@ static void ch_worker(unsigned idx, void *p)
 			rc = spoke_start(c->s, 3600 * SEC, never_fn, NULL, &id);
 			break;
 		case 1:
-			rc = spoke_start_on(c->s, (unsigned)rng_below(&rng, 2), 3600 * SEC, never_fn,
-					    NULL, &id);
+			rc = spoke_start_on(c->s, (unsigned)rng_below(&rng, 2), 3600 * SEC,
+					    never_fn, NULL, &id);
 			break;
 		default:
 			rc = spoke_start_ttl(c->s, 3600 * SEC + rng_below(&rng, 4) * SEC, never_fn,
@@ -559,7 +564,8 @@ static void delay0_managed(unsigned pool)
 		uint64_t ticks = (tb - ta) / tick + 1;
 
 		if (rb[k] - ra[k] > 2 * ticks + 10)
-			fail_msg("shard %u: a callback re-arming itself with delay 0 ran %u times in "
+			fail_msg("shard %u: a callback re-arming itself with delay 0 ran %u times "
+				 "in "
 				 "%" PRIu64 " ticks (at most one per tick expected)",
 				 k, rb[k] - ra[k], ticks);
 		assert_true(rb[k] > ra[k]); /* and it is not lost either */
@@ -604,7 +610,8 @@ static void d0a_fn(void *arg)
 
 	atomic_fetch_add(&c->runs, 1);
 	if (!atomic_load(&c->stop))
-		BG_CHECK_INT(spoke_start(c->s, 0, d0a_fn, c, NULL), ==, 0); /* own (attached) shard */
+		BG_CHECK_INT(spoke_start(c->s, 0, d0a_fn, c, NULL), ==,
+			     0); /* own (attached) shard */
 }
 
 static void *d0a_thread(void *p)
@@ -646,7 +653,8 @@ static void pitfall_delay0_rearm_attached(void **state)
 	assert_no_bg_failures();
 	for (unsigned i = 0; i < 20; i++)
 		if (d0a.results[i] != 1)
-			fail_msg("poll %u ran %d callbacks (expected exactly 1)", i, d0a.results[i]);
+			fail_msg("poll %u ran %d callbacks (expected exactly 1)", i,
+				 d0a.results[i]);
 	svc_destroy(d0a.s);
 }
 

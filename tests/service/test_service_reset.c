@@ -105,7 +105,7 @@ static struct l5t_ctx l5t;
 static void l5t_worker(unsigned idx, void *p)
 {
 	struct l5t_ctx *c = p;
-	struct rng rng = { 0x5100 + idx };
+	struct rng rng = {0x5100 + idx};
 
 	for (unsigned j = 0; j < c->per; j++) {
 		unsigned i = idx * c->per + j;
@@ -174,7 +174,7 @@ struct l5p_ctx {
 	struct spoke *s;
 	atomic_uint runs;
 	_Atomic uint64_t enter[64], leave[64];
-	uint64_t run_ns;         /* how long each run takes */
+	uint64_t run_ns; /* how long each run takes */
 	atomic_int running;
 	/* part B: the callback resets its own timer at run `self_reset_at` */
 	_Atomic uint64_t id, self_reset_t, self_reset_delay;
@@ -196,8 +196,8 @@ static void l5p_fn(void *arg)
 		while (atomic_load(&c->id) == 0 && spoke_now_ns() < end)
 			sleep_ns(100 * US);
 		atomic_store(&c->self_reset_t, spoke_now_ns());
-		atomic_store(&c->self_rc,
-			     spoke_reset(c->s, atomic_load(&c->id), atomic_load(&c->self_reset_delay)));
+		atomic_store(&c->self_rc, spoke_reset(c->s, atomic_load(&c->id),
+						      atomic_load(&c->self_reset_delay)));
 	}
 	sleep_ns(c->run_ns);
 	if (n < 64)
@@ -247,7 +247,8 @@ static void line5_reset_periodic(void **state)
 			continue; /* that run began before the reset: too slow again */
 		}
 		if (atomic_load(&l5p.enter[n]) < t_reset + delay)
-			fail_msg("the run after reset came %" PRIu64 " ns after the reset, before its "
+			fail_msg("the run after reset came %" PRIu64
+				 " ns after the reset, before its "
 				 "new delay of %" PRIu64 " ns",
 				 atomic_load(&l5p.enter[n]) - t_reset, delay);
 		assert_int_equal(spoke_cancel_sync(s, id), 0);
@@ -272,12 +273,14 @@ static void line5_reset_periodic(void **state)
 			atomic_store(&l5p.self_reset_delay, delay);
 			assert_int_equal(spoke_start_periodic(s, 10 * MS, l5p_fn, &l5p, &id), 0);
 			atomic_store(&l5p.id, id);
-			ASSERT_EVENTUALLY(atomic_load(&l5p.runs) >= 3, "the run after the self-reset");
+			ASSERT_EVENTUALLY(atomic_load(&l5p.runs) >= 3,
+					  "the run after the self-reset");
 			assert_int_equal(atomic_load(&l5p.self_rc), 0);
 			t = atomic_load(&l5p.self_reset_t);
 			if (atomic_load(&l5p.enter[2]) < t + delay)
 				fail_msg("reset from its own run: the next run came %" PRIu64
-					 " ms after the reset, before its new delay of %" PRIu64 " ms",
+					 " ms after the reset, before its new delay of %" PRIu64
+					 " ms",
 					 (atomic_load(&l5p.enter[2]) - t) / MS, delay / MS);
 			assert_int_equal(spoke_cancel_sync(s, id), 0);
 		}
@@ -296,11 +299,14 @@ static void line5_reset_periodic(void **state)
 			t = spoke_now_ns();
 			assert_int_equal(spoke_reset(s, id, delay), 0);
 			if (atomic_load(&l5p.leave[n]) == 0) { /* it was still in that run */
-				ASSERT_EVENTUALLY(atomic_load(&l5p.runs) >= n + 2, "the run after the reset");
+				ASSERT_EVENTUALLY(atomic_load(&l5p.runs) >= n + 2,
+						  "the run after the reset");
 				if (atomic_load(&l5p.enter[n + 1]) < t + delay)
 					fail_msg("reset during a run: the next run came %" PRIu64
-						 " ms after the reset, before its new delay of %" PRIu64 " ms",
-						 (atomic_load(&l5p.enter[n + 1]) - t) / MS, delay / MS);
+						 " ms after the reset, before its new delay of "
+						 "%" PRIu64 " ms",
+						 (atomic_load(&l5p.enter[n + 1]) - t) / MS,
+						 delay / MS);
 			}
 			assert_int_equal(spoke_cancel_sync(s, id), 0);
 		}
@@ -318,7 +324,7 @@ struct per_rec {
 	atomic_uint runs;
 	atomic_int inflight, overlap, early;
 	_Atomic uint64_t id;
-	int cancel_at;   /* run at which the callback cancels itself (0 = never) */
+	int cancel_at; /* run at which the callback cancels itself (0 = never) */
 	atomic_int self_rc;
 	unsigned slow_every; /* every n-th run sleeps 2.5 periods (0 = never) */
 };
@@ -357,7 +363,7 @@ static struct per_rec l5n[L5N_TIMERS];
 static void line5_periodic_no_overlap_never_early(void **state)
 {
 	(void)state;
-	static const uint64_t periods[L5N_TIMERS] = { 1 * MS, 1500 * US, 700 * US, 2 * MS };
+	static const uint64_t periods[L5N_TIMERS] = {1 * MS, 1500 * US, 700 * US, 2 * MS};
 	struct spoke *s = svc_new(2, 100 * US, 4);
 
 	memset(l5n, 0, sizeof(l5n));
@@ -399,7 +405,7 @@ static struct per_rec l5c[2];
 static void line5_periodic_cancel_from_own_callback(void **state)
 {
 	(void)state;
-	static const unsigned pools[] = { 0, 2 };
+	static const unsigned pools[] = {0, 2};
 
 	for (unsigned v = 0; v < ARRAY_SIZE(pools); v++) {
 		struct spoke *s = svc_new(2, 250 * US, pools[v]);
@@ -445,7 +451,7 @@ static void line5_periodic_cancel_from_own_callback(void **state)
 
 struct poll_rec {
 	uint64_t a, b; /* before and after spoke_poll */
-	int r;         /* its result */
+	int r;	       /* its result */
 };
 
 struct l5d_ctx {
@@ -538,14 +544,15 @@ static void l5d_check_period(struct l5d_ctx *c, unsigned m, const char *part)
 		return; /* the test thread overslept this period: nothing to conclude */
 	c->checkable++;
 	if (l5d_runs_between(c, due, c->polls[first].b + 1) != 1)
-		svc_bg_fail(__FILE__, __LINE__,
-			    "%s: period %u: %d runs by the first poll %" PRIu64
-			    " us after its due time (expected 1: next deadline = previous + period)",
-			    part, m, l5d_runs_between(c, due, c->polls[first].b + 1),
-			    (uint64_t)((c->polls[first].a - due) / US));
+		svc_bg_fail(
+			__FILE__, __LINE__,
+			"%s: period %u: %d runs by the first poll %" PRIu64
+			" us after its due time (expected 1: next deadline = previous + period)",
+			part, m, l5d_runs_between(c, due, c->polls[first].b + 1),
+			(uint64_t)((c->polls[first].a - due) / US));
 	if (l5d_runs_between(c, c->polls[first].b + 1, next) != 0)
-		svc_bg_fail(__FILE__, __LINE__, "%s: period %u: another run before the next due time",
-			    part, m);
+		svc_bg_fail(__FILE__, __LINE__,
+			    "%s: period %u: another run before the next due time", part, m);
 }
 
 static void *l5d_thread(void *p)
@@ -673,8 +680,8 @@ static void line6_stale_id_after_cancel(void **state)
 	for (unsigned i = 0; i < n; i++) {
 		assert_int_equal(spoke_start(s, 3600 * SEC, never_fn, NULL, &id), 0);
 		if (id == stale || id == 0)
-			fail_msg("start %u got id %#" PRIx64 " (the stale id is %#" PRIx64 ")", i, id,
-				 stale);
+			fail_msg("start %u got id %#" PRIx64 " (the stale id is %#" PRIx64 ")", i,
+				 id, stale);
 		assert_int_equal(spoke_cancel(s, stale), -ENOENT);
 		assert_int_equal(spoke_cancel(s, id), 0);
 		if (i % 64 == 0)
@@ -732,7 +739,7 @@ static void line6_stale_id_after_fire(void **state)
 }
 
 #define L6_THREADS  6
-#define L6_RING     32
+#define L6_RING	    32
 #define L6_SENTRIES 8
 
 struct l6_ctx {
@@ -747,23 +754,27 @@ static struct l6_ctx l6;
 static void l6_worker(unsigned idx, void *p)
 {
 	struct l6_ctx *c = p;
-	struct rng rng = { 0x6000 + idx };
-	spoke_id dead[L6_RING] = { 0 };                /* cancelled by us: stale for sure */
-	struct { spoke_id id; struct trec *r; } shortr[L6_RING]; /* fired or about to */
+	struct rng rng = {0x6000 + idx};
+	spoke_id dead[L6_RING] = {0}; /* cancelled by us: stale for sure */
+	struct {
+		spoke_id id;
+		struct trec *r;
+	} shortr[L6_RING]; /* fired or about to */
 	unsigned nd = 0, ns = 0;
 
 	memset(shortr, 0, sizeof(shortr));
 	for (unsigned k = 0; k < L6_SENTRIES; k++)
-		BG_CHECK_INT(spoke_start_on(c->s, k % 2, 3600 * SEC, never_fn, NULL,
-					    &c->sentry[idx][k]),
-			     ==, 0);
+		BG_CHECK_INT(
+			spoke_start_on(c->s, k % 2, 3600 * SEC, never_fn, NULL, &c->sentry[idx][k]),
+			==, 0);
 	for (unsigned j = 0; j < c->per; j++) {
 		struct trec *r = &c->rec[idx * c->per + j];
 		spoke_id id;
 		unsigned shard = (unsigned)rng_below(&rng, 2);
 
 		if (rng_below(&rng, 2)) {
-			BG_CHECK_INT(spoke_start_on(c->s, shard, 3600 * SEC, trec_fire, r, &id), ==, 0);
+			BG_CHECK_INT(spoke_start_on(c->s, shard, 3600 * SEC, trec_fire, r, &id), ==,
+				     0);
 			/* only a stale id could have cancelled it first */
 			if (spoke_cancel(c->s, id) == 0)
 				atomic_fetch_add(&r->cancelled, 1);
@@ -771,8 +782,9 @@ static void l6_worker(unsigned idx, void *p)
 				svc_bg_fail(__FILE__, __LINE__, "a new pending timer was gone");
 			dead[nd++ % L6_RING] = id;
 		} else {
-			BG_CHECK_INT(spoke_start_on(c->s, shard, rng_below(&rng, MS), trec_fire, r, &id),
-				     ==, 0);
+			BG_CHECK_INT(
+				spoke_start_on(c->s, shard, rng_below(&rng, MS), trec_fire, r, &id),
+				==, 0);
 			shortr[ns % L6_RING].id = id;
 			shortr[ns % L6_RING].r = r;
 			ns++;

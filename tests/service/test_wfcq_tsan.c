@@ -44,17 +44,17 @@
 
 #include <cmocka.h>
 
-#define MAX_PRODUCERS		8
-#define PAYLOAD_WORDS		2
+#define MAX_PRODUCERS 8
+#define PAYLOAD_WORDS 2
 /* Per run: 800k items, a few seconds under TSan on 2 cores. */
-#define TOTAL_ITEMS		800000u
-#define DEADLINE_NS		(60ull * 1000000000ull)
-#define YIELD_EVERY		64	/* producer items between sched_yield() */
+#define TOTAL_ITEMS 800000u
+#define DEADLINE_NS (60ull * 1000000000ull)
+#define YIELD_EVERY 64 /* producer items between sched_yield() */
 
 struct item {
-	struct cds_wfcq_node node;	/* embedded, as in a timer handle */
+	struct cds_wfcq_node node; /* embedded, as in a timer handle */
 	uint32_t producer;
-	uint32_t consumed;		/* 0 from the producer, 1 by the owner */
+	uint32_t consumed; /* 0 from the producer, 1 by the owner */
 	uint64_t seq;
 	uint64_t payload[PAYLOAD_WORDS];
 };
@@ -62,7 +62,7 @@ struct item {
 struct inbox {
 	struct cds_wfcq_head head;
 	struct cds_wfcq_tail tail __attribute__((aligned(CAA_CACHE_LINE_SIZE)));
-	int go;				/* main -> producers only */
+	int go; /* main -> producers only */
 };
 
 struct producer {
@@ -71,13 +71,13 @@ struct producer {
 	unsigned nitems;
 	struct item *items;
 	struct inbox *inbox;
-	unsigned long was_empty;	/* enqueues that found the queue empty */
+	unsigned long was_empty; /* enqueues that found the queue empty */
 };
 
 enum drain_mode {
-	SPLICE_DEQUEUE,		/* splice, then dequeue the private queue */
-	SPLICE_ITERATE,		/* splice, then first/next over it */
-	DIRECT_DEQUEUE,		/* dequeue from the shared inbox itself */
+	SPLICE_DEQUEUE, /* splice, then dequeue the private queue */
+	SPLICE_ITERATE, /* splice, then first/next over it */
+	DIRECT_DEQUEUE, /* dequeue from the shared inbox itself */
 };
 
 /* The owner's state: touched by the test thread only. */
@@ -87,7 +87,7 @@ struct owner {
 	unsigned nitems;
 	struct __cds_wfcq_head priv_head;
 	struct cds_wfcq_tail priv_tail;
-	struct cds_wfcq_node *cursor;	/* SPLICE_ITERATE: last consumed node */
+	struct cds_wfcq_node *cursor; /* SPLICE_ITERATE: last consumed node */
 	uint64_t expected[MAX_PRODUCERS];
 	unsigned long received;
 	unsigned long splices, splice_wouldblock, drain_wouldblock, yields;
@@ -96,8 +96,7 @@ struct owner {
 
 static uint64_t payload_word(unsigned producer, uint64_t seq, unsigned k)
 {
-	return (seq * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)producer << 56) ^
-	       ((uint64_t)k << 48);
+	return (seq * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)producer << 56) ^ ((uint64_t)k << 48);
 }
 
 static uint64_t now_ns(void)
@@ -146,22 +145,20 @@ static bool consume(struct owner *o, struct cds_wfcq_node *node)
 	}
 	if (it->seq != o->expected[p]) {
 		snprintf(o->error, sizeof(o->error),
-			 "producer %u: got seq %llu, expected %llu (FIFO or loss)",
-			 p, (unsigned long long)it->seq,
-			 (unsigned long long)o->expected[p]);
+			 "producer %u: got seq %llu, expected %llu (FIFO or loss)", p,
+			 (unsigned long long)it->seq, (unsigned long long)o->expected[p]);
 		return false;
 	}
 	for (unsigned k = 0; k < PAYLOAD_WORDS; k++) {
 		if (it->payload[k] != payload_word(p, it->seq, k)) {
 			snprintf(o->error, sizeof(o->error),
-				 "producer %u seq %llu: payload word %u corrupt",
-				 p, (unsigned long long)it->seq, k);
+				 "producer %u seq %llu: payload word %u corrupt", p,
+				 (unsigned long long)it->seq, k);
 			return false;
 		}
 	}
 	if (it->consumed) {
-		snprintf(o->error, sizeof(o->error),
-			 "producer %u seq %llu delivered twice", p,
+		snprintf(o->error, sizeof(o->error), "producer %u seq %llu delivered twice", p,
 			 (unsigned long long)it->seq);
 		return false;
 	}
@@ -176,14 +173,12 @@ static bool consume(struct owner *o, struct cds_wfcq_node *node)
  * __cds_wfcq_dequeue_nonblocking() until it is empty or would block.
  * Returns items consumed, -1 on error.
  */
-static long drain_dequeue(struct owner *o, cds_wfcq_head_ptr_t head,
-			  struct cds_wfcq_tail *tail)
+static long drain_dequeue(struct owner *o, cds_wfcq_head_ptr_t head, struct cds_wfcq_tail *tail)
 {
 	long n = 0;
 
 	for (;;) {
-		struct cds_wfcq_node *node =
-			__cds_wfcq_dequeue_nonblocking(head, tail);
+		struct cds_wfcq_node *node = __cds_wfcq_dequeue_nonblocking(head, tail);
 
 		if (node == NULL)
 			return n;
@@ -209,10 +204,10 @@ static long drain_iterate(struct owner *o)
 	long n = 0;
 
 	for (;;) {
-		struct cds_wfcq_node *node = o->cursor
-			? __cds_wfcq_next_nonblocking(&o->priv_head, &o->priv_tail,
-						      o->cursor)
-			: __cds_wfcq_first_nonblocking(&o->priv_head, &o->priv_tail);
+		struct cds_wfcq_node *node =
+			o->cursor ? __cds_wfcq_next_nonblocking(&o->priv_head, &o->priv_tail,
+								o->cursor)
+				  : __cds_wfcq_first_nonblocking(&o->priv_head, &o->priv_tail);
 
 		if (node == NULL) {
 			if (o->cursor) {
@@ -251,11 +246,10 @@ static void run_inbox(enum drain_mode mode, unsigned nproducers)
 	__cds_wfcq_init(&o->priv_head, &o->priv_tail);
 
 	for (unsigned p = 0; p < nproducers; p++) {
-		pr[p] = (struct producer){ .id = p, .nitems = nitems, .inbox = &in };
+		pr[p] = (struct producer){.id = p, .nitems = nitems, .inbox = &in};
 		pr[p].items = calloc(nitems, sizeof(struct item));
 		assert_non_null(pr[p].items);
-		assert_int_equal(pthread_create(&pr[p].thread, NULL,
-						producer_main, &pr[p]), 0);
+		assert_int_equal(pthread_create(&pr[p].thread, NULL, producer_main, &pr[p]), 0);
 	}
 	t0 = now_ns();
 	deadline = t0 + DEADLINE_NS;
@@ -291,15 +285,14 @@ static void run_inbox(enum drain_mode mode, unsigned nproducers)
 		if (got == 0) {
 			if (now_ns() > deadline) {
 				snprintf(o->error, sizeof(o->error),
-					 "stalled: %lu of %lu items after %llu s",
-					 o->received,
+					 "stalled: %lu of %lu items after %llu s", o->received,
 					 (unsigned long)nitems * nproducers,
 					 (unsigned long long)(DEADLINE_NS / 1000000000ull));
 				ok = false;
 				break;
 			}
 			o->yields++;
-			sched_yield();	/* would block or nothing yet: retry */
+			sched_yield(); /* would block or nothing yet: retry */
 		}
 	}
 
@@ -319,9 +312,9 @@ static void run_inbox(enum drain_mode mode, unsigned nproducers)
 		assert_true(cds_wfcq_empty(&o->priv_head, &o->priv_tail));
 	} else {
 		/* The last walk may stop at the last node without resetting. */
-		assert_null(o->cursor
-			? __cds_wfcq_next_nonblocking(&o->priv_head, &o->priv_tail, o->cursor)
-			: __cds_wfcq_first_nonblocking(&o->priv_head, &o->priv_tail));
+		assert_null(o->cursor ? __cds_wfcq_next_nonblocking(&o->priv_head, &o->priv_tail,
+								    o->cursor)
+				      : __cds_wfcq_first_nonblocking(&o->priv_head, &o->priv_tail));
 	}
 
 	unsigned long was_empty = 0;
@@ -332,12 +325,11 @@ static void run_inbox(enum drain_mode mode, unsigned nproducers)
 		      "%lu splice would-block, %lu drain would-block, "
 		      "%lu yields, %lu enqueues found the inbox empty\n",
 		      nproducers, nitems,
-		      mode == SPLICE_DEQUEUE ? "splice+dequeue" :
-		      mode == SPLICE_ITERATE ? "splice+first/next" :
-					       "direct dequeue",
-		      (double)(now_ns() - t0) / 1e9, o->splices,
-		      o->splice_wouldblock, o->drain_wouldblock, o->yields,
-		      was_empty);
+		      mode == SPLICE_DEQUEUE   ? "splice+dequeue"
+		      : mode == SPLICE_ITERATE ? "splice+first/next"
+					       : "direct dequeue",
+		      (double)(now_ns() - t0) / 1e9, o->splices, o->splice_wouldblock,
+		      o->drain_wouldblock, o->yields, was_empty);
 
 	cds_wfcq_destroy(&in.head, &in.tail);
 	for (unsigned p = 0; p < nproducers; p++)
