@@ -1560,14 +1560,17 @@ static inline int per_cancel(struct spoke *s, size_t idx, bool sync)
 static inline void per_cancel_own(struct spoke *s, struct ptimer *p, uint64_t gen, unsigned n,
 				  bool sync, bool counts)
 {
-	spoke_id id = atomic_load(&p->id);
+	spoke_id id;
 	int rc;
 
-	if (atomic_load(&p->id_gen) != gen) {
-		VIOLATION("periodic callback ran before its start returned an id (slot %zu)",
-			  (size_t)(p - g_pers));
-		return;
-	}
+	/*
+	 * The first run may begin before the starter (a worker, never a callback)
+	 * has stored the id its start returned: a preempted starter is not a
+	 * service bug. It stores it without waiting on anything, so wait for it.
+	 */
+	while (atomic_load_explicit(&p->id_gen, memory_order_acquire) != gen)
+		sched_yield();
+	id = atomic_load(&p->id);
 	rc = sync ? spoke_cancel_sync(s, id) : spoke_cancel(s, id);
 	if (sync) {
 		tally(rc == -EDEADLK ? TK_SYNC_DEADLK : rc == 0 ? TK_SYNC_OK : TK_SYNC_NOENT);
