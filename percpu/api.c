@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include "service.h"
+#include "test_hooks.h"
 
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -239,9 +240,10 @@ static void free_all(struct spoke *s)
 	free(s);
 }
 
+/* Also on spoke_create's error path: the shard array may not exist yet. */
 static void stop_threads(struct spoke *s)
 {
-	for (unsigned k = 0; k < s->nshards; k++)
+	for (unsigned k = 0; s->shards && k < s->nshards; k++)
 		spoke_shard_stop(&s->shards[k]);
 	spoke_pool_stop(s);
 }
@@ -439,6 +441,10 @@ int spoke_start_ttl(struct spoke *s, uint64_t ttl_ns, spoke_fn *fn, void *arg, s
 	return start_timer(s, ttl_shard(s, ttl_ns), SPOKE_KIND_TTL, ttl_ns, 0, fn, arg, id);
 }
 
+#ifdef SPOKE_TEST_HOOKS
+void (*_Atomic spoke_test_hook)(enum spoke_hook point);
+#endif
+
 /* --- cancel and reset -------------------------------------------------------- */
 
 /*
@@ -586,24 +592,28 @@ static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, u
 /*
  * Second half of a foreign reset: we hold WRITING and have stored deadline_ns;
  * publish it (RESET, and a message if the timer is armed), whatever else
- * changed meanwhile. A cancel may have won in between: then the timer never
- * runs again and the owner frees it, and this reset is ordered before it.
+ * changed meanwhile. A cancel (or the end of a run) may have won in between:
+ * then the timer never runs again, this reset is ordered before its end, and
+ * if that end already came (ORPHAN) it is ours to free the handle.
  */
-static void reset_publish(struct shard *sh, struct spoke_handle *h, uint32_t gen, uint64_t d)
+static void reset_publish(struct shard *sh, struct spoke_handle *h, uint64_t d)
 {
 	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire), next;
 
 	do {
-		if (spoke_st_gen(st) != gen)
-			return;
+		/* WRITING is ours: the generation cannot have ended without us. */
 		next = st & ~SPOKE_ST_WRITING;
-		if (spoke_st_status(st) == SPOKE_ST_ARMED)
+		if (st & SPOKE_ST_ORPHAN)
+			next = spoke_st_freed(st); /* it ended while we wrote: we free it */
+		else if (spoke_st_status(st) == SPOKE_ST_ARMED)
 			next |= SPOKE_ST_RESET | SPOKE_ST_INBOX;
 		else if (spoke_st_status(st) != SPOKE_ST_CANCELLED)
 			next |= SPOKE_ST_RESET; /* periodic, running: applied at re-arm */
 	} while (!atomic_compare_exchange_weak_explicit(&h->state, &st, next, memory_order_acq_rel,
 							memory_order_acquire));
-	if ((next & SPOKE_ST_INBOX) && !(st & SPOKE_ST_INBOX))
+	if (st & SPOKE_ST_ORPHAN)
+		spoke_handle_release(sh->s, h);
+	else if ((next & SPOKE_ST_INBOX) && !(st & SPOKE_ST_INBOX))
 		spoke_shard_post(sh, h, d);
 }
 
@@ -643,8 +653,9 @@ static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint
 						     spoke_st_bump_seq(st) | SPOKE_ST_WRITING,
 						     memory_order_acq_rel, memory_order_acquire))
 		return -EAGAIN;
+	SPOKE_HOOK(SPOKE_HOOK_RESET_CLAIMED);
 	atomic_store_explicit(&h->deadline_ns, d, memory_order_relaxed);
-	reset_publish(sh, h, spoke_st_gen(st), d);
+	reset_publish(sh, h, d);
 	return 0;
 }
 

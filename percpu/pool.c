@@ -54,7 +54,7 @@ static void finish_run(struct spoke *s, struct spoke_handle *h)
 		rearm = spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP) &&
 			!atomic_load_explicit(&s->stopping, memory_order_relaxed);
 		if (!rearm)
-			next = spoke_st_freed(st);
+			next = spoke_st_retired(st);
 		else if (direct)
 			next = spoke_st_with_status(st, SPOKE_ST_ARMED) &
 			       ~(SPOKE_ST_WAITERS | SPOKE_ST_RESET);
@@ -68,7 +68,7 @@ static void finish_run(struct spoke *s, struct spoke_handle *h)
 	if (!rearm) {
 		if (st & SPOKE_ST_STOP)
 			spoke_count(sh, CTR_CANCELLED, direct);
-		spoke_handle_release(s, h);
+		spoke_handle_retired(s, h, st);
 	} else if (direct) {
 		spoke_shard_rearm_periodic(sh, h, (st & SPOKE_ST_RESET) != 0);
 	} else {
@@ -86,9 +86,9 @@ void spoke_run_callback(struct spoke *s, struct spoke_handle *h)
 	do {
 		if (spoke_st_status(st) == SPOKE_ST_CANCELLED) {
 			/* A cancel won after dispatch: the run never happens. */
+			if (!spoke_handle_try_retire(s, h, &st))
+				continue;
 			spoke_count(sh, CTR_CANCELLED, spoke_shard_owned_by_me(sh));
-			atomic_store_explicit(&h->state, spoke_st_freed(st), memory_order_release);
-			spoke_handle_release(s, h);
 			return;
 		}
 	} while (!atomic_compare_exchange_weak_explicit(

@@ -192,6 +192,29 @@ struct spoke_handle *spoke_handle_alloc(struct arena *a);
 void spoke_handle_release(struct spoke *s, struct spoke_handle *h);
 struct spoke_handle *spoke_handle_lookup(struct spoke *s, spoke_id id);
 void spoke_arenas_free(struct spoke *s);
+
+/*
+ * The word of h just moved from old to spoke_st_retired(old): free h, unless
+ * a reset holds WRITING, in which case that reset frees it (state.h).
+ */
+static inline void spoke_handle_retired(struct spoke *s, struct spoke_handle *h, uint64_t old)
+{
+	if (!(old & SPOKE_ST_WRITING))
+		spoke_handle_release(s, h);
+}
+
+/*
+ * End h's generation if its word is still *st; false (and *st reloaded) if it
+ * changed. Any thread that has won the right to end it (owner or runner).
+ */
+static inline bool spoke_handle_try_retire(struct spoke *s, struct spoke_handle *h, uint64_t *st)
+{
+	if (!atomic_compare_exchange_weak_explicit(&h->state, st, spoke_st_retired(*st),
+						   memory_order_acq_rel, memory_order_acquire))
+		return false;
+	spoke_handle_retired(s, h, *st);
+	return true;
+}
 bool spoke_arenas_busy(struct spoke *s);
 
 /*

@@ -147,8 +147,8 @@ static void retire_cancelled(struct shard *sh, struct spoke_handle *h, uint64_t 
 {
 	spoke_shard_disarm(sh, h);
 	spoke_count(sh, CTR_CANCELLED, true);
-	atomic_store_explicit(&h->state, spoke_st_freed(s), memory_order_release);
-	spoke_handle_release(sh->s, h);
+	while (!spoke_handle_try_retire(sh->s, h, &s))
+		; /* only a reset clearing WRITING changes a CANCELLED word */
 }
 
 static void handle_message(struct shard *sh, struct spoke_handle *h)

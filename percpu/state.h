@@ -6,6 +6,8 @@
  *   bits 63..32  generation: bumped when the handle is freed; an id carries
  *                the generation it was issued with, so a stale id never
  *                matches a later timer in the same slot.
+ *   bit   30     ORPHAN   the timer is over, but a reset still holds WRITING:
+ *                that reset frees the handle when it clears WRITING
  *   bit   29     WRITING  a reset from another thread is storing deadline_ns
  *                (api.c reset_once); the owner fires nothing meanwhile
  *   bits 28..21  owner shard (SPOKE_MAX_SHARDS = 256)
@@ -24,6 +26,12 @@
  *                   cancel                     cancel        done: FREE (gen+1)
  *                     v                          v           periodic: ARMED
  *                  CANCELLED --owner unlinks--> FREE (gen+1)
+ *
+ * A handle is freed only while nobody holds WRITING: the reset holding it has
+ * yet to store deadline_ns, and once the slot is reused that store would land
+ * in someone else's timer. So the side that ends a generation while WRITING
+ * is set (spoke_st_retired) leaves the word CANCELLED | ORPHAN, and the reset
+ * frees the handle as it publishes (api.c reset_publish).
  *
  * The side whose compare-and-swap wins decides: a cancel that moves ARMED or
  * DISPATCHED to CANCELLED returns 0 and the callback never runs; an expiry
@@ -59,6 +67,7 @@ enum spoke_status {
 #define SPOKE_ST_SHARD_SHIFT 21
 #define SPOKE_ST_SHARD_MASK  (0xffull << SPOKE_ST_SHARD_SHIFT)
 #define SPOKE_ST_WRITING     (1ull << 29) /* a foreign reset holds the right to store deadline_ns */
+#define SPOKE_ST_ORPHAN	     (1ull << 30) /* over; the WRITING reset frees it */
 #define SPOKE_ST_GEN_SHIFT   32
 
 static inline unsigned spoke_st_status(uint64_t s)
@@ -106,6 +115,19 @@ static inline uint64_t spoke_st_freed(uint64_t s)
 	if (gen == 0)
 		gen = 1;
 	return (uint64_t)gen << SPOKE_ST_GEN_SHIFT;
+}
+
+/*
+ * The word that ends the generation of word s: FREE with the next
+ * generation, or, while a reset holds WRITING, CANCELLED | ORPHAN (same
+ * generation, so that reset still recognises it; no WAITERS: nothing runs).
+ */
+static inline uint64_t spoke_st_retired(uint64_t s)
+{
+	if (s & SPOKE_ST_WRITING)
+		return (spoke_st_with_status(s, SPOKE_ST_CANCELLED) | SPOKE_ST_ORPHAN) &
+		       ~(SPOKE_ST_WAITERS | SPOKE_ST_INBOX | SPOKE_ST_RESET | SPOKE_ST_STOP);
+	return spoke_st_freed(s);
 }
 
 #endif /* SPOKE_PERCPU_STATE_H */

@@ -11,10 +11,8 @@
  *   line8_destroy_waits_nothing_after          8  (+ pitfall) waits, nothing runs after
  *   line8_destroy_shutdown_during_destroy      8, 9  (+ pitfall) -ESHUTDOWN once begun
  *   line8_destroy_after_caller_threads_exit    8  threads that called in have exited
- *   line9_bad_input_changes_nothing            9  NULL fn, shard, period 0, *id untouched
- *   line9_invalid_config                       9  -EINVAL, *out untouched
- *   line9_null_service                         9  NULL s / NULL out
  *   line9_inbox_flood_never_drops              9  a full inbox drops nothing
+ *                                              (bad input: test_service_errors.c)
  *   line10_huge_delays_never_fire              10 up to UINT64_MAX, every engine
  *
  * Usage: test_service_lifecycle [test name...]   (no name: all)
@@ -649,167 +647,9 @@ static void line8_destroy_after_caller_threads_exit(void **state)
 /* ==== line 9: bad input ====================================================================== */
 
 /*
- * Contract line 9 (bad input gets -EINVAL and changes nothing): NULL fn for
- * every start function, shard == shards and UINT_MAX for start_on, period
- * 0; *id keeps its sentinel value, nothing is started (stats), nothing runs.
+ * Bad input (NULL fn, shard out of range, zero period, invalid config, NULL
+ * service): test_service_errors.c, one test per (function, error).
  */
-static void line9_bad_input_changes_nothing(void **state)
-{
-	(void)state;
-	struct spoke *s = svc_new(2, 250 * US, 1);
-	struct spoke_stats *st = stats_new();
-	spoke_id id = SENTINEL_ID;
-
-	atomic_store(&never_ran, 0);
-	assert_int_equal(spoke_start(s, MS, NULL, NULL, &id), -EINVAL);
-	assert_true(id == SENTINEL_ID);
-	assert_int_equal(spoke_start_on(s, 0, MS, NULL, NULL, &id), -EINVAL);
-	assert_true(id == SENTINEL_ID);
-	assert_int_equal(spoke_start_on(s, 2, MS, never_fn, NULL, &id), -EINVAL);
-	assert_true(id == SENTINEL_ID);
-	assert_int_equal(spoke_start_on(s, UINT_MAX, MS, never_fn, NULL, &id), -EINVAL);
-	assert_true(id == SENTINEL_ID);
-	assert_int_equal(spoke_start_on(s, SPOKE_MAX_SHARDS, MS, never_fn, NULL, &id), -EINVAL);
-	assert_true(id == SENTINEL_ID);
-	assert_int_equal(spoke_start_periodic(s, 0, never_fn, NULL, &id), -EINVAL);
-	assert_true(id == SENTINEL_ID);
-	assert_int_equal(spoke_start_periodic(s, MS, NULL, NULL, &id), -EINVAL);
-	assert_true(id == SENTINEL_ID);
-	assert_int_equal(spoke_start_ttl(s, MS, NULL, NULL, &id), -EINVAL);
-	assert_true(id == SENTINEL_ID);
-	/* the same with id NULL */
-	assert_int_equal(spoke_start(s, MS, NULL, NULL, NULL), -EINVAL);
-	assert_int_equal(spoke_start_on(s, 2, MS, never_fn, NULL, NULL), -EINVAL);
-	assert_int_equal(spoke_start_periodic(s, 0, never_fn, NULL, NULL), -EINVAL);
-	assert_int_equal(spoke_start_ttl(s, MS, NULL, NULL, NULL), -EINVAL);
-	sleep_ms(10);
-	spoke_stats(s, st);
-	assert_int_equal(st->total.started, 0);
-	assert_int_equal(st->total.pending, 0);
-	assert_int_equal(st->total.fired, 0);
-	assert_int_equal(atomic_load(&never_ran), 0);
-	/* and the service still works */
-	assert_int_equal(spoke_start_on(s, 1, 0, count_fn, &never_ran, &id), 0);
-	assert_true(id != SENTINEL_ID && id != 0);
-	ASSERT_EVENTUALLY(atomic_load(&never_ran) == 1, "a valid timer to run");
-	free(st);
-	svc_destroy(s);
-}
-
-static int l9_try(const struct spoke_config *c)
-{
-	static int marker;
-	struct spoke *const sentinel = (struct spoke *)(void *)&marker;
-	struct spoke *out = sentinel;
-	int rc = spoke_create(&out, c);
-
-	if (rc == 0) {
-		spoke_destroy(out);
-		return 0;
-	}
-	if (out != sentinel)
-		return -9999; /* *out touched on failure */
-	return rc;
-}
-
-/*
- * Contract line 9 (invalid config: -EINVAL, *out untouched): shards above
- * SPOKE_MAX_SHARDS, tick below 1 us or above 3600 s, engine `wheel`
- * (bounded), `heap` or `lawn` (they allocate, spoke.h) or unknown,
- * impossible wheel geometry and hashed table size,
- * and the same in per-shard overrides. The limits themselves are accepted
- * (ticks of 1 us and 3600 s, SPOKE_MAX_SHARDS shards), engine NULL (the
- * default), and zero / NULL override fields (keep the global value).
- */
-static void line9_invalid_config(void **state)
-{
-	(void)state;
-	struct spoke_config c;
-	struct spoke_shard_config ov[2];
-
-#define BAD(edit)                                                                                  \
-	do {                                                                                       \
-		svc_config(&c, 2, MS, 1);                                                          \
-		memset(ov, 0, sizeof(ov));                                                         \
-		ov[0].cpu = ov[1].cpu = -1;                                                        \
-		edit;                                                                              \
-		int rc_ = l9_try(&c);                                                              \
-		if (rc_ != -EINVAL)                                                                \
-			fail_msg("config { %s }: spoke_create gave %d%s, expected -EINVAL", #edit, \
-				 rc_, rc_ == -9999 ? " (*out touched)" : "");                      \
-	} while (0)
-#define GOOD(edit)                                                                                 \
-	do {                                                                                       \
-		svc_config(&c, 2, MS, 1);                                                          \
-		memset(ov, 0, sizeof(ov));                                                         \
-		ov[0].cpu = ov[1].cpu = -1;                                                        \
-		edit;                                                                              \
-		int rc_ = l9_try(&c);                                                              \
-		if (rc_ != 0)                                                                      \
-			fail_msg("config { %s }: spoke_create gave %d, expected 0", #edit, rc_);   \
-	} while (0)
-
-	BAD(c.shards = SPOKE_MAX_SHARDS + 1);
-	BAD(c.shards = UINT_MAX);
-	BAD(c.tick_ns = 999);
-	BAD(c.tick_ns = 3600 * SEC + 1);
-	BAD(c.tick_ns = UINT64_MAX);
-	BAD(c.engine = "wheel");
-	BAD(c.engine = "no-such-scheme");
-	BAD(c.engine = "");
-	BAD(c.engine = "heap"); /* spoke.h: heap and lawn allocate as they grow */
-	BAD(c.engine = "lawn");
-	BAD(c.level_bits = 17);
-	BAD(c.levels = 65);
-	BAD((c.engine = "hashed", c.table_size = 1000));
-	BAD((c.engine = "hashed-sorted", c.table_size = ((size_t)1 << 24) + 1));
-	BAD((ov[0].engine = "wheel", c.shard_overrides = ov, c.n_shard_overrides = 1));
-	BAD((ov[1].engine = "nonsense", c.shard_overrides = ov, c.n_shard_overrides = 2));
-	BAD((ov[1].engine = "heap", c.shard_overrides = ov, c.n_shard_overrides = 2));
-	BAD((ov[0].tick_ns = 999, c.shard_overrides = ov, c.n_shard_overrides = 1));
-	BAD((ov[1].tick_ns = 3600 * SEC + 1, c.shard_overrides = ov, c.n_shard_overrides = 2));
-	BAD((ov[0].level_bits = 17, c.shard_overrides = ov, c.n_shard_overrides = 1));
-	BAD((ov[0].engine = "hashed", ov[0].table_size = 3, c.shard_overrides = ov,
-	     c.n_shard_overrides = 1));
-
-	GOOD(c.engine = NULL); /* "default (and NULL)" */
-	GOOD(c.tick_ns = 1000);
-	GOOD(c.tick_ns = 3600 * SEC);
-	GOOD((c.shards = SPOKE_MAX_SHARDS, c.pin_threads = false));
-	GOOD((ov[1].tick_ns = 1000, ov[0].engine = "sorted-list", c.shard_overrides = ov,
-	      c.n_shard_overrides = 2));
-	GOOD((ov[0].tick_ns = 0, ov[0].engine = NULL, c.shard_overrides = ov,
-	      c.n_shard_overrides = 1)); /* zero / NULL: keep the global values */
-#undef BAD
-#undef GOOD
-}
-
-/*
- * Contract line 9 (a clear error, not a crash, for NULL pointers):
- * spoke_create with out NULL, and every call with s NULL, give -EINVAL.
- * (The header does not spell this case out; §4 line 9 asks for a clear
- * error on bad input.)
- */
-static void line9_null_service(void **state)
-{
-	(void)state;
-	struct spoke_config c;
-	spoke_id id = SENTINEL_ID;
-
-	spoke_config_init(&c);
-	assert_int_equal(spoke_create(NULL, &c), -EINVAL);
-	assert_int_equal(spoke_create(NULL, NULL), -EINVAL);
-	assert_int_equal(spoke_start(NULL, MS, never_fn, NULL, &id), -EINVAL);
-	assert_int_equal(spoke_start_on(NULL, 0, MS, never_fn, NULL, &id), -EINVAL);
-	assert_int_equal(spoke_start_periodic(NULL, MS, never_fn, NULL, &id), -EINVAL);
-	assert_int_equal(spoke_start_ttl(NULL, MS, never_fn, NULL, &id), -EINVAL);
-	assert_true(id == SENTINEL_ID);
-	assert_int_equal(spoke_reset(NULL, 1, MS), -EINVAL);
-	assert_int_equal(spoke_cancel(NULL, 1), -EINVAL);
-	assert_int_equal(spoke_cancel_sync(NULL, 1), -EINVAL);
-	assert_int_equal(spoke_attach(NULL, 0), -EINVAL);
-	assert_true(spoke_poll(NULL) < 0);
-}
 
 #define L9F_THREADS 8
 
@@ -985,9 +825,6 @@ int main(int argc, char **argv)
 		SVC_TEST(line8_destroy_waits_nothing_after),
 		SVC_TEST(line8_destroy_shutdown_during_destroy),
 		SVC_TEST(line8_destroy_after_caller_threads_exit),
-		SVC_TEST(line9_bad_input_changes_nothing),
-		SVC_TEST(line9_invalid_config),
-		SVC_TEST(line9_null_service),
 		SVC_TEST(line9_inbox_flood_never_drops),
 		SVC_TEST(line10_huge_delays_never_fire),
 	};

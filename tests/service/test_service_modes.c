@@ -5,7 +5,6 @@
  *
  *   attached_mode_runs_inline_in_poll    §4 attached: inline in poll, other threads' starts,
  *                                        own starts, managed thread stops, next_deadline
- *   attached_mode_errors                 -EBUSY, -EINVAL, -EPERM
  *   lawn_ttl_few_distinct                Lawn: many timers, 3 TTLs
  *   lawn_ttl_many_distinct               Lawn: thousands of distinct TTLs
  *   config_defaults                      spoke_config_init / create(NULL) / shards 0
@@ -216,72 +215,7 @@ static void attached_mode_runs_inline_in_poll(void **state)
 	svc_destroy(att.s);
 }
 
-struct atterr_ctx {
-	struct spoke *s;
-	int rc_range, rc_max, rc_ok, rc_second_shard, rc_poll;
-	int64_t nd;
-	atomic_int attached, release;
-	int rc_other;
-};
-
-static struct atterr_ctx atterr;
-
-static void *atterr_owner(void *p)
-{
-	struct atterr_ctx *c = p;
-
-	c->rc_range = spoke_attach(c->s, 2);
-	c->rc_max = spoke_attach(c->s, UINT_MAX);
-	c->rc_ok = spoke_attach(c->s, 0);
-	c->rc_second_shard = spoke_attach(c->s, 1);
-	c->rc_poll = spoke_poll(c->s);
-	c->nd = spoke_next_deadline(c->s);
-	atomic_store(&c->attached, 1);
-	while (!atomic_load(&c->release))
-		sleep_ns(MS);
-	return NULL;
-}
-
-static void *atterr_other(void *p)
-{
-	struct atterr_ctx *c = p;
-
-	c->rc_other = spoke_attach(c->s, 0);
-	return NULL;
-}
-
-/*
- * Attached mode, errors (§4): attach out of range is -EINVAL (and does not
- * count as owning a shard: the same thread then attaches to shard 0); a
- * second attach of a held shard from another thread and a second shard for
- * the same thread are -EBUSY; poll from a thread that is not attached is
- * -EPERM; the attached thread's poll with nothing due returns 0 and
- * next_deadline -1.
- */
-static void attached_mode_errors(void **state)
-{
-	(void)state;
-	pthread_t t, o;
-
-	memset(&atterr, 0, sizeof(atterr));
-	atterr.s = svc_new(2, 500 * US, 1);
-	assert_int_equal(spoke_poll(atterr.s), -EPERM);
-	t = thread_start(atterr_owner, &atterr);
-	ASSERT_EVENTUALLY(atomic_load(&atterr.attached), "the attach");
-	o = thread_start(atterr_other, &atterr);
-	pthread_join(o, NULL);
-	atomic_store(&atterr.release, 1);
-	pthread_join(t, NULL);
-	assert_int_equal(atterr.rc_range, -EINVAL);
-	assert_int_equal(atterr.rc_max, -EINVAL);
-	assert_int_equal(atterr.rc_ok, 0);
-	assert_int_equal(atterr.rc_second_shard, -EBUSY);
-	assert_int_equal(atterr.rc_other, -EBUSY);
-	assert_int_equal(atterr.rc_poll, 0);
-	assert_int_equal(atterr.nd, -1);
-	assert_int_equal(spoke_poll(atterr.s), -EPERM);
-	svc_destroy(atterr.s);
-}
+/* Attached mode errors (-EINVAL, -EBUSY, -EPERM): test_service_errors.c. */
 
 /* ==== Lawn TTL timers ==========================================================================
  */
@@ -763,7 +697,6 @@ int main(int argc, char **argv)
 {
 	static const struct CMUnitTest tests[] = {
 		SVC_TEST(attached_mode_runs_inline_in_poll),
-		SVC_TEST(attached_mode_errors),
 		SVC_TEST(lawn_ttl_few_distinct),
 		SVC_TEST(lawn_ttl_many_distinct),
 		SVC_TEST(config_defaults),

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * test_hooks.h - points inside the service where a test can stall a thread,
+ * to open a race window on purpose and check what happens inside it.
+ *
+ * The library proper is compiled without SPOKE_TEST_HOOKS: SPOKE_HOOK()
+ * is then nothing at all. tests/hooks builds a second copy of the library
+ * with it, whose SPOKE_HOOK(p) calls spoke_test_hook(p) when a test has set
+ * it; the test decides from its own thread-local state whether to stall.
+ *
+ *   SPOKE_HOOK_RESET_CLAIMED  a reset from a thread that does not own the
+ *                             timer has set WRITING and not yet stored its
+ *                             deadline (api.c reset_once)
+ */
+#ifndef SPOKE_PERCPU_TEST_HOOKS_H
+#define SPOKE_PERCPU_TEST_HOOKS_H
+
+enum spoke_hook {
+	SPOKE_HOOK_RESET_CLAIMED,
+};
+
+#ifdef SPOKE_TEST_HOOKS
+extern void (*_Atomic spoke_test_hook)(enum spoke_hook point);
+#define SPOKE_HOOK(point)                                                                          \
+	do {                                                                                       \
+		void (*hook_)(enum spoke_hook) = spoke_test_hook;                                  \
+		if (hook_)                                                                         \
+			hook_(point);                                                              \
+	} while (0)
+#else
+#define SPOKE_HOOK(point)                                                                          \
+	do {                                                                                       \
+	} while (0)
+#endif
+
+#endif /* SPOKE_PERCPU_TEST_HOOKS_H */

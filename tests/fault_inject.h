@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fault_inject.h - make the library's allocations and thread creations fail
+ * on purpose, to reach its -ENOMEM and -EAGAIN paths.
+ *
+ * The test program is linked with
+ *   -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=pthread_create
+ * so every call to those from the objects linked into it (libspoke.a and
+ * the test itself, not shared libraries) goes through the wrappers below.
+ * A wrapper fails only on the thread that armed it, so the service's own
+ * threads are never disturbed by a test that arms it:
+ *
+ *   fault_alloc_after(n)   the next n allocations succeed, every later one
+ *                          fails (returns NULL) until fault_off()
+ *   fault_thread_after(n)  the next n pthread_create calls succeed, every
+ *                          later one fails with EAGAIN until fault_off()
+ *   fault_off()            everything succeeds again
+ *   fault_allocs_failed    allocations refused since the last arming
+ *
+ * Sanitizers see through it: the wrappers call the real (intercepted)
+ * functions, so ASan/LSan still track every block and TSan every thread.
+ * Header only; include it once per test program.
+ */
+#ifndef SPOKE_TESTS_FAULT_INJECT_H
+#define SPOKE_TESTS_FAULT_INJECT_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
+
+/* -1: never fail; otherwise how many more calls succeed before all fail. */
+static _Thread_local long fault_allocs_left = -1;
+static _Thread_local long fault_threads_left = -1;
+static _Thread_local unsigned long fault_allocs_failed;
+
+static inline void fault_alloc_after(long n)
+{
+	fault_allocs_left = n;
+	fault_allocs_failed = 0;
+}
+
+static inline void fault_thread_after(long n)
+{
+	fault_threads_left = n;
+}
+
+static inline void fault_off(void)
+{
+	fault_allocs_left = -1;
+	fault_threads_left = -1;
+}
+
+/* Counts one call against *left; true if it must fail. */
+static inline int fault_take(long *left)
+{
+	if (*left < 0)
+		return 0;
+	if (*left == 0)
+		return 1;
+	--*left;
+	return 0;
+}
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+int __real_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t n);
+int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
+
+static inline void *fault_refuse_alloc(void)
+{
+	fault_allocs_failed++;
+	errno = ENOMEM;
+	return NULL;
+}
+
+void *__wrap_malloc(size_t n)
+{
+	return fault_take(&fault_allocs_left) ? fault_refuse_alloc() : __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+	return fault_take(&fault_allocs_left) ? fault_refuse_alloc() : __real_calloc(n, size);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+	return fault_take(&fault_allocs_left) ? fault_refuse_alloc() : __real_realloc(p, n);
+}
+
+int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+	return fault_take(&fault_threads_left) ? EAGAIN : __real_pthread_create(t, attr, fn, arg);
+}
+
+#endif /* SPOKE_TESTS_FAULT_INJECT_H */

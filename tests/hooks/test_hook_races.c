@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_hook_races.c - race windows of the service opened on purpose.
+ *
+ * Linked against spoke_hooked (tests/hooks/CMakeLists.txt): a thread that
+ * sets tl_stall_at stops at that hook point until the test lets it go, so a
+ * window that stress programs hit once in millions of operations is held
+ * open while the test drives the other threads through it, step by step.
+ *
+ *   reset_writing_vs_*   a reset from a foreign thread has claimed WRITING
+ *                        and not yet stored its deadline when the timer's
+ *                        generation ends (cancelled and retired by its
+ *                        owner, or a stopped periodic run finishing). The
+ *                        handle must not be reused before that reset has
+ *                        stored and published, or its late store would move
+ *                        the deadline of the next timer in the slot: the
+ *                        tests start new timers on the same thread (so the
+ *                        same arena) inside the window and check that none
+ *                        of them fires early.
+ */
+#include "service_util.h"
+#include "test_hooks.h"
+
+#include <semaphore.h>
+
+#define NEW_TIMERS 64 /* started inside the window: more than any free list holds */
+#define NEW_DELAY  (200 * MS)
+
+static _Thread_local int tl_stall_at = -1;
+static sem_t stalled, resume;
+
+static void stall_hook(enum spoke_hook point)
+{
+	if ((int)point != tl_stall_at)
+		return;
+	tl_stall_at = -1;
+	sem_post(&stalled);
+	while (sem_wait(&resume) != 0)
+		;
+}
+
+static int hooks_setup(void **state)
+{
+	sem_init(&stalled, 0, 0);
+	sem_init(&resume, 0, 0);
+	atomic_store(&spoke_test_hook, stall_hook);
+	return svc_test_setup(state);
+}
+
+static int hooks_teardown(void **state)
+{
+	atomic_store(&spoke_test_hook, NULL);
+	sem_destroy(&stalled);
+	sem_destroy(&resume);
+	return svc_test_teardown(state);
+}
+
+/* A reset that stalls once it has claimed WRITING. */
+struct stalled_reset {
+	struct spoke *s;
+	spoke_id id;
+	int rc;
+	pthread_t thread;
+};
+
+static void *stalled_reset_main(void *arg)
+{
+	struct stalled_reset *r = arg;
+
+	tl_stall_at = SPOKE_HOOK_RESET_CLAIMED;
+	r->rc = spoke_reset(r->s, r->id, 0);
+	return NULL;
+}
+
+static void stalled_reset_begin(struct stalled_reset *r, struct spoke *s, spoke_id id)
+{
+	r->s = s;
+	r->id = id;
+	r->rc = 1;
+	r->thread = thread_start(stalled_reset_main, r);
+	while (sem_wait(&stalled) != 0)
+		;
+}
+
+static int stalled_reset_finish(struct stalled_reset *r)
+{
+	sem_post(&resume);
+	pthread_join(r->thread, NULL);
+	return r->rc;
+}
+
+/* A thread that runs what it is given, one call at a time, and waits for more. */
+struct agent {
+	pthread_t thread;
+	sem_t go, done;
+	void (*fn)(void *arg); /* NULL: quit */
+	void *arg;
+};
+
+static void *agent_main(void *arg)
+{
+	struct agent *a = arg;
+
+	for (;;) {
+		while (sem_wait(&a->go) != 0)
+			;
+		if (!a->fn)
+			return NULL;
+		a->fn(a->arg);
+		sem_post(&a->done);
+	}
+}
+
+static void agent_begin(struct agent *a)
+{
+	sem_init(&a->go, 0, 0);
+	sem_init(&a->done, 0, 0);
+	a->thread = thread_start(agent_main, a);
+}
+
+/* Start fn(arg) on the agent's thread; agent_wait() waits for it to return. */
+static void agent_post(struct agent *a, void (*fn)(void *arg), void *arg)
+{
+	a->fn = fn;
+	a->arg = arg;
+	sem_post(&a->go);
+}
+
+static void agent_wait(struct agent *a)
+{
+	while (sem_wait(&a->done) != 0)
+		;
+}
+
+static void agent_call(struct agent *a, void (*fn)(void *arg), void *arg)
+{
+	agent_post(a, fn, arg);
+	agent_wait(a);
+}
+
+static void agent_end(struct agent *a)
+{
+	a->fn = NULL;
+	sem_post(&a->go);
+	pthread_join(a->thread, NULL);
+	sem_destroy(&a->go);
+	sem_destroy(&a->done);
+}
+
+/* The timers started inside the window, on shard 0. */
+static atomic_uint new_fired;
+static spoke_id new_ids[NEW_TIMERS];
+
+static void new_fn(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&new_fired, 1);
+}
+
+static void start_new_timers(void *s)
+{
+	atomic_store(&new_fired, 0);
+	for (unsigned i = 0; i < NEW_TIMERS; i++)
+		BG_CHECK_INT(spoke_start_on(s, 0, NEW_DELAY, new_fn, NULL, &new_ids[i]), ==, 0);
+}
+
+/*
+ * The new timers have been started (their starts maybe still queued): let
+ * the stalled reset go; none of them may fire before NEW_DELAY (poll: this
+ * thread owns shard 0). Then cancel them all.
+ */
+static void check_new_timers_survive(struct spoke *s, struct stalled_reset *r, bool poll)
+{
+	uint64_t t0 = spoke_now_ns();
+
+	assert_no_bg_failures();
+	/* The reset is ordered before the end of the old generation: it succeeded. */
+	assert_int_equal(stalled_reset_finish(r), 0);
+	while (spoke_now_ns() - t0 < NEW_DELAY / 2) {
+		if (poll)
+			spoke_poll(s);
+		sleep_ms(1);
+	}
+	assert_int_equal(atomic_load(&new_fired), 0);
+	for (unsigned i = 0; i < NEW_TIMERS; i++)
+		assert_int_equal(spoke_cancel(s, new_ids[i]), 0);
+	if (poll)
+		spoke_poll(s);
+}
+
+static spoke_id x_id;
+static void start_x(void *s)
+{
+	BG_CHECK_INT(spoke_start_on(s, 0, NEW_DELAY, never_fn, NULL, &x_id), ==, 0);
+}
+
+/*
+ * A one-shot X on shard 0, which this thread attaches so that the test
+ * decides when its owner turns run; X and the new timers are started by
+ * another thread (the agent), so they come from one arena and their starts
+ * wait in the inbox, where the owner reads their deadlines only at its next
+ * turn. A foreign reset of X claims WRITING and stalls; the owner cancels X
+ * (through its inbox, since WRITING is set) and retires it on its next turn;
+ * the agent starts the new timers inside the window.
+ */
+static void reset_writing_vs_cancel_then_reuse(void **state)
+{
+	struct spoke *s = svc_new(2, 100 * US, 1);
+	struct stalled_reset r;
+	struct agent agent;
+
+	(void)state;
+	agent_begin(&agent);
+	assert_int_equal(spoke_attach(s, 0), 0);
+	agent_call(&agent, start_x, s);
+	assert_no_bg_failures();
+	spoke_poll(s);
+	stalled_reset_begin(&r, s, x_id);
+	assert_int_equal(spoke_cancel(s, x_id), 0);
+	spoke_poll(s); /* the owner retires X */
+	assert_int_equal(spoke_cancel(s, x_id), -ENOENT);
+	agent_call(&agent, start_new_timers, s);
+	check_new_timers_survive(s, &r, true);
+	agent_end(&agent);
+	assert_int_equal(spoke_reset(s, x_id, 0), -ENOENT);
+	assert_stats_settled(s, NEW_TIMERS + 1, 0);
+	assert_int_equal(atomic_load(&never_ran), 0);
+	svc_destroy(s);
+}
+
+/* Periodic runs that wait for the test to let them end. */
+static sem_t run_started, run_may_end;
+static void blocking_periodic_fn(void *arg)
+{
+	(void)arg;
+	sem_post(&run_started);
+	while (sem_wait(&run_may_end) != 0)
+		;
+}
+
+static spoke_id p_id;
+static void attach_1_start_periodic(void *s)
+{
+	BG_CHECK_INT(spoke_attach(s, 1), ==, 0);
+	BG_CHECK_INT(spoke_start_periodic(s, 1 * MS, blocking_periodic_fn, NULL, &p_id), ==, 0);
+}
+
+/* Poll shard 1 (the agent's) until its periodic timer has run once. */
+static void poll_until_one_run(void *s)
+{
+	while (spoke_poll(s) == 0)
+		sleep_ms(1);
+}
+
+/*
+ * A periodic timer P on shard 1, attached by the agent (so its runs are
+ * inline in the agent's polls and its generation ends on the agent's
+ * thread, freeing into the agent's arena); shard 0 attached by this thread
+ * holds the new timers' starts in its inbox. While a run of P is in
+ * progress a foreign reset claims WRITING and stalls; P is cancelled (STOP)
+ * and the run ends, which ends P's generation; the agent then starts the
+ * new timers inside the window.
+ */
+static void reset_writing_vs_end_of_periodic_run(void **state)
+{
+	struct spoke *s = svc_new(2, 100 * US, 1);
+	struct stalled_reset r;
+	struct agent agent;
+
+	(void)state;
+	sem_init(&run_started, 0, 0);
+	sem_init(&run_may_end, 0, 0);
+	agent_begin(&agent);
+	assert_int_equal(spoke_attach(s, 0), 0);
+	agent_call(&agent, attach_1_start_periodic, s);
+	assert_no_bg_failures();
+	agent_post(&agent, poll_until_one_run, s);
+	while (sem_wait(&run_started) != 0)
+		;
+	stalled_reset_begin(&r, s, p_id);
+	assert_int_equal(spoke_cancel(s, p_id), 0);
+	sem_post(&run_may_end);
+	agent_wait(&agent); /* the run has ended, and with it P's generation */
+	assert_int_equal(spoke_cancel_sync(s, p_id), -ENOENT);
+	agent_call(&agent, start_new_timers, s);
+	check_new_timers_survive(s, &r, true);
+	agent_end(&agent);
+	assert_int_equal(spoke_reset(s, p_id, 0), -ENOENT);
+	svc_destroy(s);
+	sem_destroy(&run_started);
+	sem_destroy(&run_may_end);
+}
+
+#define HOOK_TEST(f) cmocka_unit_test_setup_teardown(f, hooks_setup, hooks_teardown)
+
+int main(int argc, char **argv)
+{
+	static const struct CMUnitTest all[] = {
+		HOOK_TEST(reset_writing_vs_cancel_then_reuse),
+		HOOK_TEST(reset_writing_vs_end_of_periodic_run),
+	};
+
+	return svc_main(argc, argv, "hook_races", all, ARRAY_SIZE(all));
+}

@@ -1,0 +1,837 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_service_errors.c - every error include/spoke/spoke.h documents (and
+ * the NULL-pointer errors it does not spell out), one named test per
+ * (function, error), each checking the code and that nothing changed.
+ *
+ * "Nothing changed", for calls on a live service (the scene): two witness
+ * timers, one per shard, pending an hour away; after the refused calls the
+ * stats of every shard (started, cancelled, reset, fired, pending, attached)
+ * are what they were, *id still holds its sentinel, no callback ran; then
+ * each witness is reset to 1 ms and runs exactly once, not early. For
+ * spoke_create: *out untouched and the process has as many threads as
+ * before (nothing left running); leaks are LeakSanitizer's (ASan build).
+ * -ENOMEM and -EAGAIN are reached with tests/fault_inject.h (--wrap).
+ *
+ * Covered elsewhere, not repeated here (DESIGN.md §4 contract tests):
+ *   cancel / cancel_sync / reset -ENOENT (fired, running, cancelled, id 0,
+ *     garbage ids)                          test_service_contract line3_cancel_verdicts
+ *   stale generations after cancel / fire   test_service_reset line6_stale_id_after_*
+ *   cancel_sync -EDEADLK from own callback  test_service_contract
+ * line4_cancel_sync_own_callback_edeadlk start*, reset, cancel, cancel_sync -ESHUTDOWN
+ *                                           test_service_lifecycle
+ * line8_destroy_shutdown_during_destroy
+ *
+ * Usage: test_service_errors [test name...]   (no name: all)
+ */
+#include "service_util.h"
+
+#include <dirent.h>
+
+#include "../fault_inject.h"
+
+#define SENTINEL_ID ((spoke_id)0x5eed5eed5eed5eedull)
+
+/* ==== spoke_create ============================================================================ */
+
+static void *idle_thread(void *p)
+{
+	return p;
+}
+
+/*
+ * Threads of this process. The first thread created starts the sanitizer's
+ * own background thread (TSan), which stays: create one before counting.
+ */
+static unsigned task_count(void)
+{
+	static bool warm;
+	struct dirent *e;
+	unsigned n = 0;
+	DIR *d;
+
+	if (!warm) {
+		pthread_join(thread_start(idle_thread, NULL), NULL);
+		warm = true;
+	}
+	d = opendir("/proc/self/task");
+	assert_non_null(d);
+	while ((e = readdir(d)) != NULL)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static int sentinel_storage;
+#define SENTINEL_SERVICE ((struct spoke *)(void *)&sentinel_storage)
+
+/* spoke_create(cfg) gives `expect`, leaves *out alone and no thread behind. */
+static void create_refused(const struct spoke_config *c, int expect, const char *what)
+{
+	struct spoke *const sentinel = SENTINEL_SERVICE;
+	struct spoke *out = sentinel;
+	unsigned before = task_count();
+	int rc = spoke_create(&out, c);
+
+	if (rc == 0)
+		spoke_destroy(out);
+	if (rc != expect)
+		fail_msg("%s: spoke_create gave %d, expected %d", what, rc, expect);
+	if (out != sentinel)
+		fail_msg("%s: *out written on failure", what);
+	/* a joined thread leaves /proc/self/task a moment after pthread_join */
+	if (!WAIT_UNTIL(task_count() == before, 5 * SEC))
+		fail_msg("%s: %u threads before, %u after", what, before, task_count());
+}
+
+static void create_accepted(const struct spoke_config *c, const char *what)
+{
+	struct spoke *s = NULL;
+	int rc = spoke_create(&s, c);
+
+	if (rc != 0)
+		fail_msg("%s: spoke_create gave %d, expected 0", what, rc);
+	spoke_destroy(s);
+}
+
+static struct spoke_config cfg;
+static struct spoke_shard_config ov[2];
+
+/* A valid base: 2 shards, 1 ms ticks, 1 pool thread; overrides zeroed (cpu -1). */
+static void cfg_base(void)
+{
+	svc_config(&cfg, 2, MS, 1);
+	memset(ov, 0, sizeof(ov));
+	ov[0].cpu = ov[1].cpu = -1;
+}
+
+#define BAD(edit)                                                                                  \
+	do {                                                                                       \
+		cfg_base();                                                                        \
+		edit;                                                                              \
+		create_refused(&cfg, -EINVAL, #edit);                                              \
+	} while (0)
+#define GOOD(edit)                                                                                 \
+	do {                                                                                       \
+		cfg_base();                                                                        \
+		edit;                                                                              \
+		create_accepted(&cfg, #edit);                                                      \
+	} while (0)
+#define OVERRIDES(n) (cfg.shard_overrides = ov, cfg.n_shard_overrides = (n))
+
+static void spoke_create_null_out_einval(void **state)
+{
+	(void)state;
+	unsigned before = task_count();
+
+	cfg_base();
+	assert_int_equal(spoke_create(NULL, &cfg), -EINVAL);
+	assert_int_equal(spoke_create(NULL, NULL), -EINVAL);
+	assert_int_equal(task_count(), before);
+}
+
+static void spoke_create_bad_shards_einval(void **state)
+{
+	(void)state;
+	BAD(cfg.shards = SPOKE_MAX_SHARDS + 1);
+	BAD(cfg.shards = UINT_MAX);
+	GOOD((cfg.shards = SPOKE_MAX_SHARDS, cfg.pin_threads = false));
+	GOOD(cfg.shards = 0); /* one per online CPU */
+}
+
+static void spoke_create_bad_tick_einval(void **state)
+{
+	(void)state;
+	BAD(cfg.tick_ns = 0);
+	BAD(cfg.tick_ns = 999);
+	BAD(cfg.tick_ns = 3600 * SEC + 1);
+	BAD(cfg.tick_ns = UINT64_MAX);
+	GOOD(cfg.tick_ns = 1000);
+	GOOD(cfg.tick_ns = 3600 * SEC);
+}
+
+static void spoke_create_bad_engine_einval(void **state)
+{
+	(void)state;
+	BAD(cfg.engine = "wheel"); /* bounded */
+	BAD(cfg.engine = "heap");  /* allocates as it grows */
+	BAD(cfg.engine = "lawn");
+	BAD(cfg.engine = "no-such-scheme");
+	BAD(cfg.engine = "");
+	BAD(cfg.engine = "Hierarchical");
+	GOOD(cfg.engine = NULL); /* "default (and NULL)" */
+	GOOD(cfg.engine = "hashed");
+	GOOD(cfg.engine = "hashed-sorted");
+	GOOD(cfg.engine = "list");
+	GOOD(cfg.engine = "sorted-list");
+}
+
+static void spoke_create_bad_geometry_einval(void **state)
+{
+	(void)state;
+	BAD(cfg.level_bits = 17);
+	BAD(cfg.levels = 65);
+	BAD((cfg.engine = "hashed", cfg.table_size = 1000));
+	BAD((cfg.engine = "hashed-sorted", cfg.table_size = ((size_t)1 << 24) + 1));
+	GOOD((cfg.level_bits = 16, cfg.levels = 1));
+	GOOD(cfg.table_size = 1000); /* hierarchical has no table: ignored */
+}
+
+static void spoke_create_bad_callback_threads_einval(void **state)
+{
+	(void)state;
+	BAD(cfg.callback_threads = 1025);
+	BAD(cfg.callback_threads = UINT_MAX);
+	GOOD(cfg.callback_threads = 0);
+}
+
+static void spoke_create_bad_lawn_shards_einval(void **state)
+{
+	(void)state;
+	BAD(cfg.lawn_shards = 4); /* shard 2 of 2 */
+	BAD(cfg.lawn_shards = 1ull << 63);
+	BAD(cfg.lawn_shards = UINT64_MAX);
+	GOOD(cfg.lawn_shards = 2);
+	GOOD(cfg.lawn_shards = 3);
+}
+
+static void spoke_create_bad_shard_overrides_einval(void **state)
+{
+	(void)state;
+	BAD(cfg.n_shard_overrides = 1); /* array NULL */
+	BAD(OVERRIDES(3));		/* more than shards */
+	GOOD(OVERRIDES(2));		/* zero fields, cpu -1: all defaults */
+	GOOD(OVERRIDES(0));
+}
+
+static void spoke_create_bad_override_cpu_einval(void **state)
+{
+	(void)state;
+	BAD((ov[0].cpu = -2, OVERRIDES(1)));
+	BAD((ov[1].cpu = INT_MIN, OVERRIDES(2)));
+	BAD((ov[1].cpu = CPU_SETSIZE, OVERRIDES(2)));
+	BAD((ov[0].cpu = INT_MAX, OVERRIDES(1)));
+	GOOD((ov[0].cpu = 0, OVERRIDES(1)));
+}
+
+static void spoke_create_bad_override_tick_einval(void **state)
+{
+	(void)state;
+	BAD((ov[0].tick_ns = 999, OVERRIDES(1)));
+	BAD((ov[1].tick_ns = 3600 * SEC + 1, OVERRIDES(2)));
+	GOOD((ov[1].tick_ns = 1000, OVERRIDES(2)));
+	GOOD((ov[0].tick_ns = 0, OVERRIDES(1))); /* keep the global tick */
+}
+
+static void spoke_create_bad_override_engine_einval(void **state)
+{
+	(void)state;
+	BAD((ov[0].engine = "wheel", OVERRIDES(1)));
+	BAD((ov[1].engine = "heap", OVERRIDES(2)));
+	BAD((ov[1].engine = "nonsense", OVERRIDES(2)));
+	GOOD((ov[0].engine = "sorted-list", OVERRIDES(1)));
+}
+
+static void spoke_create_bad_override_geometry_einval(void **state)
+{
+	(void)state;
+	BAD((ov[0].level_bits = 17, OVERRIDES(1)));
+	BAD((ov[1].levels = 65, OVERRIDES(2)));
+	BAD((ov[0].engine = "hashed", ov[0].table_size = 3, OVERRIDES(1)));
+	BAD((cfg.engine = "hashed", ov[1].table_size = 12, OVERRIDES(2)));
+	GOOD((ov[0].engine = "hashed", ov[0].table_size = 4, OVERRIDES(1)));
+}
+
+#undef BAD
+#undef GOOD
+
+/*
+ * -ENOMEM: the first allocation of spoke_create fails, then the second, ...
+ * until it succeeds; every refused create frees what it had and leaves no
+ * thread (the pool's threads are started before the later allocations).
+ */
+static void spoke_create_enomem(void **state)
+{
+	(void)state;
+	long k;
+
+	for (k = 0; k < 400; k++) {
+		struct spoke *s = SENTINEL_SERVICE;
+		unsigned before = task_count();
+		int rc;
+
+		cfg_base();
+		cfg.callback_threads = 2;
+		fault_alloc_after(k);
+		rc = spoke_create(&s, &cfg);
+		fault_off();
+		if (rc == 0) {
+			spoke_destroy(s);
+			break;
+		}
+		if (rc != -ENOMEM)
+			fail_msg("allocation %ld refused: spoke_create gave %d", k + 1, rc);
+		assert_true(s == SENTINEL_SERVICE);
+		if (!WAIT_UNTIL(task_count() == before, 5 * SEC))
+			fail_msg("allocation %ld refused: %u threads before, %u after", k + 1,
+				 before, task_count());
+	}
+	assert_true(k > 0 && k < 400);
+}
+
+/* -EAGAIN: the n-th thread (pool workers, then shard threads) cannot be created. */
+static void spoke_create_eagain(void **state)
+{
+	(void)state;
+	unsigned threads = 2 + 2; /* 2 pool workers, 2 shards */
+
+	(void)task_count(); /* its warm-up thread must not meet the armed fault */
+
+	for (unsigned k = 0; k < threads; k++) {
+		cfg_base();
+		cfg.callback_threads = 2;
+		fault_thread_after(k);
+		create_refused(&cfg, -EAGAIN, "a thread could not be created");
+		fault_off();
+	}
+	fault_thread_after(threads);
+	create_accepted(&cfg, "every thread could be created");
+	fault_off();
+}
+
+/* ==== the scene: a live service with a witness timer on each shard ======================== */
+
+struct scene {
+	struct spoke *s;
+	spoke_id w[2];
+	struct trec rec[2];
+	struct spoke_stats before, now;
+};
+
+static struct scene sc;
+
+static void scene_begin(unsigned callback_threads)
+{
+	memset(&sc, 0, sizeof(sc));
+	atomic_store(&never_ran, 0);
+	trec_reset_globals();
+	sc.s = svc_new(2, 250 * US, callback_threads);
+	for (unsigned k = 0; k < 2; k++) {
+		atomic_store(&sc.rec[k].earliest, UINT64_MAX);
+		assert_int_equal(
+			spoke_start_on(sc.s, k, 3600 * SEC, trec_fire, &sc.rec[k], &sc.w[k]), 0);
+	}
+	ASSERT_EVENTUALLY(stats_settled(sc.s, 2, 2), "the witnesses to be taken on");
+	spoke_stats(sc.s, &sc.before);
+}
+
+static void stats_same(const struct spoke_shard_stats *a, const struct spoke_shard_stats *b,
+		       const char *where)
+{
+#define SAME(f)                                                                                    \
+	if (a->f != b->f)                                                                          \
+	fail_msg("%s: stats " #f " %" PRIu64 " -> %" PRIu64, where, (uint64_t)a->f, (uint64_t)b->f)
+	SAME(started);
+	SAME(cancelled);
+	SAME(reset);
+	SAME(fired);
+	SAME(pending);
+	SAME(attached);
+#undef SAME
+}
+
+/* Nothing changed since scene_begin (or the last scene_rebase). */
+static void scene_unchanged(void)
+{
+	spoke_stats(sc.s, &sc.now);
+	assert_int_equal(sc.now.shards, 2);
+	stats_same(&sc.before.total, &sc.now.total, "total");
+	stats_same(&sc.before.shard[0], &sc.now.shard[0], "shard 0");
+	stats_same(&sc.before.shard[1], &sc.now.shard[1], "shard 1");
+	assert_int_equal(atomic_load(&never_ran), 0);
+	for (unsigned k = 0; k < 2; k++)
+		assert_int_equal(atomic_load(&sc.rec[k].fired), 0);
+}
+
+/* The witnesses are live and whole: each, reset to 1 ms, runs exactly once, not early. */
+static void scene_end(void)
+{
+	scene_unchanged();
+	for (unsigned k = 0; k < 2; k++) {
+		atomic_store(&sc.rec[k].earliest, spoke_now_ns() + MS);
+		assert_int_equal(spoke_reset(sc.s, sc.w[k], MS), 0);
+	}
+	ASSERT_EVENTUALLY(atomic_load(&sc.rec[0].fired) && atomic_load(&sc.rec[1].fired),
+			  "the witnesses to run");
+	sleep_ms(10);
+	for (unsigned k = 0; k < 2; k++)
+		assert_int_equal(atomic_load(&sc.rec[k].fired), 1);
+	assert_never_early();
+	assert_int_equal(atomic_load(&never_ran), 0);
+	assert_no_bg_failures();
+	svc_destroy(sc.s);
+}
+
+/* ==== start functions ==========================================================================
+ */
+
+#define ASSERT_REFUSED(call, err)                                                                  \
+	do {                                                                                       \
+		spoke_id id_ = SENTINEL_ID;                                                        \
+		int rc_ = (call);                                                                  \
+		if (rc_ != (err))                                                                  \
+			fail_msg("%s: %d, expected %d", #call, rc_, err);                          \
+		assert_true(id_ == SENTINEL_ID);                                                   \
+	} while (0)
+
+static void spoke_start_einval(void **state)
+{
+	(void)state;
+	scene_begin(1);
+	ASSERT_REFUSED(spoke_start(NULL, MS, never_fn, NULL, &id_), -EINVAL);
+	ASSERT_REFUSED(spoke_start(sc.s, MS, NULL, NULL, &id_), -EINVAL);
+	ASSERT_REFUSED(spoke_start(sc.s, 0, NULL, NULL, NULL), -EINVAL);
+	scene_end();
+}
+
+static void spoke_start_on_einval(void **state)
+{
+	(void)state;
+	scene_begin(1);
+	ASSERT_REFUSED(spoke_start_on(NULL, 0, MS, never_fn, NULL, &id_), -EINVAL);
+	ASSERT_REFUSED(spoke_start_on(sc.s, 0, MS, NULL, NULL, &id_), -EINVAL);
+	ASSERT_REFUSED(spoke_start_on(sc.s, 2, MS, never_fn, NULL, &id_), -EINVAL);
+	ASSERT_REFUSED(spoke_start_on(sc.s, SPOKE_MAX_SHARDS, MS, never_fn, NULL, &id_), -EINVAL);
+	ASSERT_REFUSED(spoke_start_on(sc.s, UINT_MAX, MS, never_fn, NULL, &id_), -EINVAL);
+	ASSERT_REFUSED(spoke_start_on(sc.s, 2, MS, never_fn, NULL, NULL), -EINVAL);
+	scene_end();
+}
+
+static void spoke_start_periodic_einval(void **state)
+{
+	(void)state;
+	scene_begin(1);
+	ASSERT_REFUSED(spoke_start_periodic(NULL, MS, never_fn, NULL, &id_), -EINVAL);
+	ASSERT_REFUSED(spoke_start_periodic(sc.s, MS, NULL, NULL, &id_), -EINVAL);
+	ASSERT_REFUSED(spoke_start_periodic(sc.s, 0, never_fn, NULL, &id_), -EINVAL);
+	ASSERT_REFUSED(spoke_start_periodic(sc.s, 0, never_fn, NULL, NULL), -EINVAL);
+	scene_end();
+}
+
+static void spoke_start_ttl_einval(void **state)
+{
+	(void)state;
+	scene_begin(1);
+	ASSERT_REFUSED(spoke_start_ttl(NULL, MS, never_fn, NULL, &id_), -EINVAL);
+	ASSERT_REFUSED(spoke_start_ttl(sc.s, MS, NULL, NULL, &id_), -EINVAL);
+	ASSERT_REFUSED(spoke_start_ttl(sc.s, 0, NULL, NULL, NULL), -EINVAL);
+	scene_end();
+}
+
+/* Each start function once (rcs[0..3]); rcs[4]: *id kept its sentinel. */
+static void try_all_starts(int *rcs, spoke_id *id)
+{
+	rcs[0] = spoke_start(sc.s, MS, never_fn, NULL, id);
+	rcs[1] = spoke_start_on(sc.s, 1, MS, never_fn, NULL, id);
+	rcs[2] = spoke_start_periodic(sc.s, MS, never_fn, NULL, id);
+	rcs[3] = spoke_start_ttl(sc.s, MS, never_fn, NULL, id);
+	rcs[4] = *id == SENTINEL_ID;
+}
+
+/* A scene, then fn on a new thread: its starts (try_all_starts) all gave err. */
+static void starts_on_new_thread(void *(*fn)(void *), int *rcs, int err)
+{
+	scene_begin(1);
+	pthread_join(thread_start(fn, rcs), NULL);
+	for (unsigned i = 0; i < 4; i++)
+		assert_int_equal(rcs[i], err);
+	assert_true(rcs[4]);
+}
+
+/*
+ * -ENOMEM: a thread with an arena but no handle chunk, and no memory: every
+ * start function is refused, *id untouched, nothing started.
+ */
+static void *enomem_thread(void *p)
+{
+	int *rcs = p;
+	spoke_id id = SENTINEL_ID;
+
+	/* the first call makes the thread's arena: let that allocation through */
+	fault_alloc_after(1);
+	try_all_starts(rcs, &id);
+	fault_off();
+	return NULL;
+}
+
+static void start_functions_enomem(void **state)
+{
+	(void)state;
+	int rcs[5];
+
+	starts_on_new_thread(enomem_thread, rcs, -ENOMEM);
+	scene_end();
+}
+
+/*
+ * -EAGAIN: a new thread whose arena cannot be allocated: every start
+ * function is refused, *id untouched. (cancel, cancel_sync and reset give
+ * -EAGAIN there too, which spoke.h does not say: they are checked to leave
+ * the witnesses alone.)
+ */
+static void *eagain_thread(void *p)
+{
+	int *rcs = p;
+	spoke_id id = SENTINEL_ID;
+
+	fault_alloc_after(0);
+	try_all_starts(rcs, &id);
+	rcs[5] = spoke_cancel(sc.s, sc.w[0]);
+	rcs[6] = spoke_cancel_sync(sc.s, sc.w[1]);
+	rcs[7] = spoke_reset(sc.s, sc.w[0], 0);
+	fault_off();
+	rcs[8] = spoke_start(sc.s, 3600 * SEC, never_fn, NULL, &id); /* memory back */
+	rcs[9] = spoke_cancel(sc.s, id);
+	return NULL;
+}
+
+static void start_functions_eagain(void **state)
+{
+	(void)state;
+	int rcs[10];
+
+	starts_on_new_thread(eagain_thread, rcs, -EAGAIN);
+	assert_true(rcs[5] < 0 && rcs[6] < 0 && rcs[7] < 0);
+	assert_int_equal(rcs[8], 0);
+	assert_int_equal(rcs[9], 0);
+	/* that start and its cancel are the only change */
+	ASSERT_EVENTUALLY(stats_settled(sc.s, 3, 2), "the cancelled timer to be unlinked");
+	spoke_stats(sc.s, &sc.now);
+	assert_int_equal(sc.now.total.cancelled, sc.before.total.cancelled + 1);
+	assert_int_equal(sc.now.total.reset, sc.before.total.reset);
+	sc.before = sc.now;
+	scene_end();
+}
+
+/* ==== reset, cancel, cancel_sync ===============================================================
+ */
+
+static void id_calls_null_service_einval(void **state)
+{
+	(void)state;
+	scene_begin(1);
+	for (unsigned k = 0; k < 2; k++) {
+		assert_int_equal(spoke_reset(NULL, sc.w[k], 0), -EINVAL);
+		assert_int_equal(spoke_cancel(NULL, sc.w[k]), -EINVAL);
+		assert_int_equal(spoke_cancel_sync(NULL, sc.w[k]), -EINVAL);
+	}
+	scene_end();
+}
+
+/*
+ * -ENOENT for ids next to the live ones: the same slot with another
+ * generation (older, newer, far), the same generation in slots never issued,
+ * another arena's bits, the generation alone, id 0. None touches a witness.
+ */
+static void id_calls_bad_ids_enoent(void **state)
+{
+	(void)state;
+	spoke_id bad[32];
+	unsigned n = 0;
+
+	scene_begin(1);
+	for (unsigned k = 0; k < 2; k++) {
+		uint64_t w = sc.w[k], gen = w >> 32, slot = w & 0xffffffffu;
+
+		bad[n++] = ((gen - 1) << 32) | slot;
+		bad[n++] = ((gen + 1) << 32) | slot;
+		bad[n++] = ((gen ^ 0x80000000u) << 32) | slot;
+		bad[n++] = (gen << 32) | ((slot + 7) & 0xffffffffu);	/* never issued */
+		bad[n++] = (gen << 32) | ((slot + 1000) & 0xffffffffu); /* same chunk or next */
+		bad[n++] = (gen << 32) | (slot ^ (1u << 20));		/* another arena */
+		bad[n++] = (gen << 32) | (slot | 0xfff00000u);		/* the last arena */
+		bad[n++] = gen << 32;
+		bad[n++] = slot;
+	}
+	bad[n++] = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (bad[i] == sc.w[0] || bad[i] == sc.w[1])
+			continue;
+		if (spoke_cancel(sc.s, bad[i]) != -ENOENT ||
+		    spoke_cancel_sync(sc.s, bad[i]) != -ENOENT ||
+		    spoke_reset(sc.s, bad[i], 0) != -ENOENT)
+			fail_msg("id %#" PRIx64 " (witnesses %#" PRIx64 ", %#" PRIx64
+				 "): not -ENOENT",
+				 bad[i], sc.w[0], sc.w[1]);
+	}
+	scene_end();
+}
+
+/* ==== attach, poll, next_deadline ================================================================
+ */
+
+/* A server thread: attaches to a shard and polls until told to stop, running jobs between. */
+struct owner {
+	unsigned shard;
+	int attach_rc, range_rc[3];
+	pthread_t tid;
+	atomic_int attached, stop, stopped;
+	void (*_Atomic job)(struct owner *o);
+	atomic_int job_done;
+	int job_rc;
+};
+
+static struct owner own;
+
+static void *owner_main(void *p)
+{
+	struct owner *o = p;
+
+	o->tid = pthread_self();
+	/* refused attaches do not count as owning a shard */
+	o->range_rc[0] = spoke_attach(sc.s, 2);
+	o->range_rc[1] = spoke_attach(sc.s, UINT_MAX);
+	o->range_rc[2] = spoke_attach(sc.s, SPOKE_MAX_SHARDS);
+	o->attach_rc = spoke_attach(sc.s, o->shard);
+	atomic_store(&o->attached, 1);
+	while (!atomic_load(&o->stop)) {
+		void (*job)(struct owner *) = atomic_exchange(&o->job, NULL);
+
+		if (job) {
+			job(o);
+			atomic_store(&o->job_done, 1);
+		}
+		BG_CHECK_INT(spoke_poll(sc.s), >=, 0);
+		sleep_ns(100 * US);
+	}
+	atomic_store(&o->stopped, 1);
+	return NULL;
+}
+
+/* The witness of the owner's shard runs on the owner thread, inline in its poll. */
+static void owner_witness_fn(void *arg)
+{
+	BG_CHECK(pthread_equal(pthread_self(), own.tid));
+	trec_fire(arg);
+}
+
+/* A scene whose shard `k` is attached to the owner thread; witness k runs in its poll. */
+static pthread_t owner_begin(unsigned k)
+{
+	pthread_t t;
+
+	scene_begin(1);
+	memset(&own, 0, sizeof(own));
+	own.shard = k;
+	assert_int_equal(spoke_cancel(sc.s, sc.w[k]), 0);
+	assert_int_equal(
+		spoke_start_on(sc.s, k, 3600 * SEC, owner_witness_fn, &sc.rec[k], &sc.w[k]), 0);
+	t = thread_start(owner_main, &own);
+	ASSERT_EVENTUALLY(atomic_load(&own.attached), "the attach");
+	assert_int_equal(own.attach_rc, 0);
+	ASSERT_EVENTUALLY((spoke_stats(sc.s, &sc.before),
+			   sc.before.total.pending == 2 && sc.before.shard[k].attached),
+			  "the shard to be attached");
+	return t;
+}
+
+static void owner_run(void (*job)(struct owner *o))
+{
+	atomic_store(&own.job_done, 0);
+	atomic_store(&own.job, job);
+	ASSERT_EVENTUALLY(atomic_load(&own.job_done), "the owner's job");
+}
+
+static void owner_end(pthread_t t)
+{
+	scene_unchanged();
+	/* the owner's witness runs in its poll, the other on its managed shard */
+	for (unsigned k = 0; k < 2; k++) {
+		atomic_store(&sc.rec[k].earliest, spoke_now_ns() + MS);
+		assert_int_equal(spoke_reset(sc.s, sc.w[k], MS), 0);
+	}
+	ASSERT_EVENTUALLY(atomic_load(&sc.rec[0].fired) && atomic_load(&sc.rec[1].fired),
+			  "the witnesses to run");
+	atomic_store(&own.stop, 1);
+	pthread_join(t, NULL);
+	/* scene_end's resets find nothing pending: both ran once */
+	for (unsigned k = 0; k < 2; k++)
+		assert_int_equal(atomic_load(&sc.rec[k].fired), 1);
+	assert_never_early();
+	assert_no_bg_failures();
+	svc_destroy(sc.s);
+}
+
+static void spoke_attach_out_of_range_einval(void **state)
+{
+	(void)state;
+	pthread_t t;
+
+	scene_begin(1);
+	assert_int_equal(spoke_attach(NULL, 0), -EINVAL);
+	assert_int_equal(spoke_attach(sc.s, 2), -EINVAL);
+	assert_int_equal(spoke_attach(sc.s, UINT_MAX), -EINVAL);
+	assert_int_equal(spoke_poll(sc.s), -EPERM); /* the main thread owns nothing */
+	scene_unchanged();
+	svc_destroy(sc.s);
+	/* the thread whose attaches were refused may still attach */
+	t = owner_begin(1);
+	assert_int_equal(own.range_rc[0], -EINVAL);
+	assert_int_equal(own.range_rc[1], -EINVAL);
+	assert_int_equal(own.range_rc[2], -EINVAL);
+	owner_end(t);
+}
+
+static void spoke_attach_held_shard_ebusy(void **state)
+{
+	(void)state;
+	pthread_t t = owner_begin(1);
+
+	assert_int_equal(spoke_attach(sc.s, 1), -EBUSY);
+	assert_int_equal(spoke_poll(sc.s), -EPERM); /* the refused thread did not get it */
+	assert_int_equal(spoke_next_deadline(sc.s), -EINVAL);
+	owner_end(t);
+}
+
+static void second_attach_job(struct owner *o)
+{
+	o->job_rc = spoke_attach(sc.s, 1 - o->shard);
+}
+
+static void spoke_attach_second_shard_ebusy(void **state)
+{
+	(void)state;
+	pthread_t t = owner_begin(0);
+
+	owner_run(second_attach_job);
+	assert_int_equal(own.job_rc, -EBUSY);
+	/* shard 1 stays managed (scene_unchanged compares `attached`): the main thread can take it
+	 */
+	owner_end(t);
+}
+
+static void spoke_poll_not_attached_eperm(void **state)
+{
+	(void)state;
+	pthread_t t = owner_begin(0);
+
+	assert_int_equal(spoke_poll(sc.s), -EPERM);
+	assert_int_equal(spoke_poll(NULL), -EINVAL);
+	owner_end(t);
+}
+
+static void spoke_next_deadline_not_attached_einval(void **state)
+{
+	(void)state;
+	pthread_t t = owner_begin(0);
+
+	assert_int_equal(spoke_next_deadline(sc.s), -EINVAL);
+	assert_int_equal(spoke_next_deadline(NULL), -EINVAL);
+	owner_end(t);
+}
+
+/* ==== after destroy began ========================================================================
+ */
+
+struct late {
+	struct spoke *s;
+	atomic_int running, saw_shutdown;
+	int attach_rc, poll_rc;
+	int64_t nd;
+	unsigned shards;
+	struct spoke_stats st;
+	bool stats_zero;
+};
+
+static struct late late;
+
+/* A callback that outlives the start of destroy and calls in once it has begun. */
+static void late_fn(void *arg)
+{
+	struct late *l = arg;
+	uint64_t end = spoke_now_ns() + 30 * SEC;
+	static const struct spoke_stats zero;
+
+	atomic_store(&l->running, 1);
+	while (spoke_start(l->s, 3600 * SEC, never_fn, NULL, NULL) != -ESHUTDOWN &&
+	       spoke_now_ns() < end)
+		sleep_ns(50 * US);
+	l->attach_rc = spoke_attach(l->s, 0);
+	l->poll_rc = spoke_poll(l->s);
+	l->nd = spoke_next_deadline(l->s);
+	l->shards = spoke_shards(l->s);
+	memset(&l->st, 0xa5, sizeof(l->st));
+	spoke_stats(l->s, &l->st);
+	l->stats_zero = memcmp(&l->st, &zero, sizeof(zero)) == 0;
+	atomic_store(&l->saw_shutdown, 1);
+}
+
+/*
+ * -ESHUTDOWN from attach, poll and next_deadline once destroy has begun
+ * (spoke_shards gives 0 and spoke_stats all zeros then): called from a pool
+ * callback that destroy waits for.
+ */
+static void after_destroy_began_eshutdown(void **state)
+{
+	(void)state;
+	struct spoke *s = svc_new(2, 250 * US, 1);
+
+	memset(&late, 0, sizeof(late));
+	atomic_store(&never_ran, 0);
+	late.s = s;
+	assert_int_equal(spoke_start(s, 0, late_fn, &late, NULL), 0);
+	ASSERT_EVENTUALLY(atomic_load(&late.running), "the callback to run");
+	svc_destroy(s);
+	assert_int_equal(atomic_load(&late.saw_shutdown), 1);
+	assert_int_equal(late.attach_rc, -ESHUTDOWN);
+	assert_int_equal(late.poll_rc, -ESHUTDOWN);
+	assert_int_equal(late.nd, -ESHUTDOWN);
+	assert_int_equal(late.shards, 0);
+	assert_true(late.stats_zero);
+	assert_int_equal(atomic_load(&never_ran), 0);
+}
+
+/* A test that failed half way may have left fault injection armed. */
+static int err_teardown(void **state)
+{
+	fault_off();
+	return svc_test_teardown(state);
+}
+
+#define ERR_TEST(f) cmocka_unit_test_setup_teardown(f, svc_test_setup, err_teardown)
+
+int main(int argc, char **argv)
+{
+	static const struct CMUnitTest tests[] = {
+		ERR_TEST(spoke_create_null_out_einval),
+		ERR_TEST(spoke_create_bad_shards_einval),
+		ERR_TEST(spoke_create_bad_tick_einval),
+		ERR_TEST(spoke_create_bad_engine_einval),
+		ERR_TEST(spoke_create_bad_geometry_einval),
+		ERR_TEST(spoke_create_bad_callback_threads_einval),
+		ERR_TEST(spoke_create_bad_lawn_shards_einval),
+		ERR_TEST(spoke_create_bad_shard_overrides_einval),
+		ERR_TEST(spoke_create_bad_override_cpu_einval),
+		ERR_TEST(spoke_create_bad_override_tick_einval),
+		ERR_TEST(spoke_create_bad_override_engine_einval),
+		ERR_TEST(spoke_create_bad_override_geometry_einval),
+		ERR_TEST(spoke_create_enomem),
+		ERR_TEST(spoke_create_eagain),
+		ERR_TEST(spoke_start_einval),
+		ERR_TEST(spoke_start_on_einval),
+		ERR_TEST(spoke_start_periodic_einval),
+		ERR_TEST(spoke_start_ttl_einval),
+		ERR_TEST(start_functions_enomem),
+		ERR_TEST(start_functions_eagain),
+		ERR_TEST(id_calls_null_service_einval),
+		ERR_TEST(id_calls_bad_ids_enoent),
+		ERR_TEST(spoke_attach_out_of_range_einval),
+		ERR_TEST(spoke_attach_held_shard_ebusy),
+		ERR_TEST(spoke_attach_second_shard_ebusy),
+		ERR_TEST(spoke_poll_not_attached_eperm),
+		ERR_TEST(spoke_next_deadline_not_attached_einval),
+		ERR_TEST(after_destroy_began_eshutdown),
+	};
+
+	return svc_main(argc, argv, "service errors", tests, ARRAY_SIZE(tests));
+}
