@@ -79,7 +79,8 @@ const char *const *spoke_engine_schemes(void);
 
 /*
  * Create an engine of the named scheme at tick 0. params NULL = defaults.
- * -EINVAL: unknown scheme or bad params; -ENOMEM. *out is set only on success.
+ * -EINVAL: NULL out or scheme, unknown scheme, or bad params; -ENOMEM.
+ * *out is set only on success.
  */
 int spoke_engine_new(struct spoke_engine **out, const char *scheme,
 		     const struct spoke_engine_params *params);
@@ -96,7 +97,8 @@ void spoke_timer_init(struct spoke_timer *t);
 /*
  * Arm t to fire at now + max(delay_ticks, 1). A pending timer is re-armed.
  * -ERANGE: `wheel` and delay > max_interval (t unchanged); -ENOMEM: `heap`
- * or `lawn` could not grow (t unchanged).
+ * or `lawn` could not grow (t unchanged; room is reserved before a pending t
+ * is unlinked, so even a re-arm, which needs none in `heap`, can get it).
  */
 int spoke_engine_start(struct spoke_engine *e, struct spoke_timer *t, uint64_t delay_ticks);
 

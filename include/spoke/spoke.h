@@ -17,6 +17,12 @@
  * callback (except spoke_destroy), unless its comment says otherwise. No
  * start, reset or cancel path takes a lock. Functions return 0 or a negative
  * errno unless stated.
+ *
+ * Errors every function taking a struct spoke * may return besides its own:
+ * -EINVAL for a NULL s; -ESHUTDOWN once spoke_destroy has begun; and, on a
+ * thread's first call into this service, -EAGAIN if its per-thread handle
+ * arena cannot be set up (no arena left, or no memory for one). In those
+ * cases spoke_shards() returns 0 and spoke_stats() fills *out with zeros.
  */
 #ifndef SPOKE_SPOKE_H
 #define SPOKE_SPOKE_H
@@ -91,7 +97,15 @@ struct spoke_stats {
 /* Fill cfg with the defaults; edit it, then pass it to spoke_create(). */
 void spoke_config_init(struct spoke_config *cfg);
 
-/* Create the service and start its threads. cfg NULL = defaults. -EINVAL, -ENOMEM, -EAGAIN. */
+/*
+ * Create the service and start its threads. cfg NULL = defaults. *out is set
+ * only on success; on failure nothing is left allocated or running.
+ * -EINVAL: NULL out, or a field out of its range (see struct spoke_config;
+ * tick_ns 0 is invalid, not a default; lawn_shards bits at or above the shard
+ * count; an override cpu below -1 or not below CPU_SETSIZE; more overrides
+ * than shards, or a count with a NULL array). -ENOMEM: no memory. -EAGAIN: a
+ * thread could not be started.
+ */
 int spoke_create(struct spoke **out, const struct spoke_config *cfg);
 
 /*
