@@ -5,8 +5,10 @@
  * The pattern to copy: a server's event-loop thread takes one shard of the
  * timer service over with spoke_attach() and then, in its loop,
  *
+ *     wake = spoke_wake_fd(s);            once: readable when another thread's
+ *                                         start/reset/cancel needs the loop sooner
  *     timeout = spoke_next_deadline(s);   ns until the next timer (-1: none)
- *     ppoll(fds, timeout);                sleep until I/O or that deadline
+ *     ppoll(fds + wake, timeout);         sleep until I/O, a wake or that deadline
  *     ...handle I/O...                    spoke_start / spoke_reset / spoke_cancel
  *     spoke_poll(s);                      run what is due: callbacks run here,
  *                                         inline, on this thread
@@ -200,6 +202,7 @@ static void *loop_main(void *arg)
 {
 	struct loop *l = arg;
 	int err = spoke_attach(l->s, 0); /* this thread now owns shard 0 */
+	int wake_fd;
 
 	l->self = pthread_self();
 	if (err) {
@@ -208,11 +211,18 @@ static void *loop_main(void *arg)
 		atomic_store(&loop_done, true);
 		return NULL;
 	}
+	wake_fd = spoke_wake_fd(l->s);
+	if (wake_fd < 0) {
+		fail(l, "spoke_wake_fd failed");
+		atomic_store(&loop_done, true);
+		return NULL;
+	}
 	for (unsigned i = 0; i < N_CONNS; i++)
 		conn_accept(l, &l->conn[i]);
 	l->running = true;
 	while (l->running) {
-		struct pollfd pfd = {.fd = l->rfd, .events = POLLIN};
+		struct pollfd pfd[2] = {{.fd = l->rfd, .events = POLLIN},
+					{.fd = wake_fd, .events = POLLIN}};
 		int64_t ns = spoke_next_deadline(l->s); /* -1: no timer pending */
 		struct timespec ts, *timeout = NULL;
 		int ran;
@@ -226,11 +236,11 @@ static void *loop_main(void *arg)
 			ts.tv_nsec = (long)(ns % (int64_t)SEC);
 			timeout = &ts;
 		}
-		if (ppoll(&pfd, 1, timeout, NULL) < 0 && errno != EINTR) {
+		if (ppoll(pfd, 2, timeout, NULL) < 0 && errno != EINTR) {
 			fail(l, "ppoll failed");
 			break;
 		}
-		if (pfd.revents & (POLLIN | POLLHUP))
+		if (pfd[0].revents & (POLLIN | POLLHUP))
 			l->running = read_events(l);
 		l->in_poll = true;
 		ran = spoke_poll(l->s); /* idle callbacks run here */

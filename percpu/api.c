@@ -313,6 +313,9 @@ void spoke_destroy(struct spoke *s)
 		return;
 	atomic_store_explicit(&s->stopping, 1, memory_order_seq_cst);
 	destroyer_fence(s);
+	/* Attached loops asleep on their wake fd: come and see -ESHUTDOWN. */
+	for (unsigned k = 0; k < s->nshards; k++)
+		spoke_shard_signal_stop(&s->shards[k]);
 	/* First calls that got past `stopping` finish setting up their arena. */
 	while (atomic_load_explicit(&s->entering, memory_order_acquire) != 0)
 		nanosleep(&pause, NULL);
@@ -724,7 +727,19 @@ int spoke_poll(struct spoke *s)
 
 	if (err)
 		return err;
+	spoke_shard_attached_awake(sh);
 	return call_leave(a, spoke_shard_turn(sh));
+}
+
+int spoke_wake_fd(struct spoke *s)
+{
+	struct shard *sh;
+	struct arena *a;
+	int err = enter_attached(s, &a, &sh);
+
+	if (err)
+		return err;
+	return call_leave(a, spoke_shard_wake_fd(sh));
 }
 
 int64_t spoke_next_deadline(struct spoke *s)
@@ -737,7 +752,7 @@ int64_t spoke_next_deadline(struct spoke *s)
 	/* -EPERM is -1, which means "no timer" here: say -EINVAL instead. */
 	if (err)
 		return err == -EPERM ? -EINVAL : err;
-	ns = spoke_shard_next_ns(sh);
+	ns = spoke_shard_attached_sleep(sh, spoke_shard_next_ns(sh));
 	call_leave(a, 0);
 	return ns;
 }

@@ -134,8 +134,9 @@ struct shard {
 	struct cds_wfcq_head inbox_head __attribute__((aligned(SPOKE_CACHELINE)));
 	struct cds_wfcq_tail inbox_tail __attribute__((aligned(SPOKE_CACHELINE)));
 	_Atomic uint32_t wake_seq __attribute__((aligned(SPOKE_CACHELINE)));
-	_Atomic uint64_t sleep_until_ns; /* managed thread asleep until then; 0 = awake */
+	_Atomic uint64_t sleep_until_ns; /* owner asleep until then; 0 = awake */
 	_Atomic uint32_t long_sleep;	 /* ... for longer than two ticks */
+	_Atomic int wake_fd;		 /* attached: eventfd of spoke_wake_fd, or -1 */
 	_Atomic int mode;		 /* enum shard_mode */
 	_Atomic uint64_t pending;	 /* engines' count after the owner's last change */
 	pthread_t thread;
@@ -301,6 +302,10 @@ void spoke_shard_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool r
 int spoke_shard_turn(struct shard *sh);
 int64_t spoke_shard_next_ns(struct shard *sh);
 int spoke_shard_attach(struct shard *sh);
+int spoke_shard_wake_fd(struct shard *sh);
+int64_t spoke_shard_attached_sleep(struct shard *sh, int64_t wait_ns);
+void spoke_shard_attached_awake(struct shard *sh);
+void spoke_shard_signal_stop(struct shard *sh);
 
 /* eventcount.c: sleep until a queue has work; wake the sleeper */
 void spoke_ec_wake_one(_Atomic uint32_t *seq, _Atomic uint32_t *sleeping);

@@ -35,7 +35,9 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 _Thread_local struct spoke_tls_owner spoke_tls_owner;
 
@@ -194,10 +196,26 @@ static void take_messages(struct shard *sh)
 		atomic_store_explicit(&sh->ctr.inbox_hwm, n, memory_order_relaxed);
 }
 
+/* Owner: a message waits, or the managed thread must stop (attach, destroy). */
 static bool shard_has_work(struct shard *sh)
 {
-	return atomic_load_explicit(&sh->mode, memory_order_acquire) != SHARD_MANAGED ||
+	int mode = atomic_load_explicit(&sh->mode, memory_order_acquire);
+
+	return mode == SHARD_ATTACHING || mode == SHARD_STOPPING ||
 	       !cds_wfcq_empty(&sh->inbox_head, &sh->inbox_tail);
+}
+
+/* Any thread: the owner must look at its inbox (futex, and the wake fd if any). */
+static void wake_owner(struct shard *sh)
+{
+	static const uint64_t one = 1;
+	int fd = atomic_load_explicit(&sh->wake_fd, memory_order_acquire);
+
+	spoke_ec_kick(&sh->wake_seq);
+	/* EAGAIN: the counter is full, i.e. the fd is readable already. */
+	if (fd >= 0)
+		while (write(fd, &one, sizeof(one)) < 0 && errno == EINTR)
+			;
 }
 
 /*
@@ -225,24 +243,88 @@ void spoke_shard_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns)
 	if (due_ns >= until && !atomic_load_explicit(&sh->long_sleep, memory_order_relaxed))
 		return;
 	if (atomic_exchange_explicit(&sh->sleep_until_ns, 0, memory_order_acq_rel) != 0)
-		spoke_ec_kick(&sh->wake_seq);
+		wake_owner(sh);
+}
+
+/*
+ * Owner, about to sleep for wait_ns (-1: no deadline): say until when, so
+ * that spoke_shard_post knows which messages must wake it. The fence pairs
+ * with the one in spoke_shard_post: either the producer sees the announced
+ * sleep, or the owner sees its message here. false: do not sleep.
+ */
+static bool announce_sleep(struct shard *sh, int64_t wait_ns)
+{
+	uint64_t until = wait_ns < 0 ? UINT64_MAX : spoke_now_ns() + (uint64_t)wait_ns;
+
+	atomic_store_explicit(&sh->long_sleep, wait_ns < 0 || (uint64_t)wait_ns > 2 * sh->tick_ns,
+			      memory_order_relaxed);
+	atomic_store_explicit(&sh->sleep_until_ns, until ? until : 1, memory_order_release);
+	spoke_full_fence();
+	if (!shard_has_work(sh))
+		return true;
+	atomic_store_explicit(&sh->sleep_until_ns, 0, memory_order_relaxed);
+	return false;
 }
 
 /* Managed thread: sleep until its next deadline (-1: none) or a message that needs it. */
 static void shard_sleep(struct shard *sh, int64_t wait_ns)
 {
 	uint32_t v = atomic_load_explicit(&sh->wake_seq, memory_order_acquire);
-	uint64_t until = wait_ns < 0 ? UINT64_MAX : spoke_now_ns() + (uint64_t)wait_ns;
 
-	if (wait_ns == 0)
+	if (wait_ns == 0 || !announce_sleep(sh, wait_ns))
 		return;
-	atomic_store_explicit(&sh->long_sleep, wait_ns < 0 || (uint64_t)wait_ns > 2 * sh->tick_ns,
-			      memory_order_relaxed);
-	atomic_store_explicit(&sh->sleep_until_ns, until ? until : 1, memory_order_release);
-	spoke_full_fence(); /* pairs with the one in spoke_shard_post */
-	if (!shard_has_work(sh))
-		spoke_ec_wait_word(&sh->wake_seq, v, wait_ns);
+	spoke_ec_wait_word(&sh->wake_seq, v, wait_ns);
 	atomic_store_explicit(&sh->sleep_until_ns, 0, memory_order_relaxed);
+}
+
+/*
+ * Attached thread, from spoke_next_deadline: its loop is about to sleep for
+ * wait_ns. With a wake fd, announce it as a managed thread does, so that a
+ * message that matters before then makes the fd readable; 0 if one came in
+ * already (poll now). Without a wake fd nobody could be woken: no announcement.
+ */
+int64_t spoke_shard_attached_sleep(struct shard *sh, int64_t wait_ns)
+{
+	if (wait_ns == 0 || atomic_load_explicit(&sh->wake_fd, memory_order_relaxed) < 0)
+		return wait_ns;
+	return announce_sleep(sh, wait_ns) ? wait_ns : 0;
+}
+
+/* Attached thread, from spoke_poll: awake, so no signal is needed; empty the fd. */
+void spoke_shard_attached_awake(struct shard *sh)
+{
+	int fd = atomic_load_explicit(&sh->wake_fd, memory_order_relaxed);
+	uint64_t n;
+
+	if (fd < 0)
+		return;
+	atomic_store_explicit(&sh->sleep_until_ns, 0, memory_order_relaxed);
+	while (read(fd, &n, sizeof(n)) < 0 && errno == EINTR)
+		; /* EAGAIN: nothing to drain */
+}
+
+/*
+ * Attached thread: the eventfd its loop waits on beside its own fds. Made
+ * once per shard, closed by spoke_destroy; non-blocking, close-on-exec.
+ */
+int spoke_shard_wake_fd(struct shard *sh)
+{
+	int fd = atomic_load_explicit(&sh->wake_fd, memory_order_relaxed);
+
+	if (fd >= 0)
+		return fd;
+	fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	atomic_store_explicit(&sh->wake_fd, fd, memory_order_release);
+	return fd;
+}
+
+/* spoke_destroy has begun: wake the owner, so an attached loop sees -ESHUTDOWN. */
+void spoke_shard_signal_stop(struct shard *sh)
+{
+	atomic_store_explicit(&sh->sleep_until_ns, 0, memory_order_relaxed);
+	wake_owner(sh);
 }
 
 static bool run_inline(const struct shard *sh)
@@ -394,6 +476,7 @@ int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index)
 	const char *engine = o && o->engine ? o->engine : cfg->engine;
 	int err;
 
+	atomic_init(&sh->wake_fd, -1);
 	sh->s = s;
 	sh->index = index;
 	sh->cpu = o && o->cpu >= 0 ? o->cpu : (int)(index % s->ncpus);
@@ -417,6 +500,10 @@ int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index)
 
 void spoke_shard_fini(struct shard *sh)
 {
+	int fd = atomic_load_explicit(&sh->wake_fd, memory_order_relaxed);
+
+	if (fd >= 0)
+		close(fd);
 	spoke_engine_free(sh->wheel);
 	spoke_engine_free(sh->lawn);
 	cds_wfcq_destroy(&sh->inbox_head, &sh->inbox_tail);

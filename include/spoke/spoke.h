@@ -175,6 +175,18 @@ int spoke_poll(struct spoke *s);
  */
 int64_t spoke_next_deadline(struct spoke *s);
 
+/*
+ * Attached thread only: an eventfd (non-blocking, close-on-exec, owned and
+ * closed by spoke_destroy) for the loop to wait on beside its own fds. Once
+ * it exists, after spoke_next_deadline() returned t, a start, reset or
+ * cancel from another thread that matters before t (or any message while t
+ * is more than two ticks away, or none) makes it readable, and so does
+ * spoke_destroy beginning; spoke_poll() empties it. Without it a loop only
+ * notices such messages at its next deadline. Returns the fd (the same one
+ * on every call), -EINVAL/-EPERM as spoke_poll(), or -errno of eventfd().
+ */
+int spoke_wake_fd(struct spoke *s);
+
 void spoke_stats(struct spoke *s, struct spoke_stats *out);
 
 /* CLOCK_MONOTONIC in ns. */

@@ -720,6 +720,16 @@ static void spoke_poll_not_attached_eperm(void **state)
 	owner_end(t);
 }
 
+static void spoke_wake_fd_not_attached_eperm(void **state)
+{
+	(void)state;
+	pthread_t t = owner_begin(0);
+
+	assert_int_equal(spoke_wake_fd(sc.s), -EPERM);
+	assert_int_equal(spoke_wake_fd(NULL), -EINVAL);
+	owner_end(t);
+}
+
 static void spoke_next_deadline_not_attached_einval(void **state)
 {
 	(void)state;
@@ -736,7 +746,7 @@ static void spoke_next_deadline_not_attached_einval(void **state)
 struct late {
 	struct spoke *s;
 	atomic_int running, saw_shutdown;
-	int attach_rc, poll_rc;
+	int attach_rc, poll_rc, wake_fd_rc;
 	int64_t nd;
 	unsigned shards;
 	struct spoke_stats st;
@@ -759,6 +769,7 @@ static void late_fn(void *arg)
 	l->attach_rc = spoke_attach(l->s, 0);
 	l->poll_rc = spoke_poll(l->s);
 	l->nd = spoke_next_deadline(l->s);
+	l->wake_fd_rc = spoke_wake_fd(l->s);
 	l->shards = spoke_shards(l->s);
 	memset(&l->st, 0xa5, sizeof(l->st));
 	spoke_stats(l->s, &l->st);
@@ -767,7 +778,7 @@ static void late_fn(void *arg)
 }
 
 /*
- * -ESHUTDOWN from attach, poll and next_deadline once destroy has begun
+ * -ESHUTDOWN from attach, poll, next_deadline and wake_fd once destroy has begun
  * (spoke_shards gives 0 and spoke_stats all zeros then): called from a pool
  * callback that destroy waits for.
  */
@@ -786,6 +797,7 @@ static void after_destroy_began_eshutdown(void **state)
 	assert_int_equal(late.attach_rc, -ESHUTDOWN);
 	assert_int_equal(late.poll_rc, -ESHUTDOWN);
 	assert_int_equal(late.nd, -ESHUTDOWN);
+	assert_int_equal(late.wake_fd_rc, -ESHUTDOWN);
 	assert_int_equal(late.shards, 0);
 	assert_true(late.stats_zero);
 	assert_int_equal(atomic_load(&never_ran), 0);
@@ -829,6 +841,7 @@ int main(int argc, char **argv)
 		ERR_TEST(spoke_attach_held_shard_ebusy),
 		ERR_TEST(spoke_attach_second_shard_ebusy),
 		ERR_TEST(spoke_poll_not_attached_eperm),
+		ERR_TEST(spoke_wake_fd_not_attached_eperm),
 		ERR_TEST(spoke_next_deadline_not_attached_einval),
 		ERR_TEST(after_destroy_began_eshutdown),
 	};

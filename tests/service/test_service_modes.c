@@ -18,6 +18,8 @@
  */
 #include "service_util.h"
 
+#include <poll.h>
+
 /* ==== attached mode ============================================================================
  */
 
@@ -216,6 +218,98 @@ static void attached_mode_runs_inline_in_poll(void **state)
 }
 
 /* Attached mode errors (-EINVAL, -EBUSY, -EPERM): test_service_errors.c. */
+
+/* ==== attached loop woken by its wake fd =======================================================
+ */
+
+/* Wait for fd to be readable: true if it is within timeout_ms. */
+static bool fd_readable(int fd, int timeout_ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	int n;
+
+	while ((n = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR)
+		;
+	return n == 1 && (p.revents & POLLIN);
+}
+
+struct wake_start {
+	struct spoke *s;
+	atomic_uint fired;
+	int rc;
+};
+
+static void *wake_start_thread(void *arg)
+{
+	struct wake_start *w = arg;
+
+	w->rc = spoke_start_on(w->s, 0, 5 * MS, count_fn, &w->fired, NULL);
+	return NULL;
+}
+
+/*
+ * An attached loop that sleeps on its wake fd with no timer pending (it
+ * would sleep forever) is woken by another thread's start on its shard; the
+ * poll that follows empties the fd; the timer then runs in a later poll.
+ */
+static void attached_wake_fd_cross_thread_start(void **state)
+{
+	struct wake_start w = {.s = svc_new(2, MS, 1)};
+	pthread_t t;
+	int fd;
+
+	(void)state;
+	assert_int_equal(spoke_attach(w.s, 0), 0);
+	fd = spoke_wake_fd(w.s);
+	assert_true(fd >= 0);
+	assert_int_equal(spoke_wake_fd(w.s), fd);
+	assert_int_equal(spoke_next_deadline(w.s), -1);
+	assert_false(fd_readable(fd, 0));
+	t = thread_start(wake_start_thread, &w);
+	/* Only a missing wake-up runs into this bound. */
+	assert_true(fd_readable(fd, (int)(EVENTUALLY_NS / MS)));
+	pthread_join(t, NULL);
+	assert_int_equal(w.rc, 0);
+	assert_true(spoke_poll(w.s) >= 0);
+	assert_false(fd_readable(fd, 0));
+	while (atomic_load(&w.fired) == 0) {
+		int64_t ns = spoke_next_deadline(w.s);
+
+		assert_true(ns >= 0);
+		fd_readable(fd, (int)(ns / (int64_t)MS) + 1);
+		assert_true(spoke_poll(w.s) >= 0);
+	}
+	assert_int_equal(atomic_load(&w.fired), 1);
+	svc_destroy(w.s);
+}
+
+static void *destroy_thread(void *s)
+{
+	sleep_ms(20);
+	spoke_destroy(s);
+	return NULL;
+}
+
+/* spoke_destroy beginning wakes an attached loop asleep on its wake fd. */
+static void attached_wake_fd_destroy_wakes_loop(void **state)
+{
+	struct spoke_config c;
+	struct spoke *s;
+	pthread_t t;
+	int fd;
+
+	(void)state;
+	svc_config(&c, 2, MS, 1);
+	assert_int_equal(spoke_create(&s, &c), 0); /* destroyed by destroy_thread */
+	assert_int_equal(spoke_attach(s, 1), 0);
+	fd = spoke_wake_fd(s);
+	assert_true(fd >= 0);
+	assert_int_equal(spoke_next_deadline(s), -1);
+	t = thread_start(destroy_thread, s);
+	assert_true(fd_readable(fd, (int)(EVENTUALLY_NS / MS)));
+	/* From here on the loop must not touch s: destroy frees it. */
+	pthread_join(t, NULL);
+}
 
 /* ==== Lawn TTL timers ==========================================================================
  */
@@ -697,6 +791,8 @@ int main(int argc, char **argv)
 {
 	static const struct CMUnitTest tests[] = {
 		SVC_TEST(attached_mode_runs_inline_in_poll),
+		SVC_TEST(attached_wake_fd_cross_thread_start),
+		SVC_TEST(attached_wake_fd_destroy_wakes_loop),
 		SVC_TEST(lawn_ttl_few_distinct),
 		SVC_TEST(lawn_ttl_many_distinct),
 		SVC_TEST(config_defaults),
