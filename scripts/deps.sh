@@ -8,6 +8,8 @@ SPOKE_DEBIAN_PACKAGES=(
   build-essential cmake clang libclang-rt-14-dev pkg-config
   libcmocka-dev libck-dev liburcu-dev
   gnuplot-nox
+  # benchmark-only: `spoke-bench peers` runs them beside spoke; the library never links them
+  libevent-dev libuv1-dev
 )
 
 spoke_missing_packages() {
@@ -34,6 +36,31 @@ spoke_install_deps() {
     echo "  apt-get update && apt-get install -y $missing" >&2
     return 1
   fi
+}
+
+# Configure and build the test tree of one variant (plain, thread,
+# address,undefined) in build/test-<variant>; sets spoke_build to its path.
+# The sanitizers need clang; the plain build uses gcc for its warnings.
+spoke_build_variant() {
+  local v=$1 san cc root
+  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  case "$v" in
+    plain) san=""; cc=gcc ;;
+    thread|address,undefined) san="$v"; cc=clang ;;
+    *) echo "spoke: unknown build variant '$v' (plain, thread, address,undefined)" >&2
+       return 2 ;;
+  esac
+  spoke_build="$root/build/test-${v//,/-}"
+  cmake -S "$root" -B "$spoke_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_C_COMPILER="$cc" -DSPOKE_SANITIZE="$san" >/dev/null
+  cmake --build "$spoke_build" -j "$(nproc)" >/dev/null
+}
+
+# The sanitizer settings every run of the tests uses: stop at the first report.
+spoke_sanitizer_env() {
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then

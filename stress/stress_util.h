@@ -89,6 +89,8 @@
 
 #include <spoke/spoke.h>
 
+#include "../tests/splitmix.h"
+
 #define US  ((uint64_t)1000)
 #define MS  ((uint64_t)1000000)
 #define SEC ((uint64_t)1000000000)
@@ -154,26 +156,7 @@ static inline void spin_until(uint64_t t)
 			sched_yield();
 }
 
-/* ---- a PRNG per thread (splitmix64) ---------------------------------------------- */
-
-struct rng {
-	uint64_t s;
-};
-
-static inline uint64_t rng_next(struct rng *r)
-{
-	uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* Uniform in [0, n). */
-static inline uint64_t rng_below(struct rng *r, uint64_t n)
-{
-	return n ? rng_next(r) % n : 0;
-}
+/* ---- a PRNG per thread (splitmix64, tests/splitmix.h) ---------------------------- */
 
 /* True with probability pct / 100. */
 static inline bool rng_pct(struct rng *r, unsigned pct)

@@ -61,6 +61,8 @@
 
 #include <spoke/spoke.h>
 
+#include "../splitmix.h"
+
 #define US  ((uint64_t)1000)
 #define MS  ((uint64_t)1000000)
 #define SEC ((uint64_t)1000000000)
@@ -184,26 +186,7 @@ static inline uint64_t mono_ns(void)
 		ok_;                                                                               \
 	})
 
-/* ---- a fixed-seed PRNG per thread (splitmix64) ---------------------------------- */
-
-struct rng {
-	uint64_t s;
-};
-
-static inline uint64_t rng_next(struct rng *r)
-{
-	uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* Uniform in [0, n). */
-static inline uint64_t rng_below(struct rng *r, uint64_t n)
-{
-	return n ? rng_next(r) % n : 0;
-}
+/* A fixed-seed PRNG per thread: splitmix.h. */
 
 /* ---- services ------------------------------------------------------------------ */
 
