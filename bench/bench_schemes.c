@@ -58,13 +58,10 @@
 #include <getopt.h>
 #include <malloc.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define DELAY_SPAN_TICKS (UINT64_C(1) << 20) /* delays in [1, DELAY_SPAN_TICKS) */
-#define W1_MIN_PAIRS	 100000u
-#define BENCH_SEED	 UINT64_C(0x5b0ce7139e1d5eed)
+#define DELAY_SPAN_TICKS BENCH_DELAY_SPAN_TICKS /* delays in [1, DELAY_SPAN_TICKS) */
 #define MAX_SCHEMES	 16
 #define MAX_SIZES	 5 /* 1e3 .. 1e7 */
 #define DEFAULT_BUDGET_S 30.0
@@ -90,24 +87,6 @@ struct fixture {
 	struct bench_rng rng;
 };
 
-static int fail(struct bench_sample *out, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(struct bench_sample *out, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(out->error, sizeof(out->error), fmt, ap);
-	va_end(ap);
-	return err;
-}
-
-static inline uint64_t random_delay(uint64_t bits)
-{
-	return 1 + bench_below((uint32_t)bits, (uint32_t)DELAY_SPAN_TICKS - 1);
-}
-
 static void count_expired(void *ctx, struct spoke_timer *t)
 {
 	(void)t;
@@ -130,35 +109,30 @@ static int fixture_open(struct fixture *f, const struct cell *c, unsigned run, s
 	bench_rng_seed(&f->rng, BENCH_SEED + run);
 	f->timers = malloc(ntimers * sizeof(*f->timers));
 	if (!f->timers)
-		return fail(out, -ENOMEM, "no memory for %zu timers", ntimers);
+		return bench_fail(out, -ENOMEM, "no memory for %zu timers", ntimers);
 	for (size_t i = 0; i < ntimers; i++)
 		spoke_timer_init(&f->timers[i]);
 	err = spoke_engine_new(&f->e, c->scheme, &engine_params);
 	if (err) {
 		free(f->timers);
-		return fail(out, err, "spoke_engine_new: %s", strerror(-err));
+		return bench_fail(out, err, "spoke_engine_new: %s", strerror(-err));
 	}
 	for (size_t i = 0; i < nstart; i++) {
 		err = spoke_engine_start(f->e, &f->timers[i],
-					 random_delay(bench_rng_next(&f->rng)));
+					 bench_random_delay(bench_rng_next(&f->rng)));
 		if (err) {
 			fixture_close(f);
-			return fail(out, err, "start of timer %zu: %s", i, strerror(-err));
+			return bench_fail(out, err, "start of timer %zu: %s", i, strerror(-err));
 		}
 	}
 	return 0;
-}
-
-static uint64_t w1_pairs(uint64_t n)
-{
-	return n > W1_MIN_PAIRS ? n : W1_MIN_PAIRS;
 }
 
 static int run_w1(void *arg, unsigned run, struct bench_sample *out)
 {
 	const struct cell *c = arg;
 	const uint32_t n = (uint32_t)c->n;
-	const uint64_t pairs = w1_pairs(c->n);
+	const uint64_t pairs = bench_w1_pairs(c->n);
 	uint32_t spare = n; /* the one timer not pending */
 	uint64_t t0, t1, t2;
 	struct fixture f;
@@ -171,17 +145,16 @@ static int run_w1(void *arg, unsigned run, struct bench_sample *out)
 	t1 = bench_now_ns();
 	for (uint64_t i = 0; i < pairs; i++) {
 		uint64_t x = bench_rng_next(&f.rng);
-		uint32_t victim = bench_below((uint32_t)(x >> 32), n);
+		uint32_t victim = bench_w1_victim(x, n, spare);
 
-		victim += victim >= spare; /* any index but the spare's */
-		err |= spoke_engine_start(f.e, &f.timers[spare], random_delay(x));
+		err |= spoke_engine_start(f.e, &f.timers[spare], bench_random_delay(x));
 		err |= spoke_engine_stop(f.e, &f.timers[victim]);
 		spare = victim;
 	}
 	t2 = bench_now_ns();
 	if (err || spoke_engine_count(f.e) != n)
-		err = fail(out, -EPROTO, "start/stop failed or %zu pending instead of %u",
-			   spoke_engine_count(f.e), n);
+		err = bench_fail(out, -EPROTO, "start/stop failed or %zu pending instead of %u",
+				 spoke_engine_count(f.e), n);
 	fixture_close(&f);
 	out->setup_ns = (double)(t1 - t0);
 	out->timed_ns = (double)(t2 - t1);
@@ -209,8 +182,9 @@ static int run_w2(const struct cell *c, unsigned run, struct bench_sample *out, 
 	}
 	t2 = bench_now_ns();
 	if (fired != c->n || callbacks != c->n || spoke_engine_count(f.e) != 0)
-		err = fail(out, -EPROTO, "fired %zu, callbacks %zu, %zu still pending, of %llu",
-			   fired, callbacks, spoke_engine_count(f.e), (unsigned long long)c->n);
+		err = bench_fail(out, -EPROTO,
+				 "fired %zu, callbacks %zu, %zu still pending, of %llu", fired,
+				 callbacks, spoke_engine_count(f.e), (unsigned long long)c->n);
 	fixture_close(&f);
 	out->setup_ns = (double)(t1 - t0);
 	out->timed_ns = (double)(t2 - t1);
@@ -246,7 +220,7 @@ static int run_w3(void *arg, unsigned run, struct bench_sample *out)
 	after = bench_rss_bytes();
 	fixture_close(&f);
 	if (before < 0 || after < 0)
-		return fail(out, -EIO, "cannot read /proc/self/statm");
+		return bench_fail(out, -EIO, "cannot read /proc/self/statm");
 	out->timed_ns = (double)(t1 - t0);
 	out->value = (double)(after - before) / (double)c->n;
 	return 0;
@@ -268,7 +242,7 @@ static const struct workload_desc {
 	uint64_t (*timed_ops)(uint64_t n); /* ops in the timed window */
 } workloads[NWORKLOADS] = {
 	[W1] = {"W1", "ns/op", "pair", "W1: start + stop of a random outstanding timer", run_w1,
-		w1_pairs},
+		bench_w1_pairs},
 	[W2_ADVANCE] = {"W2-advance", "ns/op", "fired timer",
 			"W2: drain N timers by one advance(2^{20})", run_w2_advance, ops_n},
 	[W2_TICK] = {"W2-tick", "ns/op", "fired timer",
@@ -509,17 +483,11 @@ static int probe_scheme(const char *scheme)
 static void print_summary(const struct plan *p)
 {
 	FILE *f = p->out.f;
-	char nb[32];
 
 	for (int w = 0; w < NWORKLOADS; w++) {
-		fprintf(f, "\n%s (%s), median of %u runs\n\n| %-13s |", workloads[w].name,
-			workloads[w].unit, p->runs, "scheme");
-		for (size_t i = 0; i < p->nsizes; i++)
-			fprintf(f, " %8s |", bench_fmt_count(nb, sizeof(nb), p->sizes[i]));
-		fprintf(f, "\n|---------------|");
-		for (size_t i = 0; i < p->nsizes; i++)
-			fprintf(f, "---------:|");
-		fputc('\n', f);
+		fprintf(f, "\n%s (%s), median of %u runs\n\n", workloads[w].name, workloads[w].unit,
+			p->runs);
+		bench_md_sizes_head(f, "scheme", 13, p->sizes, p->nsizes, 8);
 		for (size_t s = 0; s < p->nschemes; s++) {
 			fprintf(f, "| %-13s |", p->schemes[s]);
 			for (size_t i = 0; i < p->nsizes; i++) {
@@ -611,36 +579,21 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	uint64_t runs = 0, max_n = 0;
-	double budget_s = 0;
-	bool quick = false;
-	int opt;
+	struct bench_grid_opts g = {0};
+	int opt, taken;
 
 	*done = false;
 	p->out = (struct bench_out){.f = stdout, .format = BENCH_TABLE, .subject_key = "scheme"};
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		taken = bench_grid_option(&g, opt, optarg);
+		if (taken < 0)
+			return 2;
+		if (taken)
+			continue;
 		switch (opt) {
-		case 'j':
-			p->out.format = BENCH_JSON;
-			break;
 		case 'p':
 			p->plot = optarg;
-			break;
-		case 'r':
-			if (bench_parse_count(optarg, &runs) || runs > BENCH_MAX_RUNS) {
-				fprintf(stderr, "--runs: 1..%d\n", BENCH_MAX_RUNS);
-				return 2;
-			}
-			break;
-		case 'n':
-			if (bench_parse_count(optarg, &max_n) || max_n < 1000 || max_n > 10000000) {
-				fprintf(stderr, "--max-n: a power of ten from 1e3 to 1e7\n");
-				return 2;
-			}
-			break;
-		case 'q':
-			quick = true;
 			break;
 		case 's':
 			if (!known_scheme(optarg)) {
@@ -649,12 +602,6 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 			}
 			if (p->nschemes < MAX_SCHEMES)
 				p->schemes[p->nschemes++] = optarg;
-			break;
-		case 'b':
-			if (bench_parse_seconds(optarg, &budget_s)) {
-				fprintf(stderr, "--budget: seconds > 0\n");
-				return 2;
-			}
 			break;
 		case 'h':
 			usage(stdout);
@@ -665,20 +612,15 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 			return 2;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "spoke-bench schemes: unexpected argument '%s'\n", argv[optind]);
+	if (bench_grid_finish(&g, argc, argv, "schemes", &p->out, &p->runs))
 		return 2;
-	}
-	p->runs = runs ? (unsigned)runs : quick ? 3 : 5;
-	p->budget_s = budget_s > 0 ? budget_s : quick ? QUICK_BUDGET_S : DEFAULT_BUDGET_S;
-	if (!max_n)
-		max_n = quick ? 10000 : 1000000;
-	for (uint64_t n = 1000; n <= max_n && p->nsizes < MAX_SIZES; n *= 10)
-		p->sizes[p->nsizes++] = n;
-	if (p->sizes[p->nsizes - 1] != max_n) {
-		fprintf(stderr, "--max-n: a power of ten from 1e3 to 1e7\n");
+	p->budget_s = g.budget_s > 0 ? g.budget_s : g.quick ? QUICK_BUDGET_S : DEFAULT_BUDGET_S;
+	p->nsizes = bench_grid_sizes(p->sizes, MAX_SIZES,
+				     g.max_n   ? g.max_n
+				     : g.quick ? 10000
+					       : 1000000);
+	if (p->nsizes == 0)
 		return 2;
-	}
 	if (p->nschemes == 0)
 		for (const char *const *s = spoke_engine_schemes(); *s && p->nschemes < MAX_SCHEMES;
 		     s++)

@@ -64,17 +64,19 @@
  *                       service, not per thread); ops/s its inverse. The
  *                       callback bumps a per-thread counter.
  *   fire-pool           (d) the same through a pool of 2 callback threads.
- *   lateness            service with default config (a shard per CPU, a pool
- *                       of one callback thread per shard), tick 1 ms and
- *                       100 us; P = 1e3, 1e5, 1e6 pending timers (delays
- *                       uniform in [5 s, 600 s), all in the wheels before
- *                       the window) and, for 0.5 s, a stream from the main
- *                       thread of timers with delays uniform in [1 ms, 5 ms)
- *                       (4 per ~100 us sleep) whose callback records
- *                       spoke_now_ns() - (time read just before spoke_start
- *                       + delay). p50/p99/p99.9/max in us of all samples of
- *                       a run, median of the runs. A negative lateness (a
- *                       callback before its deadline) fails the run.
+ *   lateness            bench_late_run() (bench_latency.c, where the run
+ *                       and lateness are defined), no load: default config
+ *                       (a shard per CPU, a pool of one callback thread per
+ *                       shard), tick 1 ms and 100 us; P = 1e3, 1e5, 1e6
+ *                       pending timers (delays 5 s .. 600 s, all in the
+ *                       wheels before the window) and, for 0.5 s, a stream
+ *                       from the main thread of timers on the shards in turn
+ *                       with delays 1 ms .. 5 ms (4 per ~100 us sleep), whose
+ *                       callback records its time - (time read just before
+ *                       spoke_start_on + delay). p50/p99/p99.9/max in us of
+ *                       all samples of a run, median of the runs. A negative
+ *                       lateness (a callback before its deadline) fails the
+ *                       run. `spoke-bench latency` has the whole grid.
  *   memory              RSS growth / N for N = 1e6 timers pending (1 h),
  *                       started from one thread on the shards in turn; RSS
  *                       is read after spoke_create and one start + cancel
@@ -144,19 +146,13 @@
 #define POLL_EVERY	  4096		    /* attached: pairs between spoke_poll */
 #define WAIT_STEP_NS	  100000	    /* the main thread's polling step */
 #define WAIT_LIMIT_NS	  (30 * NS_PER_S)   /* "eventually": only a bug runs out */
-#define PEND_MIN_NS	  (5 * NS_PER_S)    /* lateness: pending delays ... */
-#define PEND_SPAN_NS	  (595 * NS_PER_S)  /* ... uniform in [5 s, 600 s) */
-#define LATE_MIN_NS	  NS_PER_MS	    /* lateness: stream delays ... */
-#define LATE_SPAN_NS	  (4 * NS_PER_MS)   /* ... uniform in [1 ms, 5 ms) */
-#define LATE_BATCH	  4		    /* stream timers per pause */
-#define LATE_PACE_NS	  100000	    /* the pause */
 #define LATE_MAX_SAMPLES  200000
 #define FIRE_POOL_THREADS 2
 #define FIRE_SLOTS	  128
 #define FIRE_STAMP_EVERY  16
 #define FIRE_ATTEMPTS	  3
 #define FIRE_TICK_NS	  (10 * NS_PER_MS) /* see fire_once */
-#define BENCH_SEED	  UINT64_C(0x5e121ce0b3ec4a11)
+#define SERVICE_SEED	  UINT64_C(0x5e121ce0b3ec4a11)
 
 /* ---- what one run reports beside its main figure ------------------------ */
 
@@ -203,31 +199,6 @@ static int fail(struct bench_sample *out, int err, const char *fmt, ...)
 
 /* ---- small helpers ------------------------------------------------------- */
 
-static unsigned ncpus(void)
-{
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-	return n < 1 ? 1 : (unsigned)n;
-}
-
-/* Best effort (a CPU outside the allowed set just leaves the thread unpinned). */
-static void pin_self(unsigned index)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(index % ncpus(), &set);
-	(void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
-
-static void sleep_ns(uint64_t ns)
-{
-	struct timespec ts = {(time_t)(ns / NS_PER_S), (long)(ns % NS_PER_S)};
-
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
 static uint64_t thread_cpu_ns(void)
 {
 	struct timespec ts;
@@ -265,7 +236,7 @@ static int wait_totals(struct spoke *s, bool (*want)(const struct spoke_shard_st
 		}
 		if (now > limit)
 			return -ETIMEDOUT;
-		sleep_ns(WAIT_STEP_NS);
+		bench_sleep_ns(WAIT_STEP_NS);
 	}
 }
 
@@ -369,7 +340,7 @@ static void team_init(struct team *tm, unsigned T, unsigned run)
 	for (unsigned i = 0; i < T; i++) {
 		tm->w[i].tm = tm;
 		tm->w[i].index = i;
-		bench_rng_seed(&tm->w[i].rng, BENCH_SEED + 1000 * run + i);
+		bench_rng_seed(&tm->w[i].rng, SERVICE_SEED + 1000 * run + i);
 	}
 }
 
@@ -378,7 +349,7 @@ static void *worker_main(void *arg)
 	struct worker *w = arg;
 	struct team *tm = w->tm;
 
-	pin_self(w->index);
+	bench_pin_self(w->index);
 	if (tm->prepare && !w->err)
 		tm->prepare(w);
 	pthread_barrier_wait(&tm->ready);
@@ -423,7 +394,7 @@ static int team_run(struct team *tm, uint64_t window_ns, struct team_result *r,
 		atomic_store(&tm->stop, 1);
 	pthread_barrier_wait(&tm->go);
 	if (window_ns && !err) {
-		sleep_ns(window_ns);
+		bench_sleep_ns(window_ns);
 		atomic_store(&tm->stop, 1);
 	}
 	r->first_t0 = UINT64_MAX;
@@ -515,7 +486,7 @@ static int create_service(struct spoke **s, unsigned shards, unsigned callbacks,
 static void set_targets(struct team *tm, unsigned nshards)
 {
 	for (unsigned i = 0; i < tm->T; i++)
-		tm->w[i].target = (i % ncpus() + 1) % nshards;
+		tm->w[i].target = (i % bench_ncpus() + 1) % nshards;
 }
 
 /* ---- (a) attached start + cancel, and the bare engine -------------------- */
@@ -1103,7 +1074,7 @@ static int fire_once(const struct job *j, unsigned callbacks, uint64_t margin_ns
 		if (spoke_now_ns() + tick_ns / 4 >= D)
 			err = 1;
 		else
-			sleep_ns(WAIT_STEP_NS);
+			bench_sleep_ns(WAIT_STEP_NS);
 	if (!err && fire_count() != 0)
 		err = fail(out, -EPROTO, "a callback ran before its deadline");
 	limit = D + WAIT_LIMIT_NS;
@@ -1113,11 +1084,11 @@ static int fire_once(const struct job *j, unsigned callbacks, uint64_t margin_ns
 				   (unsigned long long)got, (unsigned long long)j->n,
 				   (unsigned long long)(WAIT_LIMIT_NS / NS_PER_S));
 		else
-			sleep_ns(WAIT_STEP_NS);
+			bench_sleep_ns(WAIT_STEP_NS);
 	}
 	done_at = bench_now_ns();
 	if (!err) {
-		sleep_ns(10 * NS_PER_MS);		   /* a duplicate run would show up now */
+		bench_sleep_ns(10 * NS_PER_MS);		   /* a duplicate run would show up now */
 		(void)wait_totals(s, pending_is, 0, NULL); /* published after the turn */
 		t = totals(s);
 		got = fire_count();
@@ -1167,142 +1138,35 @@ static int run_fire(void *arg, unsigned run, struct bench_sample *out)
 	return 0;
 }
 
-/* ---- lateness ------------------------------------------------------------ */
-
-struct late_sample {
-	uint64_t expect; /* written before spoke_start */
-	uint64_t late;	 /* written by the callback */
-};
-
-static _Atomic uint64_t late_done, late_early;
-
-static void cb_late(void *arg)
-{
-	struct late_sample *x = arg;
-	uint64_t now = spoke_now_ns();
-
-	if (now < x->expect) {
-		atomic_fetch_add_explicit(&late_early, 1, memory_order_relaxed);
-		x->late = 0;
-	} else {
-		x->late = now - x->expect;
-	}
-	atomic_fetch_add_explicit(&late_done, 1, memory_order_release);
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* Nearest rank, in us. */
-static double pct_us(const uint64_t *v, size_t k, double q)
-{
-	size_t i = (size_t)ceil(q * (double)k);
-
-	i = i == 0 ? 0 : i - 1;
-	return (double)v[i < k ? i : k - 1] / 1000.0;
-}
+/* ---- lateness (bench_late_run, bench_latency.c) -------------------------- */
 
 static int run_lateness(void *arg, unsigned run, struct bench_sample *out)
 {
 	const struct job *j = arg;
+	const struct bench_late_job lj = {.pending = j->n,
+					  .tick_ns = j->tick_ns,
+					  .window_ns = j->window_ns,
+					  .max_samples = LATE_MAX_SAMPLES};
 	struct extra *x = &extras[run];
-	struct late_sample *smp;
-	struct bench_rng rng;
-	struct spoke *s;
-	uint64_t *late, k = 0, end, limit;
-	unsigned nshards;
-	char sb[160];
+	struct bench_late_result r;
+	uint64_t *late = malloc(LATE_MAX_SAMPLES * sizeof(*late));
 	int err;
 
-	bench_rng_seed(&rng, BENCH_SEED + run);
-	smp = calloc(LATE_MAX_SAMPLES, sizeof(*smp));
-	late = malloc(LATE_MAX_SAMPLES * sizeof(*late));
-	if (!smp || !late) {
-		free(smp);
-		free(late);
+	if (!late)
 		return fail(out, -ENOMEM, "no memory for samples");
-	}
-	err = create_service(&s, 0, ncpus(), j->tick_ns, out);
-	if (err) {
-		free(smp);
-		free(late);
-		return err;
-	}
-	nshards = spoke_shards(s);
-	for (uint64_t i = 0; !err && i < j->n; i++)
-		err = spoke_start_on(s, (unsigned)(i % nshards),
-				     PEND_MIN_NS + bench_rng_next(&rng) % PEND_SPAN_NS, cb_never,
-				     NULL, NULL);
-	if (err)
-		err = fail(out, err, "setup: spoke_start_on: %s", strerror(-err));
-	else if (wait_totals(s, pending_is, j->n, NULL) != 0)
-		err = fail(out, -ETIME, "setup: %llu timers did not reach the wheels: %s",
-			   (unsigned long long)j->n, stats_str(sb, sizeof(sb), totals(s)));
-	end = spoke_now_ns() + j->window_ns;
-	while (!err && k + LATE_BATCH <= LATE_MAX_SAMPLES && spoke_now_ns() < end) {
-		for (int b = 0; !err && b < LATE_BATCH; b++) {
-			uint64_t d = LATE_MIN_NS + bench_rng_next(&rng) % LATE_SPAN_NS;
-			struct late_sample *p = &smp[k];
-
-			p->expect = spoke_now_ns() + d;
-			err = spoke_start(s, d, cb_late, p, NULL);
-			if (err)
-				err = fail(out, err, "stream: spoke_start: %s", strerror(-err));
-			else
-				k++;
-		}
-		sleep_ns(LATE_PACE_NS);
-	}
-	if (!err && k == 0)
-		err = fail(out, -EPROTO, "no stream timer started in the window");
-	limit = spoke_now_ns() + WAIT_LIMIT_NS;
-	while (!err && atomic_load_explicit(&late_done, memory_order_acquire) < k) {
-		if (spoke_now_ns() > limit)
-			err = fail(out, -ETIME, "%llu of %llu stream timers ran",
-				   (unsigned long long)atomic_load(&late_done),
-				   (unsigned long long)k);
-		else
-			sleep_ns(WAIT_STEP_NS);
-	}
-	/*
-	 * `pending` is published by a shard at the end of its turn, which may
-	 * come after a pool worker already ran the turn's last callback.
-	 */
-	if (!err)
-		(void)wait_totals(s, pending_is, j->n, NULL);
-	if (!err) {
-		const struct spoke_shard_stats *t = totals(s);
-
-		if (atomic_load(&late_early))
-			err = fail(out, -EPROTO, "%llu of %llu callbacks ran before their deadline",
-				   (unsigned long long)atomic_load(&late_early),
-				   (unsigned long long)k);
-		else if (t->fired != k || t->pending != j->n || atomic_load(&unexpected_fires))
-			err = fail(out, -EPROTO, "%llu stream timers ran; %s",
-				   (unsigned long long)k, stats_str(sb, sizeof(sb), t));
-		else
-			x->v[X_SVC_LATE] = (double)t->max_late_ns / 1000.0;
-	}
-	spoke_destroy(s);
-	if (!err) {
-		for (uint64_t i = 0; i < k; i++)
-			late[i] = smp[i].late;
-		qsort(late, k, sizeof(*late), cmp_u64);
-		x->v[X_P50] = pct_us(late, k, 0.50);
-		x->v[X_P99] = pct_us(late, k, 0.99);
-		x->v[X_P999] = pct_us(late, k, 0.999);
-		x->v[X_MAX] = (double)late[k - 1] / 1000.0;
-		x->v[X_SAMPLES] = (double)k;
-		out->value = x->v[X_P99];
-		out->timed_ns = (double)j->window_ns;
-	}
-	free(smp);
+	err = bench_late_run(&lj, run, late, &r, out);
 	free(late);
-	return err;
+	if (err)
+		return err;
+	x->v[X_P50] = r.p50_us;
+	x->v[X_P99] = r.p99_us;
+	x->v[X_P999] = r.p999_us;
+	x->v[X_MAX] = r.max_us;
+	x->v[X_SAMPLES] = (double)r.samples;
+	x->v[X_SVC_LATE] = r.service_max_late_us;
+	out->value = r.p99_us;
+	out->timed_ns = (double)j->window_ns;
+	return 0;
 }
 
 /* ---- bytes per timer ----------------------------------------------------- */
@@ -1319,7 +1183,7 @@ static int run_memory(void *arg, unsigned run, struct bench_sample *out)
 	int err;
 
 	(void)run;
-	err = create_service(&s, 0, ncpus(), TICK_NS, out);
+	err = create_service(&s, 0, bench_ncpus(), TICK_NS, out);
 	if (err)
 		return err;
 	nshards = spoke_shards(s);
@@ -1402,7 +1266,7 @@ static double other_load(const struct load_mark *a)
 	if (a->busy_s < 0 || b.busy_s < 0 || b.wall_s <= a->wall_s)
 		return -1;
 	other = (b.busy_s - a->busy_s) - (b.own_s - a->own_s);
-	other /= (b.wall_s - a->wall_s) * ncpus();
+	other /= (b.wall_s - a->wall_s) * bench_ncpus();
 	return other < 0 ? 0 : other > 1 ? 1 : other;
 }
 
@@ -1709,7 +1573,7 @@ static void do_pair(struct plan *p, enum wl svc, enum wl base, unsigned T, uint6
 	struct job jb = {.w = base, .T = T, .n = n, .window_ns = p->window_ns};
 	struct row *rs = run_series(p, &js, ROW_OPS), *rb = run_series(p, &jb, ROW_OPS);
 
-	rs->shards = ncpus();
+	rs->shards = bench_ncpus();
 	rs->callbacks = 0;
 	set_ratio(rs, rb);
 	if (rb->ok)
@@ -1752,8 +1616,8 @@ static void do_lateness(struct plan *p, uint64_t pending, uint64_t tick_ns)
 
 	r->pending = pending;
 	r->tick_ns = tick_ns;
-	r->shards = ncpus();
-	r->callbacks = ncpus();
+	r->shards = bench_ncpus();
+	r->callbacks = bench_ncpus();
 	r->n = (uint64_t)llround(r->x[X_SAMPLES].med);
 	print_row(p, r);
 }
@@ -1764,7 +1628,7 @@ static void do_memory(struct plan *p)
 	struct row *r = run_series(p, &j, ROW_MEM);
 
 	r->n = p->mem_n;
-	r->shards = ncpus();
+	r->shards = bench_ncpus();
 	print_row(p, r);
 }
 
@@ -2075,10 +1939,10 @@ int bench_service_main(int argc, char **argv)
 		       " windows %.0f ms.\nmachine: %s\n",
 		       p->runs, (double)p->window_ns / 1e6, machine);
 		for (size_t i = 0; i < p->nthreads; i++)
-			if (p->threads[i] > ncpus()) {
+			if (p->threads[i] > bench_ncpus()) {
 				printf("T = %u > %u CPUs: those rows are oversubscribed (more busy "
 				       "threads than CPUs).\n",
-				       p->threads[i], ncpus());
+				       p->threads[i], bench_ncpus());
 				break;
 			}
 		printf("ns/op: thread-time per op (sum of the threads' wall time / all ops); "

@@ -3,12 +3,15 @@
  * bench_util.c - the shared half of spoke-bench: forked repeat-and-summarize,
  * RSS, table/JSON rows, gnuplot output, option parsing. See bench_util.h.
  */
+#define _GNU_SOURCE /* pthread_setaffinity_np */
 #include "bench_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -297,20 +300,32 @@ static void table_head(struct bench_out *o, const char *subject, const char *wor
 	fprintf(o->f, "%-14s %-11s %5s", subject, workload, bench_fmt_count(nb, sizeof(nb), n));
 }
 
-void bench_out_result(struct bench_out *o, const char *subject, const char *workload, uint64_t n,
-		      const struct bench_summary *s, const char *unit)
+void bench_out_result_ratio(struct bench_out *o, const char *subject, const char *workload,
+			    uint64_t n, const struct bench_summary *s, const char *unit,
+			    double ratio)
 {
 	if (o->format == BENCH_JSON) {
 		json_head(o, subject, workload, n);
 		fprintf(o->f, ",\"ns_per_op\":%.2f,\"min\":%.2f,\"max\":%.2f,\"unit\":", s->median,
 			s->min, s->max);
 		json_string(o->f, unit);
+		if (ratio > 0)
+			fprintf(o->f, ",\"ratio\":%.3f", ratio);
 		fprintf(o->f, ",\"runs\":%u}\n", s->runs);
 	} else {
 		table_head(o, subject, workload, n);
-		fprintf(o->f, " %10.1f %10.1f %10.1f  %s\n", s->median, s->min, s->max, unit);
+		fprintf(o->f, " %10.1f %10.1f %10.1f  %s", s->median, s->min, s->max, unit);
+		if (ratio > 0)
+			fprintf(o->f, "  %.2fx", ratio);
+		fputc('\n', o->f);
 	}
 	fflush(o->f);
+}
+
+void bench_out_result(struct bench_out *o, const char *subject, const char *workload, uint64_t n,
+		      const struct bench_summary *s, const char *unit)
+{
+	bench_out_result_ratio(o, subject, workload, n, s, unit, 0);
 }
 
 void bench_out_note(struct bench_out *o, const char *kind, const char *subject,
@@ -326,6 +341,20 @@ void bench_out_note(struct bench_out *o, const char *kind, const char *subject,
 		fprintf(o->f, "  %s: %s\n", kind, reason);
 	}
 	fflush(o->f);
+}
+
+void bench_md_sizes_head(FILE *f, const char *first, int first_w, const uint64_t *sizes,
+			 size_t nsizes, int col_w)
+{
+	char nb[32];
+
+	fprintf(f, "| %-*s |", first_w, first);
+	for (size_t i = 0; i < nsizes; i++)
+		fprintf(f, " %*s |", col_w, bench_fmt_count(nb, sizeof(nb), sizes[i]));
+	fprintf(f, "\n|%.*s|", first_w + 2, "--------------------------------");
+	for (size_t i = 0; i < nsizes; i++)
+		fprintf(f, "%.*s:|", col_w + 1, "--------------------------------");
+	fputc('\n', f);
 }
 
 void bench_machine(char *buf, size_t len)
@@ -349,6 +378,73 @@ void bench_machine(char *buf, size_t len)
 		strcpy(u.release, "?");
 	snprintf(buf, len, "%s, %ld CPUs, Linux %s", model, sysconf(_SC_NPROCESSORS_ONLN),
 		 u.release);
+}
+
+/* ---- the paper's workloads (schemes, peers) ----------------------------- */
+
+int bench_fail(struct bench_sample *out, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(out->error, sizeof(out->error), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+int bench_grid_option(struct bench_grid_opts *g, int opt, const char *arg)
+{
+	switch (opt) {
+	case 'j':
+		g->json = true;
+		return 1;
+	case 'q':
+		g->quick = true;
+		return 1;
+	case 'r':
+		if (bench_parse_count(arg, &g->runs) == 0 && g->runs <= BENCH_MAX_RUNS)
+			return 1;
+		fprintf(stderr, "--runs: 1..%d\n", BENCH_MAX_RUNS);
+		return -1;
+	case 'n':
+		if (bench_parse_count(arg, &g->max_n) == 0)
+			return 1;
+		fprintf(stderr, "--max-n: a power of ten from 1e3 to 1e7\n");
+		return -1;
+	case 'b':
+		if (bench_parse_seconds(arg, &g->budget_s) == 0)
+			return 1;
+		fprintf(stderr, "--budget: seconds > 0\n");
+		return -1;
+	default:
+		return 0;
+	}
+}
+
+int bench_grid_finish(const struct bench_grid_opts *g, int argc, char **argv, const char *cmd,
+		      struct bench_out *out, unsigned *runs)
+{
+	if (optind < argc) {
+		fprintf(stderr, "spoke-bench %s: unexpected argument '%s'\n", cmd, argv[optind]);
+		return -1;
+	}
+	if (g->json)
+		out->format = BENCH_JSON;
+	*runs = g->runs ? (unsigned)g->runs : g->quick ? 3 : 5;
+	return 0;
+}
+
+size_t bench_grid_sizes(uint64_t *sizes, size_t max, uint64_t max_n)
+{
+	size_t k = 0;
+
+	for (uint64_t n = 1000; n <= max_n && n <= 10000000 && k < max; n *= 10)
+		sizes[k++] = n;
+	if (k == 0 || sizes[k - 1] != max_n) {
+		fprintf(stderr, "--max-n: a power of ten from 1e3 to 1e7\n");
+		return 0;
+	}
+	return k;
 }
 
 /* ---- plot -------------------------------------------------------------- */
@@ -490,4 +586,30 @@ int bench_parse_seconds(const char *s, double *out)
 		return -EINVAL;
 	*out = v;
 	return 0;
+}
+
+/* ---- threads and sleeping ---------------------------------------------- */
+
+unsigned bench_ncpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n < 1 ? 1 : (unsigned)n;
+}
+
+void bench_pin_self(unsigned index)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(index % bench_ncpus(), &set);
+	(void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+void bench_sleep_ns(uint64_t ns)
+{
+	struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
 }

@@ -37,6 +37,8 @@
 /* Subcommand entry points (one per bench_<name>.c). */
 int bench_schemes_main(int argc, char **argv);
 int bench_service_main(int argc, char **argv);
+int bench_peers_main(int argc, char **argv);
+int bench_latency_main(int argc, char **argv);
 
 /* ---- clock ------------------------------------------------------------- */
 
@@ -145,15 +147,87 @@ struct bench_out {
 /* A result row. unit: "ns/op", "B/timer", ... */
 void bench_out_result(struct bench_out *o, const char *subject, const char *workload, uint64_t n,
 		      const struct bench_summary *s, const char *unit);
+/*
+ * A result row with its ratio to a reference figure (ratio > 0; else as
+ * bench_out_result): JSON gets "ratio", the table a column after the unit.
+ */
+void bench_out_result_ratio(struct bench_out *o, const char *subject, const char *workload,
+			    uint64_t n, const struct bench_summary *s, const char *unit,
+			    double ratio);
 /* A cell that did not run (kind "skipped") or failed (kind "error"). */
 void bench_out_note(struct bench_out *o, const char *kind, const char *subject,
 		    const char *workload, uint64_t n, const char *reason);
+
+/*
+ * The head of a markdown table with one column per size: "| <first> |  1e3 |
+ * ..." and the rule under it (sizes right-aligned), first_w and col_w wide.
+ */
+void bench_md_sizes_head(FILE *f, const char *first, int first_w, const uint64_t *sizes,
+			 size_t nsizes, int col_w);
 
 /* "1e6" for powers of ten from 1000 up, else the decimal number. */
 const char *bench_fmt_count(char *buf, size_t len, uint64_t n);
 
 /* "CPU model, N CPUs, Linux release" of this machine. */
 void bench_machine(char *buf, size_t len);
+
+/* ---- the paper's workloads (schemes, peers) ----------------------------- */
+
+/*
+ * What `schemes` and `peers` share, so both run the same numbers: delays
+ * uniform in [1, BENCH_DELAY_SPAN_TICKS) ticks from BENCH_SEED + run; W1
+ * times max(N, BENCH_W1_MIN_PAIRS) pairs of (start the one spare timer,
+ * stop a random outstanding one), one xorshift64* per pair: the delay from
+ * its low 32 bits, the victim from its high 32 bits.
+ */
+#define BENCH_DELAY_SPAN_TICKS (UINT64_C(1) << 20)
+#define BENCH_SEED	       UINT64_C(0x5b0ce7139e1d5eed)
+#define BENCH_W1_MIN_PAIRS     100000u
+
+static inline uint64_t bench_random_delay(uint64_t bits)
+{
+	return 1 + bench_below((uint32_t)bits, (uint32_t)BENCH_DELAY_SPAN_TICKS - 1);
+}
+
+static inline uint64_t bench_w1_pairs(uint64_t n)
+{
+	return n > BENCH_W1_MIN_PAIRS ? n : BENCH_W1_MIN_PAIRS;
+}
+
+/* W1's victim among timers 0..n (n + 1 of them): any index but the spare's. */
+static inline uint32_t bench_w1_victim(uint64_t bits, uint32_t n, uint32_t spare)
+{
+	uint32_t victim = bench_below((uint32_t)(bits >> 32), n);
+
+	return victim + (victim >= spare);
+}
+
+/* Fill out->error from fmt and return err (a run's failure). */
+int bench_fail(struct bench_sample *out, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/*
+ * The options of a grid of cells (schemes, peers): --json ('j'), --runs K
+ * ('r'), --max-n N ('n'), --quick ('q'), --budget SEC ('b'); give them
+ * these getopt_long values. Zero fields were not given.
+ */
+struct bench_grid_opts {
+	bool json, quick;
+	uint64_t runs, max_n;
+	double budget_s;
+};
+
+/* Take getopt_long's opt if it is one of those: 1 taken, 0 not one, -1 bad value (said). */
+int bench_grid_option(struct bench_grid_opts *g, int opt, const char *arg);
+/*
+ * After getopt_long: -1 if an operand is left in argv (said, for `spoke-bench
+ * cmd`); else 0, with --json applied to *out and *runs = --runs, or 3 with
+ * --quick, or 5.
+ */
+int bench_grid_finish(const struct bench_grid_opts *g, int argc, char **argv, const char *cmd,
+		      struct bench_out *out, unsigned *runs);
+/* sizes[] = 1e3, 1e4, .. max_n: how many; 0 when max_n is not a power of ten 1e3..1e7 (said). */
+size_t bench_grid_sizes(uint64_t *sizes, size_t max, uint64_t max_n);
 
 /* ---- plot -------------------------------------------------------------- */
 
@@ -184,5 +258,52 @@ int bench_plot_png(const char *file, const char *title, const struct bench_panel
 int bench_parse_count(const char *s, uint64_t *out);
 /* Parse a positive number of seconds. 0 or -EINVAL. */
 int bench_parse_seconds(const char *s, double *out);
+
+/* ---- threads and sleeping (service benches) ---------------------------- */
+
+/* Online CPUs (at least 1). Any thread. */
+unsigned bench_ncpus(void);
+/* Pin the calling thread to CPU index % CPUs; best effort (a CPU outside the allowed set
+ * leaves it unpinned). Any thread. */
+void bench_pin_self(unsigned index);
+/* Sleep ns on CLOCK_MONOTONIC, resumed after signals. Any thread. */
+void bench_sleep_ns(uint64_t ns);
+
+/* ---- lateness of the service (bench_latency.c) ------------------------- */
+
+/*
+ * One lateness measurement of the service, shared by `spoke-bench latency`
+ * and the `lateness` workload of `spoke-bench service`; what it does and how
+ * lateness is defined is said at the top of bench_latency.c.
+ */
+struct bench_late_job {
+	uint64_t pending;      /* timers held pending (delays 5 s .. 600 s) */
+	uint64_t tick_ns;      /* the service's tick; the rest of its config is the default */
+	uint64_t window_ns;    /* how long the stream of measured timers is started */
+	unsigned load_threads; /* start+cancel churn threads meanwhile (0 = no load) */
+	double load_rate;      /* their pairs per second, all together (0 = unthrottled) */
+	size_t max_samples;    /* the stream stops early at this many timers */
+};
+
+/* What one run measured (lateness in us). */
+struct bench_late_result {
+	uint64_t samples; /* stream timers measured */
+	double p50_us, p99_us, p999_us, max_us;
+	double service_max_late_us; /* the service's own max_late_ns (spoke_stats) */
+	uint64_t load_pairs;	    /* start+cancel pairs by the load threads */
+	double load_ns;		    /* how long the load ran */
+};
+
+/*
+ * One run, in a forked child's main thread: create the service, fill, stream,
+ * check the service's counters. late_ns (max_samples entries) receives the
+ * samples, sorted ascending. 0, or a negative errno with out->error set; a
+ * callback that ran before its deadline always fails the run.
+ */
+int bench_late_run(const struct bench_late_job *j, unsigned run, uint64_t *late_ns,
+		   struct bench_late_result *r, struct bench_sample *out);
+
+/* Nearest-rank quantile q (0 < q <= 1) of sorted[0..k-1] (k > 0), in us. */
+double bench_late_pct_us(const uint64_t *sorted, size_t k, double q);
 
 #endif /* SPOKE_BENCH_UTIL_H */

@@ -28,6 +28,10 @@ static const struct subcommand subcommands[] = {
 	 "every engine scheme: start/stop, expiry and memory against N (the paper's comparison)"},
 	{"service", bench_service_main,
 	 "the multicore service: start/cancel, reset, expiry rate, lateness, memory, vs a mutex"},
+	{"peers", bench_peers_main,
+	 "spoke beside libevent, libuv, timerfd, POSIX timers and a binary heap, same workloads"},
+	{"latency", bench_latency_main,
+	 "lateness distribution of the service against pending timers, tick and load"},
 };
 
 #define NSUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))

@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * peers_loops.c - the event loops among the peers, and the clock that lets
+ * the bench run them without sleeping.
+ *
+ *   libevent  one event_base (epoll backend, no locking, min-heap timers);
+ *             the caller owns an array of struct event (evtimer_assign,
+ *             event_get_struct_event_size()); start = evtimer_add(tv),
+ *             stop = event_del. One tick = 1 ms.
+ *   libuv     one uv_loop_t, an array of uv_timer_t (uv_timer_init once);
+ *             start = uv_timer_start(timeout ms, repeat 0), stop =
+ *             uv_timer_stop. One tick = 1 ms (libuv's resolution).
+ *
+ * W2 without sleeping. Both loops take "now" from clock_gettime(
+ * CLOCK_MONOTONIC or _COARSE) - libuv in uv__hrtime() when uv_run updates
+ * loop->time, libevent in gettime() at evtimer_add and at each loop turn -
+ * and both call it through their PLT, from their shared objects. This
+ * executable defines clock_gettime() itself (and exports it, see
+ * bench/CMakeLists.txt), so the dynamic linker binds their calls to the
+ * definition below: while the fake clock runs, the monotonic clocks read a
+ * value that only peers_clock_fake_advance() moves; all other clocks, and
+ * all calls while it is off (the service's, the other subcommands'), go on
+ * to the C library's clock_gettime, found with dlsym(RTLD_NEXT) (a raw
+ * syscall before that lookup has run). The bench's own timing reads the
+ * real clock through peers_real_now_ns(). W2 starts the fake clock before
+ * the loop is created; advance(ticks) moves it by ticks ms and runs one
+ * non-blocking loop turn: event_base_loop(EVLOOP_ONCE | EVLOOP_NONBLOCK),
+ * uv_run(UV_RUN_NOWAIT). That it really works is checked by every W2 run:
+ * each of the N callbacks must have run, exactly once, by the end.
+ * W1 and W3 run on the real clock. The cost of the pass-through (one
+ * relaxed load and an indirect call, ~1 ns on a ~20 ns clock read) is paid
+ * by every clock read in this executable.
+ */
+#define _GNU_SOURCE
+#include "peers.h"
+
+#include <dlfcn.h>
+#include <event2/event.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+/* ---- the clock --------------------------------------------------------- */
+
+typedef int clock_gettime_fn(clockid_t id, struct timespec *ts);
+
+static clock_gettime_fn *real_clock_gettime; /* set once, before main */
+static bool fake_on;			     /* __atomic: read by every thread */
+static uint64_t fake_ns;
+
+__attribute__((constructor)) static void find_real_clock_gettime(void)
+{
+	clock_gettime_fn *fn = (clock_gettime_fn *)dlsym(RTLD_NEXT, "clock_gettime");
+
+	__atomic_store_n(&real_clock_gettime, fn, __ATOMIC_RELEASE);
+}
+
+static int real_gettime(clockid_t id, struct timespec *ts)
+{
+	clock_gettime_fn *fn = __atomic_load_n(&real_clock_gettime, __ATOMIC_ACQUIRE);
+
+	if (fn)
+		return fn(id, ts);
+	return (int)syscall(SYS_clock_gettime, id, ts);
+}
+
+static bool is_monotonic(clockid_t id)
+{
+	return id == CLOCK_MONOTONIC || id == CLOCK_MONOTONIC_COARSE || id == CLOCK_MONOTONIC_RAW ||
+	       id == CLOCK_BOOTTIME;
+}
+
+/* Interposes the C library's clock_gettime for the whole executable. Any thread. */
+int clock_gettime(clockid_t id, struct timespec *ts)
+{
+	if (__builtin_expect(__atomic_load_n(&fake_on, __ATOMIC_RELAXED), 0) && is_monotonic(id)) {
+		uint64_t ns = __atomic_load_n(&fake_ns, __ATOMIC_RELAXED);
+
+		ts->tv_sec = (time_t)(ns / 1000000000u);
+		ts->tv_nsec = (long)(ns % 1000000000u);
+		return 0;
+	}
+	return real_gettime(id, ts);
+}
+
+uint64_t peers_real_now_ns(void)
+{
+	struct timespec ts;
+
+	real_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void peers_clock_fake_start(void)
+{
+	__atomic_store_n(&fake_ns, peers_real_now_ns(), __ATOMIC_RELAXED);
+	__atomic_store_n(&fake_on, true, __ATOMIC_RELAXED);
+}
+
+void peers_clock_fake_advance(uint64_t ns)
+{
+	__atomic_store_n(&fake_ns, __atomic_load_n(&fake_ns, __ATOMIC_RELAXED) + ns,
+			 __ATOMIC_RELAXED);
+}
+
+void peers_clock_fake_stop(void)
+{
+	__atomic_store_n(&fake_on, false, __ATOMIC_RELAXED);
+}
+
+/* A slot's delay in ms (both loops count ms). */
+static uint64_t delay_ms(const struct peer *p, uint64_t delay_ticks)
+{
+	return delay_ticks * p->tick_ns / NS_PER_MS;
+}
+
+/* ---- libevent ---------------------------------------------------------- */
+
+struct event_peer {
+	struct peer p;
+	struct event_base *base;
+	char *events; /* ntimers struct event of ev_size bytes */
+	size_t ev_size;
+	bool fake;
+};
+
+static struct event_peer *to_event(struct peer *p)
+{
+	return (struct event_peer *)p;
+}
+
+static struct event *event_at(struct event_peer *ep, size_t i)
+{
+	return (struct event *)(ep->events + i * ep->ev_size);
+}
+
+static void event_fired(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	((struct peer *)arg)->fired++;
+}
+
+static void event_close(struct peer *p)
+{
+	struct event_peer *ep = to_event(p);
+
+	if (ep->base)
+		event_base_free(ep->base); /* deletes the events still pending */
+	free(ep->events);
+	if (ep->fake)
+		peers_clock_fake_stop();
+	free(ep);
+}
+
+static int event_open(struct peer **pp, const struct peer_ops *ops, const struct peer_setup *ps,
+		      struct bench_sample *out)
+{
+	struct event_peer *ep = calloc(1, sizeof(*ep));
+
+	if (!ep)
+		return bench_fail(out, -ENOMEM, "no memory");
+	ep->p = (struct peer){.ops = ops, .tick_ns = ps->tick_ns};
+	ep->fake = ps->fed_clock;
+	if (ep->fake)
+		peers_clock_fake_start();
+	ep->ev_size = (event_get_struct_event_size() + 15) & ~(size_t)15;
+	ep->events = malloc(ps->ntimers * ep->ev_size);
+	ep->base = event_base_new();
+	if (!ep->events || !ep->base) {
+		event_close(&ep->p);
+		return bench_fail(out, -ENOMEM, "no memory for the base or %zu events",
+				  ps->ntimers);
+	}
+	for (size_t i = 0; i < ps->ntimers; i++)
+		if (evtimer_assign(event_at(ep, i), ep->base, event_fired, &ep->p) != 0) {
+			event_close(&ep->p);
+			return bench_fail(out, -EINVAL, "evtimer_assign failed");
+		}
+	*pp = &ep->p;
+	return 0;
+}
+
+static int event_start(struct peer *p, size_t i, uint64_t delay_ticks)
+{
+	uint64_t ms = delay_ms(p, delay_ticks);
+	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000 * 1000)};
+
+	return evtimer_add(event_at(to_event(p), i), &tv) == 0 ? 0 : -EIO;
+}
+
+static int event_stop(struct peer *p, size_t i)
+{
+	return event_del(event_at(to_event(p), i)) == 0 ? 0 : -EIO;
+}
+
+static int event_advance(struct peer *p, uint64_t ticks)
+{
+	peers_clock_fake_advance(ticks * p->tick_ns);
+	return event_base_loop(to_event(p)->base, EVLOOP_ONCE | EVLOOP_NONBLOCK) < 0 ? -EIO : 0;
+}
+
+const struct peer_ops peer_libevent = {
+	.name = "libevent",
+	.clock = PEER_TICKS,
+	.how = "libevent 2.1 event_base, struct event array (evtimer_assign), evtimer_add/"
+	       "event_del, 1 tick = 1 ms; W2 on the fed clock, one EVLOOP_ONCE|NONBLOCK turn "
+	       "per advance",
+	.open = event_open,
+	.close = event_close,
+	.start = event_start,
+	.stop = event_stop,
+	.advance = event_advance,
+};
+
+/* ---- libuv ------------------------------------------------------------- */
+
+struct uv_peer {
+	struct peer p;
+	uv_loop_t loop;
+	uv_timer_t *timers;
+	size_t ntimers; /* initialized handles */
+	bool loop_ok, fake;
+};
+
+static struct uv_peer *to_uv(struct peer *p)
+{
+	return (struct uv_peer *)p;
+}
+
+static void uv_fired(uv_timer_t *t)
+{
+	((struct peer *)t->data)->fired++;
+}
+
+static void uv_peer_close(struct peer *p)
+{
+	struct uv_peer *up = to_uv(p);
+
+	for (size_t i = 0; i < up->ntimers; i++)
+		uv_close((uv_handle_t *)&up->timers[i], NULL);
+	if (up->loop_ok) {
+		uv_run(&up->loop, UV_RUN_DEFAULT); /* runs the close callbacks */
+		uv_loop_close(&up->loop);
+	}
+	free(up->timers);
+	if (up->fake)
+		peers_clock_fake_stop();
+	free(up);
+}
+
+static int uv_peer_open(struct peer **pp, const struct peer_ops *ops, const struct peer_setup *ps,
+			struct bench_sample *out)
+{
+	struct uv_peer *up = calloc(1, sizeof(*up));
+	int err;
+
+	if (!up)
+		return bench_fail(out, -ENOMEM, "no memory");
+	up->p = (struct peer){.ops = ops, .tick_ns = ps->tick_ns};
+	up->fake = ps->fed_clock;
+	if (up->fake)
+		peers_clock_fake_start();
+	up->timers = malloc(ps->ntimers * sizeof(*up->timers));
+	if (!up->timers) {
+		uv_peer_close(&up->p);
+		return bench_fail(out, -ENOMEM, "no memory for %zu timers", ps->ntimers);
+	}
+	err = uv_loop_init(&up->loop);
+	if (err) {
+		uv_peer_close(&up->p);
+		return bench_fail(out, err, "uv_loop_init: %s", uv_strerror(err));
+	}
+	up->loop_ok = true;
+	for (; up->ntimers < ps->ntimers; up->ntimers++) {
+		uv_timer_init(&up->loop, &up->timers[up->ntimers]);
+		up->timers[up->ntimers].data = &up->p;
+	}
+	*pp = &up->p;
+	return 0;
+}
+
+static int uv_peer_start(struct peer *p, size_t i, uint64_t delay_ticks)
+{
+	return uv_timer_start(&to_uv(p)->timers[i], uv_fired, delay_ms(p, delay_ticks), 0);
+}
+
+static int uv_peer_stop(struct peer *p, size_t i)
+{
+	return uv_timer_stop(&to_uv(p)->timers[i]);
+}
+
+static int uv_peer_advance(struct peer *p, uint64_t ticks)
+{
+	peers_clock_fake_advance(ticks * p->tick_ns);
+	uv_run(&to_uv(p)->loop, UV_RUN_NOWAIT);
+	return 0;
+}
+
+const struct peer_ops peer_libuv = {
+	.name = "libuv",
+	.clock = PEER_TICKS,
+	.how = "libuv 1.x loop, uv_timer_t array, uv_timer_start/uv_timer_stop, 1 tick = 1 ms; "
+	       "W2 on the fed clock, one UV_RUN_NOWAIT turn per advance",
+	.open = uv_peer_open,
+	.close = uv_peer_close,
+	.start = uv_peer_start,
+	.stop = uv_peer_stop,
+	.advance = uv_peer_advance,
+};

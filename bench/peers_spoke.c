@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * peers_spoke.c - spoke itself among the peers: three engines (one tick =
+ * one engine tick; the caller owns an array of struct spoke_timer) and the
+ * service with one shard that the bench's thread attaches.
+ *
+ * The service (1 shard, callbacks inline, spoke_attach on the run's main
+ * thread): start is spoke_start(delay_ticks * tick_ns), stop spoke_cancel of
+ * the slot's id; like an event loop it calls spoke_poll every 4096 stops (a
+ * cancel's unlink may travel through the inbox). Its clock cannot be fed:
+ * W1 and W3 run with the default 1 ms tick (nothing fires), W2 in real time
+ * with the tick the bench asks for (at least 1 us, the service's minimum);
+ * drain(wait) sleeps spoke_next_deadline() and polls.
+ */
+#include "peers.h"
+
+#include <spoke/engine.h>
+#include <spoke/spoke.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- the engines ------------------------------------------------------- */
+
+struct engine_peer {
+	struct peer p;
+	struct spoke_engine *e;
+	struct spoke_timer *timers;
+};
+
+/* `wheel` would need room for every delay; the three used here ignore it. */
+static const struct spoke_engine_params engine_params = {
+	.max_interval = BENCH_DELAY_SPAN_TICKS,
+};
+
+static struct engine_peer *to_engine(struct peer *p)
+{
+	return (struct engine_peer *)p;
+}
+
+static void engine_expired(void *ctx, struct spoke_timer *t)
+{
+	(void)t;
+	((struct peer *)ctx)->fired++;
+}
+
+static void engine_close(struct peer *p)
+{
+	struct engine_peer *ep = to_engine(p);
+
+	spoke_engine_free(ep->e);
+	free(ep->timers);
+	free(ep);
+}
+
+static int engine_open(struct peer **pp, const struct peer_ops *ops, const struct peer_setup *ps,
+		       struct bench_sample *out)
+{
+	struct engine_peer *ep = calloc(1, sizeof(*ep));
+	int err;
+
+	if (!ep)
+		return bench_fail(out, -ENOMEM, "no memory");
+	ep->p = (struct peer){.ops = ops, .tick_ns = ps->tick_ns};
+	ep->timers = malloc(ps->ntimers * sizeof(*ep->timers));
+	if (!ep->timers) {
+		free(ep);
+		return bench_fail(out, -ENOMEM, "no memory for %zu timers", ps->ntimers);
+	}
+	for (size_t i = 0; i < ps->ntimers; i++)
+		spoke_timer_init(&ep->timers[i]);
+	err = spoke_engine_new(&ep->e, ops->scheme, &engine_params);
+	if (err) {
+		free(ep->timers);
+		free(ep);
+		return bench_fail(out, err, "spoke_engine_new(%s): %s", ops->scheme,
+				  strerror(-err));
+	}
+	*pp = &ep->p;
+	return 0;
+}
+
+static int engine_start(struct peer *p, size_t i, uint64_t delay_ticks)
+{
+	struct engine_peer *ep = to_engine(p);
+
+	return spoke_engine_start(ep->e, &ep->timers[i], delay_ticks);
+}
+
+static int engine_stop(struct peer *p, size_t i)
+{
+	struct engine_peer *ep = to_engine(p);
+
+	return spoke_engine_stop(ep->e, &ep->timers[i]);
+}
+
+static int engine_advance(struct peer *p, uint64_t ticks)
+{
+	spoke_engine_advance(to_engine(p)->e, ticks, engine_expired, p);
+	return 0;
+}
+
+#define ENGINE_PEER(scheme_name)                                                                   \
+	{                                                                                          \
+		.name = scheme_name, .scheme = scheme_name, .clock = PEER_TICKS,                   \
+		.spoke_engine = true,                                                              \
+		.how = "spoke engine: intrusive struct spoke_timer array, engine ticks",           \
+		.open = engine_open, .close = engine_close, .start = engine_start,                 \
+		.stop = engine_stop, .advance = engine_advance,                                    \
+	}
+
+const struct peer_ops peer_hierarchical = ENGINE_PEER("hierarchical");
+const struct peer_ops peer_hashed = ENGINE_PEER("hashed");
+const struct peer_ops peer_lawn = ENGINE_PEER("lawn");
+
+/* ---- the service, one attached shard ------------------------------------ */
+
+#define SERVICE_MIN_TICK_NS 1000u
+#define SERVICE_POLL_EVERY  4096u
+
+struct service_peer {
+	struct peer p;
+	struct spoke *s;
+	spoke_id *ids;
+	unsigned stops; /* since the last poll */
+};
+
+static struct service_peer *to_service(struct peer *p)
+{
+	return (struct service_peer *)p;
+}
+
+/* Inline on the attached thread, inside spoke_poll. */
+static void service_fired(void *arg)
+{
+	((struct peer *)arg)->fired++;
+}
+
+static void service_close(struct peer *p)
+{
+	struct service_peer *sp = to_service(p);
+
+	spoke_destroy(sp->s);
+	free(sp->ids);
+	free(sp);
+}
+
+static int service_open(struct peer **pp, const struct peer_ops *ops, const struct peer_setup *ps,
+			struct bench_sample *out)
+{
+	struct service_peer *sp = calloc(1, sizeof(*sp));
+	struct spoke_config cfg;
+	int err;
+
+	if (!sp)
+		return bench_fail(out, -ENOMEM, "no memory");
+	sp->p = (struct peer){.ops = ops, .tick_ns = ps->tick_ns};
+	sp->ids = calloc(ps->ntimers, sizeof(*sp->ids));
+	if (!sp->ids) {
+		free(sp);
+		return bench_fail(out, -ENOMEM, "no memory for %zu ids", ps->ntimers);
+	}
+	spoke_config_init(&cfg);
+	cfg.shards = 1;
+	cfg.callback_threads = 0;
+	cfg.pin_threads = false;
+	cfg.tick_ns = ps->tick_ns < SERVICE_MIN_TICK_NS ? SERVICE_MIN_TICK_NS : ps->tick_ns;
+	err = spoke_create(&sp->s, &cfg);
+	if (err) {
+		free(sp->ids);
+		free(sp);
+		return bench_fail(out, err, "spoke_create: %s", strerror(-err));
+	}
+	err = spoke_attach(sp->s, 0);
+	if (err) {
+		service_close(&sp->p);
+		return bench_fail(out, err, "spoke_attach: %s", strerror(-err));
+	}
+	*pp = &sp->p;
+	return 0;
+}
+
+static int service_start(struct peer *p, size_t i, uint64_t delay_ticks)
+{
+	struct service_peer *sp = to_service(p);
+
+	return spoke_start(sp->s, delay_ticks * p->tick_ns, service_fired, p, &sp->ids[i]);
+}
+
+static int service_stop(struct peer *p, size_t i)
+{
+	struct service_peer *sp = to_service(p);
+	int err = spoke_cancel(sp->s, sp->ids[i]);
+
+	if (++sp->stops == SERVICE_POLL_EVERY) {
+		sp->stops = 0;
+		if (spoke_poll(sp->s) < 0)
+			return -EPROTO;
+	}
+	return err;
+}
+
+static int service_drain(struct peer *p, bool wait)
+{
+	struct service_peer *sp = to_service(p);
+	int r;
+
+	if (wait) {
+		int64_t next = spoke_next_deadline(sp->s);
+
+		if (next < 0 && next != -1)
+			return (int)next;
+		if (next > 0)
+			bench_sleep_ns((uint64_t)next < PEER_WAIT_NS ? (uint64_t)next
+								     : PEER_WAIT_NS);
+	}
+	r = spoke_poll(sp->s);
+	return r < 0 ? r : 0;
+}
+
+const struct peer_ops peer_service = {
+	.name = "service",
+	.clock = PEER_REAL_TIME,
+	.how = "spoke service, 1 shard attached to the bench thread (spoke_attach), callbacks "
+	       "inline in spoke_poll; W2 in real time",
+	.open = service_open,
+	.close = service_close,
+	.start = service_start,
+	.stop = service_stop,
+	.drain = service_drain,
+};

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# bench_tables.sh - Markdown tables from spoke-bench --json output.
+#   scripts/bench_tables.sh <in.json>      ("-" reads stdin)
+# For result rows ({"<subject>":..,"workload":..,"n":..,"ns_per_op":..}, from
+# `schemes` or `peers`): one table per workload, a row per subject, a column
+# per N; a cell is "median (ratio x)" when the row has a ratio, "cap" or
+# "skipped" (the reasons are listed under the table). For `latency` rows: one
+# table of p50 / p99 / p99.9 / max (us) per pending count, tick and load.
+# Needs bash and awk (mawk is enough). Used for docs/benchmarks.md.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+if [ $# -ne 1 ]; then
+  echo "usage: $0 <in.json>" >&2
+  exit 2
+fi
+awk "$(cat "$root/scripts/json.awk")"'
+# Remember v in list l once, in order of first appearance.
+function add(l, v) {
+  if ((l, v) in seen) return
+  seen[l, v] = 1
+  list[l, ++n[l]] = v
+}
+function count(x) {
+  if (x >= 1000 && x == 10 ^ int(log(x) / log(10) + 0.5)) return "1e" int(log(x) / log(10) + 0.5)
+  return x
+}
+function fig(x) { x += 0; return x >= 100 ? sprintf("%.0f", x) : x >= 10 ? sprintf("%.1f", x) : sprintf("%.2f", x) }
+{
+  line = $0
+  if (jstr(line, "bench") == "latency" && jnum(line, "p99_us") != "") {
+    key = jnum(line, "pending") SUBSEP jnum(line, "tick_us") SUBSEP jstr(line, "load")
+    add("late", key)
+    late[key] = fig(jnum(line, "p50_us")) " | " fig(jnum(line, "p99_us")) " | " \
+      fig(jnum(line, "p999_us")) " | " fig(jnum(line, "max_us"))
+    nsamp[key] = jnum(line, "n")
+    next
+  }
+  split(line, kv, "\""); subj_key = kv[2]; subj = jstr(line, subj_key)
+  w = jstr(line, "workload"); x = jnum(line, "n")
+  if (subj == "" || w == "" || x == "" || x == 0) next
+  add("w", w); add("s" w, subj); add("n" w, x + 0)
+  if ((v = jnum(line, "ns_per_op")) != "") {
+    cell[w, subj, x + 0] = fig(v) (jnum(line, "ratio") != "" ? sprintf(" (%.2fx)", jnum(line, "ratio")) : "")
+    if (jstr(line, "unit") != "") unit[w] = jstr(line, "unit")
+  } else if ((r = jstr(line, "cap")) != "" || (r = jstr(line, "skipped")) != "") {
+    kind = jstr(line, "cap") != "" ? "cap" : "skipped"
+    cell[w, subj, x + 0] = kind
+    add("why" w, subj " at " count(x) ": " r)
+  }
+}
+END {
+  for (i = 1; i <= n["w"]; i++) {
+    w = list["w", i]
+    printf "\n**%s** (%s)\n\n| %s |", w, unit[w] != "" ? unit[w] : "ns/op", subj_key
+    for (j = 1; j <= n["n" w]; j++) printf " %s |", count(list["n" w, j])
+    printf "\n|---|"
+    for (j = 1; j <= n["n" w]; j++) printf "--:|"
+    printf "\n"
+    for (s = 1; s <= n["s" w]; s++) {
+      subj = list["s" w, s]
+      printf "| %s |", subj
+      for (j = 1; j <= n["n" w]; j++) {
+        c = cell[w, subj, list["n" w, j]]
+        printf " %s |", c == "" ? "-" : c
+      }
+      printf "\n"
+    }
+    if (n["why" w] > 0) {
+      printf "\n"
+      for (j = 1; j <= n["why" w]; j++) printf "- %s\n", list["why" w, j]
+    }
+  }
+  if (n["late"] > 0) {
+    printf "\n| pending | tick (us) | load | samples | p50 | p99 | p99.9 | max |\n"
+    printf "|--:|--:|---|--:|--:|--:|--:|--:|\n"
+    for (i = 1; i <= n["late"]; i++) {
+      split(list["late", i], k, SUBSEP)
+      printf "| %s | %s | %s | %s | %s |\n", count(k[1]), k[2], k[3], nsamp[list["late", i]], late[list["late", i]]
+    }
+  }
+}
+' "$1"
