@@ -4,8 +4,10 @@
 # For result rows ({"<subject>":..,"workload":..,"n":..,"ns_per_op":..}, from
 # `schemes` or `peers`): one table per workload, a row per subject, a column
 # per N; a cell is "median (ratio x)" when the row has a ratio, "cap" or
-# "skipped" (the reasons are listed under the table). For `latency` rows: one
-# table of p50 / p99 / p99.9 / max (us) per pending count, tick and load.
+# "skipped" (the reasons are listed under the table); a cell in another unit
+# than the table's first row is marked "*" and its unit listed under the
+# table. For `latency` rows: one table of p50 / p99 / p99.9 / max (us) per
+# pending count, tick and load.
 # Needs bash and awk (mawk is enough). Used for docs/benchmarks.md.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,7 +43,10 @@ function fig(x) { x += 0; return x >= 100 ? sprintf("%.0f", x) : x >= 10 ? sprin
   add("w", w); add("s" w, subj); add("n" w, x + 0)
   if ((v = jnum(line, "ns_per_op")) != "") {
     cell[w, subj, x + 0] = fig(v) (jnum(line, "ratio") != "" ? sprintf(" (%.2fx)", jnum(line, "ratio")) : "")
-    if (jstr(line, "unit") != "") unit[w] = jstr(line, "unit")
+    # The first unit of a workload heads its table; a row in another unit is marked.
+    u = jstr(line, "unit")
+    if (!(w in unit)) unit[w] = u
+    else if (u != unit[w]) { cell[w, subj, x + 0] = cell[w, subj, x + 0] " *"; add("why" w, subj ": * " u) }
   } else if ((r = jstr(line, "cap")) != "" || (r = jstr(line, "skipped")) != "") {
     kind = jstr(line, "cap") != "" ? "cap" : "skipped"
     cell[w, subj, x + 0] = kind
