@@ -582,6 +582,8 @@ struct owner {
 };
 
 static struct owner own;
+static pthread_t own_thread; /* while own_running: joined by the teardown if a test failed */
+static bool own_running;
 
 static void *owner_main(void *p)
 {
@@ -627,11 +629,19 @@ static pthread_t owner_begin(unsigned k)
 	assert_int_equal(
 		spoke_start_on(sc.s, k, 3600 * SEC, owner_witness_fn, &sc.rec[k], &sc.w[k]), 0);
 	t = thread_start(owner_main, &own);
+	own_thread = t;
+	own_running = true;
 	ASSERT_EVENTUALLY(atomic_load(&own.attached), "the attach");
 	assert_int_equal(own.attach_rc, 0);
+	/*
+	 * The old witness's cancel and the new one's start are messages: wait
+	 * until the shard took both (started 3, cancelled 1), not just for
+	 * pending 2, which holds before either is taken too.
+	 */
 	ASSERT_EVENTUALLY((spoke_stats(sc.s, &sc.before),
-			   sc.before.total.pending == 2 && sc.before.shard[k].attached),
-			  "the shard to be attached");
+			   sc.before.total.started == 3 && sc.before.total.cancelled == 1 &&
+				   sc.before.total.pending == 2 && sc.before.shard[k].attached),
+			  "the shard to be attached and the new witness taken on");
 	return t;
 }
 
@@ -654,6 +664,7 @@ static void owner_end(pthread_t t)
 			  "the witnesses to run");
 	atomic_store(&own.stop, 1);
 	pthread_join(t, NULL);
+	own_running = false;
 	/* scene_end's resets find nothing pending: both ran once */
 	for (unsigned k = 0; k < 2; k++)
 		assert_int_equal(atomic_load(&sc.rec[k].fired), 1);
@@ -807,6 +818,12 @@ static void after_destroy_began_eshutdown(void **state)
 static int err_teardown(void **state)
 {
 	fault_off();
+	/* A test that failed half way: stop its owner thread before the service goes. */
+	if (own_running) {
+		atomic_store(&own.stop, 1);
+		pthread_join(own_thread, NULL);
+		own_running = false;
+	}
 	return svc_test_teardown(state);
 }
 
