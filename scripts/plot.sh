@@ -78,18 +78,19 @@ BEGIN {
     p = idx("pend", jnum(line, "pending") + 0)
     l = idx("loads", jstr(line, "load"))
     p99[t, l] = p99[t, l] jnum(line, "pending") " " jnum(line, "p99_us") "\n"
-    # hist: [[lo_us,hi_us,count],...] -> an outlined step histogram, % of samples
+    # hist: [[lo_us,hi_us,count],...] -> an outlined step histogram, % of the
+    # samples on a log axis (so the tail shows), empty buckets at a floor of 1e-4 %
     h = jraw(line, "hist"); sub(/^\[\[/, "", h); sub(/\]\].*/, "", h)
     nb = split(h, b, /\],\[/); total = jnum(line, "n") + 0; d = ""; prev = ""
     for (i = 1; i <= nb; i++) {
       split(b[i], f, ",")
       lo = f[1] + 0 > 0 ? f[1] : f[2] / 10
       share = total > 0 ? 100 * f[3] / total : 0
-      if (prev != lo) d = d (prev != "" ? prev " 0\n" : "") lo " 0\n"
+      if (prev != lo) d = d (prev != "" ? prev " 1e-4\n" : "") lo " 1e-4\n"
       d = d lo " " share "\n" f[2] " " share "\n"
       prev = f[2]
     }
-    hist[t, p, l] = d prev " 0\n"
+    hist[t, p, l] = d prev " 1e-4\n"
     next
   }
   skipped++
@@ -114,7 +115,8 @@ END {
   }
   if (nlist["ticks"] > 0) {
     layout(nlist["ticks"] + 1, "spoke-bench latency: expiry lateness of the service", out "/latency.png")
-    print "set format x \04710^{%L}\047\nunset logscale y\nset logscale x 10"
+    print "set format x \04710^{%L}\047\nset logscale xy 10\nset yrange [1e-4:100]"
+    print "set key inside left top font \047,8\047"
     print "set xlabel \047lateness (us)\047\nset ylabel \047% of the samples\047"
     for (t = 1; t <= nlist["ticks"]; t++) {
       printf "set title %s\n", q("tick " tick_name(list["ticks", t]))
@@ -125,11 +127,12 @@ END {
           printf "$h%d_%d_%d << EOD\n%sEOD\n", t, p, l, hist[t, p, l]
           cmd = cmd sprintf("%s $h%d_%d_%d using 1:2 with lines lw 2 lc rgb \047%s\047 dt %d title %s", \
             cmd == "plot" ? "" : ",", t, p, l, colour[(p - 1) % ncolour + 1], list["loads", l] == "none" ? 1 : 2, \
-            q(count(list["pend", p]) " pending" (list["loads", l] == "none" ? "" : ", load " list["loads", l])))
+            q(count(list["pend", p]) " pending" (list["loads", l] == "none" ? "" : ", with load")))
         }
       print cmd
     }
-    print "set title \047p99 lateness\047\nset logscale xy 10\nset xlabel \047pending timers\047\nset ylabel \047p99 (us)\047"
+    print "set key outside right top font \047,9\047\nset autoscale y"
+    print "set title \047p99 lateness\047\nset xlabel \047pending timers\047\nset ylabel \047p99 (us)\047"
     cmd = "plot"
     for (t = 1; t <= nlist["ticks"]; t++)
       for (l = 1; l <= nlist["loads"]; l++) {
@@ -137,7 +140,7 @@ END {
         printf "$p%d_%d << EOD\n%sEOD\n", t, l, p99[t, l]
         cmd = cmd sprintf("%s $p%d_%d using 1:2 with linespoints lw 2 lc rgb \047%s\047 dt %d pt %d title %s", \
           cmd == "plot" ? "" : ",", t, l, colour[(t - 1) % ncolour + 1], list["loads", l] == "none" ? 1 : 2, \
-          (t - 1) % 13 + 1, q("tick " tick_name(list["ticks", t]) (list["loads", l] == "none" ? "" : ", load")))
+          (t - 1) % 13 + 1, q("tick " tick_name(list["ticks", t]) (list["loads", l] == "none" ? "" : ", with load")))
       }
     print cmd
     print "unset multiplot\nset output"

@@ -39,27 +39,55 @@ static void *idle_thread(void *p)
 	return p;
 }
 
-/*
- * Threads of this process. The first thread created starts the sanitizer's
- * own background thread (TSan), which stays: create one before counting.
- */
-static unsigned task_count(void)
+static unsigned task_entries(void)
 {
-	static bool warm;
 	struct dirent *e;
 	unsigned n = 0;
-	DIR *d;
+	DIR *d = opendir("/proc/self/task");
 
-	if (!warm) {
-		pthread_join(thread_start(idle_thread, NULL), NULL);
-		warm = true;
-	}
-	d = opendir("/proc/self/task");
 	assert_non_null(d);
 	while ((e = readdir(d)) != NULL)
 		n += e->d_name[0] != '.';
 	closedir(d);
 	return n;
+}
+
+/*
+ * Threads of this process when no service is running. The first thread
+ * created starts the sanitizer's own background thread (TSan), which stays:
+ * create one before counting. A joined thread leaves /proc/self/task a
+ * moment after pthread_join, so a count taken right after a spoke_destroy can
+ * be one too high; the baseline is the count once it has held still for
+ * 20 ms, and callers wait for the count to come back to it.
+ */
+static unsigned task_baseline(void)
+{
+	static unsigned baseline;
+	unsigned n, same = 0;
+	uint64_t end;
+
+	if (baseline)
+		return baseline;
+	pthread_join(thread_start(idle_thread, NULL), NULL);
+	n = task_entries();
+	for (end = spoke_now_ns() + 5 * SEC; same < 20 && spoke_now_ns() < end; same++) {
+		unsigned m;
+
+		sleep_ns(MS);
+		m = task_entries();
+		if (m != n)
+			same = 0, n = m;
+	}
+	baseline = n;
+	return baseline;
+}
+
+/* Waits until only the baseline threads are left; false after 5 s. */
+static bool tasks_back_to_baseline(void)
+{
+	unsigned base = task_baseline();
+
+	return WAIT_UNTIL(task_entries() == base, 5 * SEC);
 }
 
 static int sentinel_storage;
@@ -70,18 +98,20 @@ static void create_refused(const struct spoke_config *c, int expect, const char 
 {
 	struct spoke *const sentinel = SENTINEL_SERVICE;
 	struct spoke *out = sentinel;
-	unsigned before = task_count();
-	int rc = spoke_create(&out, c);
+	int rc;
 
+	if (!tasks_back_to_baseline())
+		fail_msg("%s: %u threads before the call, %u expected (an earlier service's?)",
+			 what, task_entries(), task_baseline());
+	rc = spoke_create(&out, c);
 	if (rc == 0)
 		spoke_destroy(out);
 	if (rc != expect)
 		fail_msg("%s: spoke_create gave %d, expected %d", what, rc, expect);
 	if (out != sentinel)
 		fail_msg("%s: *out written on failure", what);
-	/* a joined thread leaves /proc/self/task a moment after pthread_join */
-	if (!WAIT_UNTIL(task_count() == before, 5 * SEC))
-		fail_msg("%s: %u threads before, %u after", what, before, task_count());
+	if (!tasks_back_to_baseline())
+		fail_msg("%s: %u threads after, %u before", what, task_entries(), task_baseline());
 }
 
 static void create_accepted(const struct spoke_config *c, const char *what)
@@ -122,12 +152,11 @@ static void cfg_base(void)
 static void spoke_create_null_out_einval(void **state)
 {
 	(void)state;
-	unsigned before = task_count();
-
+	assert_true(tasks_back_to_baseline());
 	cfg_base();
 	assert_int_equal(spoke_create(NULL, &cfg), -EINVAL);
 	assert_int_equal(spoke_create(NULL, NULL), -EINVAL);
-	assert_int_equal(task_count(), before);
+	assert_int_equal(task_entries(), task_baseline());
 }
 
 static void spoke_create_bad_shards_einval(void **state)
@@ -255,9 +284,9 @@ static void spoke_create_enomem(void **state)
 	(void)state;
 	long k;
 
+	(void)task_baseline(); /* its warm-up thread must not meet the armed fault */
 	for (k = 0; k < 400; k++) {
 		struct spoke *s = SENTINEL_SERVICE;
-		unsigned before = task_count();
 		int rc;
 
 		cfg_base();
@@ -272,9 +301,9 @@ static void spoke_create_enomem(void **state)
 		if (rc != -ENOMEM)
 			fail_msg("allocation %ld refused: spoke_create gave %d", k + 1, rc);
 		assert_true(s == SENTINEL_SERVICE);
-		if (!WAIT_UNTIL(task_count() == before, 5 * SEC))
-			fail_msg("allocation %ld refused: %u threads before, %u after", k + 1,
-				 before, task_count());
+		if (!tasks_back_to_baseline())
+			fail_msg("allocation %ld refused: %u threads after, %u before", k + 1,
+				 task_entries(), task_baseline());
 	}
 	assert_true(k > 0 && k < 400);
 }
@@ -285,7 +314,7 @@ static void spoke_create_eagain(void **state)
 	(void)state;
 	unsigned threads = 2 + 2; /* 2 pool workers, 2 shards */
 
-	(void)task_count(); /* its warm-up thread must not meet the armed fault */
+	(void)task_baseline(); /* its warm-up thread must not meet the armed fault */
 
 	for (unsigned k = 0; k < threads; k++) {
 		cfg_base();
