@@ -290,25 +290,55 @@ static void *destroy_thread(void *s)
 	return NULL;
 }
 
-/* spoke_destroy beginning wakes an attached loop asleep on its wake fd. */
+/*
+ * A callback on a managed shard that holds spoke_destroy (which waits for
+ * running callbacks) until the loop has seen its wake-up: only then may
+ * destroy go on to close the fd and free the service.
+ */
+struct destroy_gate {
+	atomic_int running, release;
+};
+
+static void destroy_gate_fn(void *arg)
+{
+	struct destroy_gate *g = arg;
+
+	atomic_store(&g->running, 1);
+	WAIT_UNTIL(atomic_load(&g->release), EVENTUALLY_NS);
+}
+
+/*
+ * spoke_destroy beginning wakes an attached loop asleep on its wake fd (no
+ * timer pending: it would sleep forever), and the loop's next calls give
+ * -ESHUTDOWN. spoke.h asks callers to stop using s before destroy can
+ * return; the gate makes that so here, as a server's shutdown would.
+ */
 static void attached_wake_fd_destroy_wakes_loop(void **state)
 {
+	struct destroy_gate gate = {0};
 	struct spoke_config c;
 	struct spoke *s;
 	pthread_t t;
+	bool woken;
 	int fd;
 
 	(void)state;
 	svc_config(&c, 2, MS, 1);
 	assert_int_equal(spoke_create(&s, &c), 0); /* destroyed by destroy_thread */
+	assert_int_equal(spoke_start_on(s, 0, MS, destroy_gate_fn, &gate, NULL), 0);
 	assert_int_equal(spoke_attach(s, 1), 0);
 	fd = spoke_wake_fd(s);
 	assert_true(fd >= 0);
 	assert_int_equal(spoke_next_deadline(s), -1);
+	assert_true(WAIT_UNTIL(atomic_load(&gate.running), EVENTUALLY_NS));
 	t = thread_start(destroy_thread, s);
-	assert_true(fd_readable(fd, (int)(EVENTUALLY_NS / MS)));
+	woken = fd_readable(fd, (int)(EVENTUALLY_NS / MS));
+	assert_int_equal(spoke_next_deadline(s), -ESHUTDOWN);
+	assert_int_equal(spoke_poll(s), -ESHUTDOWN);
 	/* From here on the loop must not touch s: destroy frees it. */
+	atomic_store(&gate.release, 1);
 	pthread_join(t, NULL);
+	assert_true(woken);
 }
 
 /* ==== Lawn TTL timers ==========================================================================
