@@ -719,6 +719,40 @@ static int enter_attached(struct spoke *s, struct arena **a, struct shard **sh)
 	return 0;
 }
 
+int spoke_detach(struct spoke *s)
+{
+	struct shard *sh;
+	struct arena *a;
+	int err = enter_attached(s, &a, &sh);
+
+	if (err)
+		return err;
+	if (sh->in_turn)
+		return call_leave(a, -EBUSY); /* from a callback inside its own spoke_poll */
+	return call_leave(a, spoke_shard_detach(sh));
+}
+
+/*
+ * The thread whose home arena is a is exiting (its key destructor). If it is
+ * still attached to a shard of a->s, hand the shard to a managed thread, so
+ * that its timers keep firing instead of waiting for a poll that will never
+ * come. Counted in the arena like any call, so destroy cannot overlap it.
+ */
+void spoke_detach_at_exit(struct arena *a)
+{
+	struct spoke *s = a->s;
+	struct shard *sh = spoke_shard_mine(s);
+
+	if (!sh || sh->in_turn ||
+	    atomic_load_explicit(&sh->mode, memory_order_relaxed) != SHARD_ATTACHED)
+		return;
+	in_call_add(a, 1);
+	caller_fence(s);
+	if (!atomic_load_explicit(&s->stopping, memory_order_acquire))
+		(void)spoke_shard_detach(sh); /* -EAGAIN: nothing more can be done */
+	in_call_add(a, -1);
+}
+
 int spoke_poll(struct spoke *s)
 {
 	struct shard *sh;

@@ -206,10 +206,17 @@ static struct arena *arena_adopt_or_create(struct spoke *s)
 	return arena_new(s, NULL);
 }
 
+/* Key destructor: the thread exits; its shard (if attached) and arena are handed on. */
+static void arena_thread_exit(void *p)
+{
+	spoke_detach_at_exit(p);
+	arena_orphan(p);
+}
+
 /* Create the instance's thread key: a thread's exit hands its arena on. */
 int spoke_arena_key_create(struct spoke *s)
 {
-	return pthread_key_create(&s->arena_key, arena_orphan) == 0 ? 0 : -EAGAIN;
+	return pthread_key_create(&s->arena_key, arena_thread_exit) == 0 ? 0 : -EAGAIN;
 }
 
 /* Slow path of spoke_arena_mine(): first call of this thread on this instance. */

@@ -88,10 +88,18 @@ struct arena {
 		__attribute__((aligned(SPOKE_CACHELINE)));
 };
 
+/*
+ * Who drives a shard. MANAGED -> ATTACHING -> ATTACHED (spoke_attach: the
+ * managed thread is joined in between), ATTACHED -> DETACHING -> MANAGED
+ * (spoke_detach, or the attached thread's exit: a new managed thread is
+ * started in between, and runs while DETACHING), any -> STOPPING (destroy).
+ * Only MANAGED can be attached, so a shard never has two owners.
+ */
 enum shard_mode {
 	SHARD_MANAGED = 0, /* driven by its own thread */
 	SHARD_ATTACHING,   /* spoke_attach() asked the thread to stop */
 	SHARD_ATTACHED,	   /* driven by a server thread through spoke_poll */
+	SHARD_DETACHING,   /* the attached thread handed it to a new managed thread */
 	SHARD_STOPPING,	   /* spoke_destroy() */
 };
 
@@ -137,8 +145,9 @@ struct shard {
 	_Atomic uint64_t sleep_until_ns; /* owner asleep until then; 0 = awake */
 	_Atomic uint32_t long_sleep;	 /* ... for longer than two ticks */
 	_Atomic int wake_fd;		 /* attached: eventfd of spoke_wake_fd, or -1 */
-	_Atomic int mode;		 /* enum shard_mode */
-	_Atomic uint64_t pending;	 /* engines' count after the owner's last change */
+	int wake_fd_made;	  /* that eventfd while detached (closed by destroy), or -1 */
+	_Atomic int mode;	  /* enum shard_mode */
+	_Atomic uint64_t pending; /* engines' count after the owner's last change */
 	pthread_t thread;
 	bool thread_running;
 	struct shard_counters ctr;
@@ -217,6 +226,8 @@ static inline bool spoke_handle_try_retire(struct spoke *s, struct spoke_handle 
 	return true;
 }
 bool spoke_arenas_busy(struct spoke *s);
+/* api.c: an exiting thread still attached to a shard of a->s hands it back. */
+void spoke_detach_at_exit(struct arena *a);
 
 /*
  * Thread-local caches, keyed by the instance's serial so that a new instance
@@ -302,6 +313,7 @@ void spoke_shard_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool r
 int spoke_shard_turn(struct shard *sh);
 int64_t spoke_shard_next_ns(struct shard *sh);
 int spoke_shard_attach(struct shard *sh);
+int spoke_shard_detach(struct shard *sh);
 int spoke_shard_wake_fd(struct shard *sh);
 int64_t spoke_shard_attached_sleep(struct shard *sh, int64_t wait_ns);
 void spoke_shard_attached_awake(struct shard *sh);

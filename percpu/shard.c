@@ -305,7 +305,8 @@ void spoke_shard_attached_awake(struct shard *sh)
 
 /*
  * Attached thread: the eventfd its loop waits on beside its own fds. Made
- * once per shard, closed by spoke_destroy; non-blocking, close-on-exec.
+ * once per shard (a later owner after a detach gets the same one back),
+ * closed by spoke_destroy; non-blocking, close-on-exec.
  */
 int spoke_shard_wake_fd(struct shard *sh)
 {
@@ -313,9 +314,13 @@ int spoke_shard_wake_fd(struct shard *sh)
 
 	if (fd >= 0)
 		return fd;
-	fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (fd < 0)
-		return -errno;
+	fd = sh->wake_fd_made;
+	if (fd < 0) {
+		fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		sh->wake_fd_made = fd;
+	}
 	atomic_store_explicit(&sh->wake_fd, fd, memory_order_release);
 	return fd;
 }
@@ -436,6 +441,12 @@ static void pin_to_cpu(int cpu)
 	(void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
+/* Modes in which the managed thread drives the shard. */
+static bool managed_mode(int mode)
+{
+	return mode == SHARD_MANAGED || mode == SHARD_DETACHING;
+}
+
 static void *shard_main(void *arg)
 {
 	struct shard *sh = arg;
@@ -445,7 +456,7 @@ static void *shard_main(void *arg)
 	/* Wake at the tick, not up to 50 us later (Linux's default timer slack). */
 	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	become_owner(sh);
-	while (atomic_load_explicit(&sh->mode, memory_order_acquire) == SHARD_MANAGED) {
+	while (managed_mode(atomic_load_explicit(&sh->mode, memory_order_acquire))) {
 		int64_t wait_ns;
 
 		spoke_shard_turn(sh);
@@ -477,6 +488,7 @@ int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index)
 	int err;
 
 	atomic_init(&sh->wake_fd, -1);
+	sh->wake_fd_made = -1;
 	sh->s = s;
 	sh->index = index;
 	sh->cpu = o && o->cpu >= 0 ? o->cpu : (int)(index % s->ncpus);
@@ -500,10 +512,8 @@ int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index)
 
 void spoke_shard_fini(struct shard *sh)
 {
-	int fd = atomic_load_explicit(&sh->wake_fd, memory_order_relaxed);
-
-	if (fd >= 0)
-		close(fd);
+	if (sh->wake_fd_made >= 0)
+		close(sh->wake_fd_made);
 	spoke_engine_free(sh->wheel);
 	spoke_engine_free(sh->lawn);
 	cds_wfcq_destroy(&sh->inbox_head, &sh->inbox_tail);
@@ -547,5 +557,35 @@ int spoke_shard_attach(struct shard *sh)
 	join_thread(sh);
 	atomic_store_explicit(&sh->mode, SHARD_ATTACHED, memory_order_release);
 	become_owner(sh);
+	return 0;
+}
+
+/*
+ * Attached thread, outside its own turn: hand the shard back to a new
+ * managed thread. The calling thread stops being the owner before the new
+ * thread exists (pthread_create orders everything it did to the engines
+ * before the new thread's first look), and attach is refused until the
+ * thread is recorded (DETACHING), so the shard never has two owners. Other
+ * threads' messages stop making the wake fd readable; it stays open for a
+ * later owner. -EAGAIN: no thread could be started; still attached.
+ */
+int spoke_shard_detach(struct shard *sh)
+{
+	int err;
+
+	atomic_store_explicit(&sh->wake_fd, -1, memory_order_relaxed);
+	atomic_store_explicit(&sh->sleep_until_ns, 0, memory_order_relaxed);
+	spoke_tls_owner.serial = 0;
+	spoke_tls_owner.sh = NULL;
+	atomic_store_explicit(&sh->mode, SHARD_DETACHING, memory_order_relaxed);
+	err = spoke_shard_launch(sh);
+	if (err) {
+		atomic_store_explicit(&sh->mode, SHARD_ATTACHED, memory_order_relaxed);
+		if (sh->wake_fd_made >= 0)
+			atomic_store_explicit(&sh->wake_fd, sh->wake_fd_made, memory_order_relaxed);
+		become_owner(sh);
+		return err;
+	}
+	atomic_store_explicit(&sh->mode, SHARD_MANAGED, memory_order_release);
 	return 0;
 }

@@ -163,6 +163,20 @@ unsigned spoke_shards(const struct spoke *s);
  */
 int spoke_attach(struct spoke *s, unsigned shard);
 
+/*
+ * Attached thread only: give the shard back to a managed thread (started by
+ * this call, pinned as at create). Its pending timers keep their deadlines
+ * and from then on run on the callback pool (inline on that thread with
+ * callback_threads = 0); the caller may attach again later. Its wake fd is
+ * no longer signalled and stays open until spoke_destroy (a later owner of
+ * the shard gets the same fd back). A thread that exits while attached is
+ * detached this way at its exit, so its shard's timers never stall.
+ * -EPERM if the caller is not attached, -EBUSY from inside its own
+ * spoke_poll (a callback), -EAGAIN if no thread could be started (the
+ * shard stays attached).
+ */
+int spoke_detach(struct spoke *s);
+
 /* Attached thread only: run what is due, inline. From inside one of its callbacks it does
  * nothing and returns 0. Returns callbacks run, or -errno (-EPERM if not
  * attached). */

@@ -780,13 +780,75 @@ static void spoke_next_deadline_not_attached_einval(void **state)
 	owner_end(t);
 }
 
+static void spoke_detach_not_attached_eperm(void **state)
+{
+	(void)state;
+	pthread_t t = owner_begin(0);
+
+	assert_int_equal(spoke_detach(sc.s), -EPERM); /* shard 0 is the owner's, not ours */
+	assert_int_equal(spoke_detach(NULL), -EINVAL);
+	owner_end(t); /* shard 0 still attached: its witness runs in the owner's poll */
+}
+
+/* -EBUSY: spoke_detach from a callback inside the owner's own spoke_poll. */
+static atomic_int detach_in_poll_rc = 1;
+
+static void detach_in_poll_fn(void *arg)
+{
+	(void)arg;
+	atomic_store(&detach_in_poll_rc, spoke_detach(sc.s));
+}
+
+static void detach_in_poll_job(struct owner *o)
+{
+	o->job_rc = spoke_start(sc.s, 0, detach_in_poll_fn, NULL, NULL);
+}
+
+static void spoke_detach_in_poll_ebusy(void **state)
+{
+	(void)state;
+	pthread_t t = owner_begin(1);
+
+	atomic_store(&detach_in_poll_rc, 1);
+	owner_run(detach_in_poll_job);
+	assert_int_equal(own.job_rc, 0);
+	ASSERT_EVENTUALLY(atomic_load(&detach_in_poll_rc) != 1, "the callback to run in the poll");
+	assert_int_equal(atomic_load(&detach_in_poll_rc), -EBUSY);
+	/* that timer was started and fired; everything else is as it was */
+	ASSERT_EVENTUALLY((spoke_stats(sc.s, &sc.now), sc.now.shard[1].fired == 1),
+			  "the shard's stats to count the run");
+	sc.before.total.started++;
+	sc.before.total.fired++;
+	sc.before.shard[1].started++;
+	sc.before.shard[1].fired++;
+	owner_end(t); /* shard 1 still attached: its witness runs in the owner's poll */
+}
+
+/* -EAGAIN: no managed thread could be started; the caller stays attached. */
+static void detach_eagain_job(struct owner *o)
+{
+	fault_thread_after(0);
+	o->job_rc = spoke_detach(sc.s);
+	fault_off();
+}
+
+static void spoke_detach_eagain(void **state)
+{
+	(void)state;
+	pthread_t t = owner_begin(1);
+
+	owner_run(detach_eagain_job);
+	assert_int_equal(own.job_rc, -EAGAIN);
+	owner_end(t); /* still attached: its witness runs in the owner's poll */
+}
+
 /* ==== after destroy began ========================================================================
  */
 
 struct late {
 	struct spoke *s;
 	atomic_int running, saw_shutdown;
-	int attach_rc, poll_rc, wake_fd_rc;
+	int attach_rc, poll_rc, wake_fd_rc, detach_rc;
 	int64_t nd;
 	unsigned shards;
 	struct spoke_stats st;
@@ -810,6 +872,7 @@ static void late_fn(void *arg)
 	l->poll_rc = spoke_poll(l->s);
 	l->nd = spoke_next_deadline(l->s);
 	l->wake_fd_rc = spoke_wake_fd(l->s);
+	l->detach_rc = spoke_detach(l->s);
 	l->shards = spoke_shards(l->s);
 	memset(&l->st, 0xa5, sizeof(l->st));
 	spoke_stats(l->s, &l->st);
@@ -818,7 +881,7 @@ static void late_fn(void *arg)
 }
 
 /*
- * -ESHUTDOWN from attach, poll, next_deadline and wake_fd once destroy has begun
+ * -ESHUTDOWN from attach, poll, next_deadline, wake_fd and detach once destroy has begun
  * (spoke_shards gives 0 and spoke_stats all zeros then): called from a pool
  * callback that destroy waits for.
  */
@@ -838,6 +901,7 @@ static void after_destroy_began_eshutdown(void **state)
 	assert_int_equal(late.poll_rc, -ESHUTDOWN);
 	assert_int_equal(late.nd, -ESHUTDOWN);
 	assert_int_equal(late.wake_fd_rc, -ESHUTDOWN);
+	assert_int_equal(late.detach_rc, -ESHUTDOWN);
 	assert_int_equal(late.shards, 0);
 	assert_true(late.stats_zero);
 	assert_int_equal(atomic_load(&never_ran), 0);
@@ -889,6 +953,9 @@ int main(int argc, char **argv)
 		ERR_TEST(spoke_poll_not_attached_eperm),
 		ERR_TEST(spoke_wake_fd_not_attached_eperm),
 		ERR_TEST(spoke_next_deadline_not_attached_einval),
+		ERR_TEST(spoke_detach_not_attached_eperm),
+		ERR_TEST(spoke_detach_in_poll_ebusy),
+		ERR_TEST(spoke_detach_eagain),
 		ERR_TEST(after_destroy_began_eshutdown),
 	};
 

@@ -5,6 +5,11 @@
  *
  *   attached_mode_runs_inline_in_poll    §4 attached: inline in poll, other threads' starts,
  *                                        own starts, managed thread stops, next_deadline
+ *   attached_wake_fd_cross_thread_start  wake fd: another thread's start wakes the loop
+ *   attached_wake_fd_destroy_wakes_loop  wake fd: destroy beginning wakes the loop
+ *   attached_detach_hands_shard_back     spoke_detach: managed again, nothing lost, re-attach
+ *   attached_thread_exit_detaches        an attached thread's exit detaches its shard
+ *   attached_detach_attach_race          attach/detach/exit races: one owner at a time
  *   lawn_ttl_few_distinct                Lawn: many timers, 3 TTLs
  *   lawn_ttl_many_distinct               Lawn: thousands of distinct TTLs
  *   config_defaults                      spoke_config_init / create(NULL) / shards 0
@@ -339,6 +344,325 @@ static void attached_wake_fd_destroy_wakes_loop(void **state)
 	atomic_store(&gate.release, 1);
 	pthread_join(t, NULL);
 	assert_true(woken);
+}
+
+/* ==== detach: the shard goes back to a managed thread ========================================
+ */
+
+#define DT_OWN	  64
+#define DT_REMOTE 64
+
+struct dt_ctx {
+	struct spoke *s;
+	pthread_t owner;
+	struct trec own[DT_OWN], remote[DT_REMOTE], again;
+	atomic_uint again_off_owner; /* `again` ran on another thread than the owner */
+};
+
+static struct dt_ctx dt;
+
+static void dt_again_fn(void *arg)
+{
+	if (!pthread_equal(pthread_self(), dt.owner))
+		atomic_fetch_add(&dt.again_off_owner, 1);
+	trec_fire(arg);
+}
+
+static void dt_remote_worker(unsigned idx, void *p)
+{
+	struct dt_ctx *c = p;
+	struct rng rng = {0xd7 + idx};
+
+	for (unsigned i = idx; i < DT_REMOTE; i += 2) {
+		uint64_t d = 20 * MS + rng_below(&rng, 20 * MS);
+
+		atomic_store(&c->remote[i].earliest, spoke_now_ns() + d);
+		BG_CHECK_INT(spoke_start_on(c->s, 1, d, trec_fire, &c->remote[i], NULL), ==, 0);
+	}
+}
+
+/*
+ * spoke_detach hands an attached shard back to a managed thread: timers the
+ * owner started directly and timers other threads sent (some still in the
+ * inbox) all run exactly once, not early, with nobody polling; a cancel
+ * after the detach still wins; the thread is an ordinary caller again; it
+ * can attach again (same wake fd) and its callbacks run in its poll again.
+ * With a pool and with callbacks inline on the shard thread.
+ */
+static void attached_detach_hands_shard_back(void **state)
+{
+	static const unsigned pools[] = {1, 0};
+
+	(void)state;
+	for (unsigned v = 0; v < ARRAY_SIZE(pools); v++) {
+		struct spoke_stats *st = stats_new();
+		struct rng rng = {0xde7 + v};
+		spoke_id keep, again_id;
+		int fd;
+
+		memset(&dt, 0, sizeof(dt));
+		trec_reset_globals();
+		atomic_store(&never_ran, 0);
+		dt.s = svc_new(2, 250 * US, pools[v]);
+		dt.owner = pthread_self();
+		assert_int_equal(spoke_attach(dt.s, 1), 0);
+		fd = spoke_wake_fd(dt.s);
+		assert_true(fd >= 0);
+		for (unsigned i = 0; i < DT_OWN; i++) {
+			uint64_t d = 20 * MS + rng_below(&rng, 20 * MS);
+
+			atomic_store(&dt.own[i].earliest, spoke_now_ns() + d);
+			assert_int_equal(spoke_start(dt.s, d, trec_fire, &dt.own[i], NULL), 0);
+		}
+		assert_int_equal(spoke_start(dt.s, 3600 * SEC, never_fn, NULL, &keep), 0);
+		assert_true(spoke_poll(dt.s) >= 0);
+		run_workers(2, dt_remote_worker, &dt); /* these wait in the inbox */
+
+		assert_int_equal(spoke_detach(dt.s), 0);
+		assert_int_equal(spoke_poll(dt.s), -EPERM);
+		assert_int_equal(spoke_next_deadline(dt.s), -EINVAL);
+		assert_int_equal(spoke_wake_fd(dt.s), -EPERM);
+		assert_int_equal(spoke_detach(dt.s), -EPERM);
+		spoke_stats(dt.s, st);
+		assert_false(st->shard[1].attached);
+		assert_int_equal(spoke_cancel(dt.s, keep), 0);
+
+		for (unsigned i = 0; i < DT_OWN; i++)
+			ASSERT_EVENTUALLY(atomic_load(&dt.own[i].fired) == 1,
+					  "the detached shard's own timers to run");
+		for (unsigned i = 0; i < DT_REMOTE; i++)
+			ASSERT_EVENTUALLY(atomic_load(&dt.remote[i].fired) == 1,
+					  "the detached shard's sent timers to run");
+		ASSERT_EVENTUALLY(stats_settled(dt.s, DT_OWN + DT_REMOTE + 1, 0),
+				  "the shard to take the cancel");
+
+		/* Attach again: same fd; callbacks run in this thread's poll again. */
+		assert_int_equal(spoke_attach(dt.s, 1), 0);
+		assert_int_equal(spoke_wake_fd(dt.s), fd);
+		atomic_store(&dt.again.earliest, spoke_now_ns() + MS);
+		assert_int_equal(spoke_start(dt.s, MS, dt_again_fn, &dt.again, &again_id), 0);
+		while (atomic_load(&dt.again.fired) == 0) {
+			int64_t ns = spoke_next_deadline(dt.s);
+
+			assert_true(ns >= -1);
+			sleep_ns(ns < 0 || ns > (int64_t)MS ? MS : (uint64_t)ns);
+			assert_true(spoke_poll(dt.s) >= 0);
+		}
+		assert_int_equal(atomic_load(&dt.again_off_owner), 0);
+		assert_int_equal(spoke_detach(dt.s), 0);
+
+		sleep_ms(10);
+		for (unsigned i = 0; i < DT_OWN; i++)
+			assert_int_equal(atomic_load(&dt.own[i].fired), 1);
+		for (unsigned i = 0; i < DT_REMOTE; i++)
+			assert_int_equal(atomic_load(&dt.remote[i].fired), 1);
+		assert_int_equal(atomic_load(&dt.again.fired), 1);
+		assert_int_equal(atomic_load(&never_ran), 0);
+		assert_never_early();
+		assert_no_bg_failures();
+		assert_stats_settled(dt.s, DT_OWN + DT_REMOTE + 2, 0);
+		spoke_stats(dt.s, st);
+		assert_false(st->shard[1].attached);
+		free(st);
+		svc_destroy(dt.s);
+	}
+}
+
+#define DX_TIMERS 128
+
+struct dx_ctx {
+	struct spoke *s;
+	struct trec rec[DX_TIMERS];
+	int attach_rc;
+};
+
+static struct dx_ctx dx;
+
+/* Attaches shard 0, starts timers straight into its wheel, and exits without detaching. */
+static void *dx_thread(void *p)
+{
+	struct dx_ctx *c = p;
+	struct rng rng = {0xd8};
+
+	c->attach_rc = spoke_attach(c->s, 0);
+	for (unsigned i = 0; i < DX_TIMERS; i++) {
+		uint64_t d = 5 * MS + rng_below(&rng, 20 * MS);
+
+		atomic_store(&c->rec[i].earliest, spoke_now_ns() + d);
+		BG_CHECK_INT(spoke_start(c->s, d, trec_fire, &c->rec[i], NULL), ==, 0);
+	}
+	return NULL;
+}
+
+/*
+ * A thread that exits while attached is detached at its exit: the timers it
+ * left in its shard run (on the pool), exactly once and not early, and the
+ * shard can be attached again.
+ */
+static void attached_thread_exit_detaches(void **state)
+{
+	struct spoke_stats *st = stats_new();
+
+	(void)state;
+	memset(&dx, 0, sizeof(dx));
+	trec_reset_globals();
+	dx.s = svc_new(2, 250 * US, 1);
+	pthread_join(thread_start(dx_thread, &dx), NULL);
+	assert_int_equal(dx.attach_rc, 0);
+	for (unsigned i = 0; i < DX_TIMERS; i++)
+		ASSERT_EVENTUALLY(atomic_load(&dx.rec[i].fired) == 1,
+				  "the exited owner's timers to run");
+	spoke_stats(dx.s, st);
+	assert_false(st->shard[0].attached);
+	assert_int_equal(spoke_attach(dx.s, 0), 0);
+	assert_int_equal(spoke_detach(dx.s), 0);
+	sleep_ms(10);
+	for (unsigned i = 0; i < DX_TIMERS; i++)
+		assert_int_equal(atomic_load(&dx.rec[i].fired), 1);
+	assert_never_early();
+	assert_no_bg_failures();
+	assert_stats_settled(dx.s, DX_TIMERS, 0);
+	free(st);
+	svc_destroy(dx.s);
+}
+
+#define DR_LOOPS     4
+#define DR_ROUNDS    SCALE(60)
+#define DR_PER_ROUND 4
+#define DR_PRODUCERS 2
+#define DR_SENT	     SCALE(400)
+
+struct dr_ctx {
+	struct spoke *s;
+	atomic_int owners;    /* threads that hold shard 1 right now: at most 1 */
+	atomic_uint overlaps; /* times two did */
+	atomic_uint busy;     /* attaches refused with -EBUSY */
+	atomic_uint loops_done;
+	struct trec *owned; /* DR_LOOPS x DR_ROUNDS x DR_PER_ROUND */
+	struct trec *sent;  /* DR_PRODUCERS x DR_SENT */
+};
+
+static struct dr_ctx dr;
+
+/* Holds shard 1 for a round: timers straight into its wheel, a few polls. */
+static void dr_round(struct dr_ctx *c, unsigned idx, unsigned round, struct rng *rng)
+{
+	if (atomic_fetch_add(&c->owners, 1) != 0)
+		atomic_fetch_add(&c->overlaps, 1);
+	for (unsigned j = 0; j < DR_PER_ROUND; j++) {
+		struct trec *r = &c->owned[(idx * DR_ROUNDS + round) * DR_PER_ROUND + j];
+		uint64_t d = rng_below(rng, 2 * MS);
+
+		atomic_store(&r->earliest, spoke_now_ns() + d);
+		BG_CHECK_INT(spoke_start(c->s, d, trec_fire, r, NULL), ==, 0);
+	}
+	for (unsigned j = rng_below(rng, 3); j > 0; j--) {
+		BG_CHECK_INT(spoke_poll(c->s), >=, 0);
+		sleep_ns(100 * US);
+	}
+	atomic_fetch_sub(&c->owners, 1);
+}
+
+/*
+ * Loop threads take shard 1 in turn (attach, a round, detach); the last
+ * round of every other thread ends by exiting while attached. Producers
+ * send timers to shard 1 meanwhile.
+ */
+static void dr_worker(unsigned idx, void *p)
+{
+	struct dr_ctx *c = p;
+	struct rng rng = {0xd9 + idx};
+
+	if (idx >= DR_LOOPS) {
+		unsigned k = idx - DR_LOOPS;
+
+		for (unsigned i = 0; i < DR_SENT; i++) {
+			struct trec *r = &c->sent[k * DR_SENT + i];
+			uint64_t d = rng_below(&rng, 2 * MS);
+
+			atomic_store(&r->earliest, spoke_now_ns() + d);
+			BG_CHECK_INT(spoke_start_on(c->s, 1, d, trec_fire, r, NULL), ==, 0);
+			if (i % 16 == 0)
+				sleep_ns(200 * US);
+		}
+		return;
+	}
+	for (unsigned round = 0; round < DR_ROUNDS; round++) {
+		int rc;
+
+		uint64_t give_up = spoke_now_ns() + EVENTUALLY_NS;
+
+		/* An owner that exited and was never detached would hold it forever. */
+		while ((rc = spoke_attach(c->s, 1)) == -EBUSY && spoke_now_ns() < give_up) {
+			atomic_fetch_add(&c->busy, 1);
+			sleep_ns(50 * US);
+		}
+		BG_CHECK_INT(rc, ==, 0);
+		if (rc != 0)
+			return;
+		dr_round(c, idx, round, &rng);
+		if (round + 1 == DR_ROUNDS && idx % 2 == 1)
+			break; /* exits attached: detached by its exit */
+		BG_CHECK_INT(spoke_detach(c->s), ==, 0);
+	}
+	atomic_fetch_add(&c->loops_done, 1);
+}
+
+static void *dr_thread(void *p)
+{
+	unsigned idx = (unsigned)(uintptr_t)p;
+
+	dr_worker(idx, &dr);
+	return NULL;
+}
+
+/*
+ * Attach, detach and thread exits race for one shard while other threads
+ * send it timers: never two owners at once, every timer runs exactly once
+ * and not early, and the shard ends up managed.
+ */
+static void attached_detach_attach_race(void **state)
+{
+	const unsigned owned = DR_LOOPS * DR_ROUNDS * DR_PER_ROUND, sent = DR_PRODUCERS * DR_SENT;
+	pthread_t t[DR_LOOPS + DR_PRODUCERS];
+	struct spoke_stats *st = stats_new();
+
+	(void)state;
+	memset(&dr, 0, sizeof(dr));
+	trec_reset_globals();
+	dr.owned = calloc(owned, sizeof(*dr.owned));
+	dr.sent = calloc(sent, sizeof(*dr.sent));
+	assert_non_null(dr.owned);
+	assert_non_null(dr.sent);
+	dr.s = svc_new(2, 250 * US, 1);
+	/* Own threads, not run_workers: half of them must exit while attached. */
+	for (unsigned i = 0; i < DR_LOOPS + DR_PRODUCERS; i++)
+		t[i] = thread_start(dr_thread, (void *)(uintptr_t)i);
+	for (unsigned i = 0; i < DR_LOOPS + DR_PRODUCERS; i++)
+		pthread_join(t[i], NULL);
+	assert_no_bg_failures();
+	assert_int_equal(atomic_load(&dr.loops_done), DR_LOOPS);
+	assert_int_equal(atomic_load(&dr.overlaps), 0);
+	for (unsigned i = 0; i < owned; i++)
+		ASSERT_EVENTUALLY(atomic_load(&dr.owned[i].fired) >= 1,
+				  "the owners' timers to run");
+	for (unsigned i = 0; i < sent; i++)
+		ASSERT_EVENTUALLY(atomic_load(&dr.sent[i].fired) >= 1, "the sent timers to run");
+	ASSERT_EVENTUALLY(stats_settled(dr.s, owned + sent, 0), "the stats to settle");
+	sleep_ms(10);
+	for (unsigned i = 0; i < owned; i++)
+		assert_int_equal(atomic_load(&dr.owned[i].fired), 1);
+	for (unsigned i = 0; i < sent; i++)
+		assert_int_equal(atomic_load(&dr.sent[i].fired), 1);
+	assert_never_early();
+	spoke_stats(dr.s, st);
+	assert_false(st->shard[1].attached);
+	printf("attach/detach race: %u rounds, %u attaches refused (-EBUSY)\n",
+	       DR_LOOPS * DR_ROUNDS, atomic_load(&dr.busy));
+	free(st);
+	svc_destroy(dr.s);
+	free(dr.owned);
+	free(dr.sent);
 }
 
 /* ==== Lawn TTL timers ==========================================================================
@@ -823,6 +1147,9 @@ int main(int argc, char **argv)
 		SVC_TEST(attached_mode_runs_inline_in_poll),
 		SVC_TEST(attached_wake_fd_cross_thread_start),
 		SVC_TEST(attached_wake_fd_destroy_wakes_loop),
+		SVC_TEST(attached_detach_hands_shard_back),
+		SVC_TEST(attached_thread_exit_detaches),
+		SVC_TEST(attached_detach_attach_race),
 		SVC_TEST(lawn_ttl_few_distinct),
 		SVC_TEST(lawn_ttl_many_distinct),
 		SVC_TEST(config_defaults),
