@@ -441,13 +441,15 @@ static void attached_detach_hands_shard_back(void **state)
 		assert_int_equal(spoke_wake_fd(dt.s), fd);
 		atomic_store(&dt.again.earliest, spoke_now_ns() + MS);
 		assert_int_equal(spoke_start(dt.s, MS, dt_again_fn, &dt.again, &again_id), 0);
-		while (atomic_load(&dt.again.fired) == 0) {
+		for (uint64_t end = spoke_now_ns() + EVENTUALLY_NS;
+		     atomic_load(&dt.again.fired) == 0 && spoke_now_ns() < end;) {
 			int64_t ns = spoke_next_deadline(dt.s);
 
 			assert_true(ns >= -1);
 			sleep_ns(ns < 0 || ns > (int64_t)MS ? MS : (uint64_t)ns);
 			assert_true(spoke_poll(dt.s) >= 0);
 		}
+		assert_int_equal(atomic_load(&dt.again.fired), 1);
 		assert_int_equal(atomic_load(&dt.again_off_owner), 0);
 		assert_int_equal(spoke_detach(dt.s), 0);
 
