@@ -15,6 +15,7 @@
 #ifndef SPOKE_LIB_BITMAP_H
 #define SPOKE_LIB_BITMAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,9 +47,10 @@ static inline void spoke_bitmap_set(struct spoke_bitmap *b, size_t i)
 	}
 }
 
-static inline void spoke_bitmap_clear(struct spoke_bitmap *b, size_t i)
+/* Clear bit i of level l, and upwards while that empties a word. */
+static inline void spoke_bitmap_clear_from(struct spoke_bitmap *b, unsigned l, size_t i)
 {
-	for (unsigned l = 0; l < b->depth; l++) {
+	for (; l < b->depth; l++) {
 		uint64_t *w = &b->word[l][i >> 6];
 
 		*w &= ~(1ull << (i & 63));
@@ -56,6 +58,25 @@ static inline void spoke_bitmap_clear(struct spoke_bitmap *b, size_t i)
 			return;
 		i >>= 6;
 	}
+}
+
+static inline void spoke_bitmap_clear(struct spoke_bitmap *b, size_t i)
+{
+	spoke_bitmap_clear_from(b, 0, i);
+}
+
+/*
+ * Clear bit i if `clear`, without a branch on it at the bottom level (where,
+ * for a slot that may or may not have emptied, it is a coin flip); the
+ * summary levels change only when the word empties, which is rare.
+ */
+static inline void spoke_bitmap_clear_if(struct spoke_bitmap *b, size_t i, bool clear)
+{
+	uint64_t *w = &b->word[0][i >> 6];
+
+	*w &= ~((uint64_t)clear << (i & 63));
+	if (*w == 0)
+		spoke_bitmap_clear_from(b, 1, i >> 6);
 }
 
 static inline int spoke_bitmap_test(const struct spoke_bitmap *b, size_t i)

@@ -162,8 +162,8 @@ static void place(struct hier_engine *h, struct spoke_timer *t)
 	}
 	slot = ((size_t)k << h->bits) | digit(h, d, k);
 	t->sp_slot = (uint32_t)slot;
-	if (spoke_tlist_empty(&h->slots[slot]))
-		spoke_bitmap_set(&h->occupied, slot);
+	/* Unconditional (setting a set bit is harmless): "was the slot empty" is a coin flip. */
+	spoke_bitmap_set(&h->occupied, slot);
 	spoke_tlist_push(&h->slots[slot], t);
 }
 
@@ -179,8 +179,7 @@ static void hier_remove(struct spoke_engine *e, struct spoke_timer *t)
 
 	spoke_tlist_del(t);
 	if (slot != SPOKE_SLOT_OVERFLOW) {
-		if (spoke_tlist_empty(&h->slots[slot]))
-			spoke_bitmap_clear(&h->occupied, slot);
+		spoke_bitmap_clear_if(&h->occupied, slot, spoke_tlist_empty(&h->slots[slot]));
 	} else if (spoke_tlist_empty(&h->overflow)) {
 		h->overflow_visit = UINT64_MAX;
 	}

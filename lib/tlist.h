@@ -28,11 +28,20 @@ static inline bool spoke_tlist_empty(const struct spoke_tlist *l)
 	return l->first == NULL;
 }
 
+/*
+ * Push and unlink update the neighbour's back link only if there is a
+ * neighbour. With few timers per list that is a coin flip for the branch
+ * predictor, so instead the store goes to t's own sp_link when there is no
+ * neighbour (a conditional select of the address, not a jump); that field
+ * is written again right after.
+ */
 static inline void spoke_tlist_push(struct spoke_tlist *l, struct spoke_timer *t)
 {
-	t->sp_next = l->first;
-	if (l->first)
-		l->first->sp_link = &t->sp_next;
+	struct spoke_timer *first = l->first;
+	void **back = first ? &first->sp_link : &t->sp_link;
+
+	t->sp_next = first;
+	*back = &t->sp_next;
 	l->first = t;
 	t->sp_link = &l->first;
 }
@@ -50,10 +59,11 @@ static inline void spoke_tlist_add_after(struct spoke_timer *prev, struct spoke_
 static inline void spoke_tlist_del(struct spoke_timer *t)
 {
 	struct spoke_timer **pprev = (struct spoke_timer **)t->sp_link;
+	struct spoke_timer *next = t->sp_next;
+	void **back = next ? &next->sp_link : &t->sp_link;
 
-	*pprev = t->sp_next;
-	if (t->sp_next)
-		t->sp_next->sp_link = pprev;
+	*pprev = next;
+	*back = pprev;
 	t->sp_next = NULL;
 	t->sp_link = NULL;
 }
