@@ -236,7 +236,7 @@ static void free_all(struct spoke *s)
 	free(s->lawn_shard);
 	spoke_arenas_free(s);
 	if (s->arena_key_live)
-		pthread_key_delete(s->arena_key);
+		spoke_arena_key_delete(s);
 	free(s);
 }
 
@@ -319,8 +319,9 @@ void spoke_destroy(struct spoke *s)
 	/* First calls that got past `stopping` finish setting up their arena. */
 	while (atomic_load_explicit(&s->entering, memory_order_acquire) != 0)
 		nanosleep(&pause, NULL);
-	/* From now on a thread that exits leaves its arena alone (no destructor). */
-	pthread_key_delete(s->arena_key);
+	/* From now on a thread that exits leaves its arena alone (arena.c: a
+	 * destructor already running finishes first, under the arena lock). */
+	spoke_arena_key_delete(s);
 	s->arena_key_live = false;
 	while (spoke_arenas_busy(s))
 		nanosleep(&pause, NULL);
@@ -733,10 +734,12 @@ int spoke_detach(struct spoke *s)
 }
 
 /*
- * The thread whose home arena is a is exiting (its key destructor). If it is
- * still attached to a shard of a->s, hand the shard to a managed thread, so
- * that its timers keep firing instead of waiting for a poll that will never
- * come. Counted in the arena like any call, so destroy cannot overlap it.
+ * The thread whose home arena is a is exiting (its key destructor, under the
+ * arena lock, so a->s is alive). If it is still attached to a shard of a->s,
+ * hand the shard to a managed thread, so that its timers keep firing instead
+ * of waiting for a poll that will never come; if no thread can be started,
+ * leave the shard unowned so that another thread can attach it. Counted in
+ * the arena like any call, so destroy cannot overlap it.
  */
 void spoke_detach_at_exit(struct arena *a)
 {
@@ -748,8 +751,8 @@ void spoke_detach_at_exit(struct arena *a)
 		return;
 	in_call_add(a, 1);
 	caller_fence(s);
-	if (!atomic_load_explicit(&s->stopping, memory_order_acquire))
-		(void)spoke_shard_detach(sh); /* -EAGAIN: nothing more can be done */
+	if (!atomic_load_explicit(&s->stopping, memory_order_acquire) && spoke_shard_detach(sh))
+		spoke_shard_abandon(sh); /* no thread to start: left for the next attach */
 	in_call_add(a, -1);
 }
 

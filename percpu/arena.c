@@ -24,6 +24,7 @@
  * 4096 arenas per instance.
  */
 #include "service.h"
+#include "test_hooks.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -206,17 +207,67 @@ static struct arena *arena_adopt_or_create(struct spoke *s)
 	return arena_new(s, NULL);
 }
 
+/*
+ * Thread exit against spoke_destroy. A key destructor may already be running
+ * when destroy deletes the key (pthread_key_delete does not wait for it), and
+ * it is handed a pointer into the instance. So every instance whose key
+ * exists is on a list under one process-wide mutex: the destructor touches its
+ * arena only while the arena belongs to an instance on the list, holding the
+ * mutex throughout, and destroy takes the instance off (and deletes the key)
+ * under the same mutex before it frees anything. Only thread exits and
+ * create/destroy take it, never a timer operation.
+ */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct spoke *live_first;
+
+/* Under live_lock: is a an arena of an instance whose key still exists? */
+static bool arena_live(const struct arena *a)
+{
+	for (struct spoke *s = live_first; s; s = s->live_next) {
+		unsigned n = atomic_load_explicit(&s->narenas, memory_order_acquire);
+
+		for (unsigned i = 0; i < n; i++)
+			if (atomic_load_explicit(&s->arenas[i], memory_order_acquire) == a)
+				return true;
+	}
+	return false;
+}
+
 /* Key destructor: the thread exits; its shard (if attached) and arena are handed on. */
 static void arena_thread_exit(void *p)
 {
-	spoke_detach_at_exit(p);
-	arena_orphan(p);
+	pthread_mutex_lock(&live_lock);
+	if (arena_live(p)) {
+		SPOKE_HOOK(SPOKE_HOOK_THREAD_EXIT);
+		spoke_detach_at_exit(p);
+		arena_orphan(p);
+	}
+	pthread_mutex_unlock(&live_lock);
 }
 
 /* Create the instance's thread key: a thread's exit hands its arena on. */
 int spoke_arena_key_create(struct spoke *s)
 {
-	return pthread_key_create(&s->arena_key, arena_thread_exit) == 0 ? 0 : -EAGAIN;
+	if (pthread_key_create(&s->arena_key, arena_thread_exit) != 0)
+		return -EAGAIN;
+	pthread_mutex_lock(&live_lock);
+	s->live_next = live_first;
+	live_first = s;
+	pthread_mutex_unlock(&live_lock);
+	return 0;
+}
+
+/* Delete the key; from then on no exiting thread touches this instance's arenas. */
+void spoke_arena_key_delete(struct spoke *s)
+{
+	struct spoke **link;
+
+	pthread_mutex_lock(&live_lock);
+	for (link = &live_first; *link != s; link = &(*link)->live_next)
+		;
+	*link = s->live_next;
+	pthread_key_delete(s->arena_key);
+	pthread_mutex_unlock(&live_lock);
 }
 
 /* Slow path of spoke_arena_mine(): first call of this thread on this instance. */
@@ -265,7 +316,8 @@ void spoke_arenas_free(struct spoke *s)
 		/*
 		 * Read-from the release store of a thread that exited before
 		 * destroy (arena_orphan), so that store happens before the free.
-		 * destroy deleted the key first: no destructor starts later.
+		 * destroy deleted the key under the arena lock first: a
+		 * destructor either finished before that or leaves it alone.
 		 */
 		(void)atomic_load_explicit(&a->owned, memory_order_acquire);
 		for (size_t c = 0; c < SPOKE_ARENA_CHUNKS; c++) {

@@ -191,10 +191,10 @@ int spoke_pool_start(struct spoke *s)
 		int err;
 
 		w->s = s;
-		err = pthread_create(&w->thread, NULL, worker_main, w);
+		err = spoke_thread_start(&w->thread, worker_main, w);
 		if (err) {
 			spoke_pool_stop(s);
-			return -err;
+			return err;
 		}
 		w->running = true;
 	}

@@ -191,12 +191,14 @@ struct spoke {
 	_Atomic int pool_stop;
 	pthread_key_t arena_key;
 	bool arena_key_live;
+	struct spoke *live_next; /* arena.c: instances whose key exists (under its lock) */
 	_Atomic unsigned narenas;
 	_Atomic(struct arena *) arenas[SPOKE_ARENAS];
 };
 
 /* arena.c */
 int spoke_arena_key_create(struct spoke *s);
+void spoke_arena_key_delete(struct spoke *s);
 struct arena *spoke_arena_mine_slow(struct spoke *s);
 struct spoke_handle *spoke_handle_alloc(struct arena *a);
 void spoke_handle_release(struct spoke *s, struct spoke_handle *h);
@@ -314,6 +316,8 @@ int spoke_shard_turn(struct shard *sh);
 int64_t spoke_shard_next_ns(struct shard *sh);
 int spoke_shard_attach(struct shard *sh);
 int spoke_shard_detach(struct shard *sh);
+void spoke_shard_abandon(struct shard *sh);
+int spoke_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 int spoke_shard_wake_fd(struct shard *sh);
 int64_t spoke_shard_attached_sleep(struct shard *sh, int64_t wait_ns);
 void spoke_shard_attached_awake(struct shard *sh);

@@ -33,6 +33,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -520,12 +521,30 @@ void spoke_shard_fini(struct shard *sh)
 	cds_wfcq_destroy(&sh->taken_head, &sh->taken_tail);
 }
 
+/*
+ * Start one of the service's own threads (shard or pool). It is created with
+ * every signal blocked, so the application's signals go to its own threads,
+ * and so that a thread started by spoke_detach does not take on the mask of
+ * the event loop that detached. Returns 0 or -errno of pthread_create.
+ */
+int spoke_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	sigset_t all, old;
+	int err;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(t, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return -err;
+}
+
 int spoke_shard_launch(struct shard *sh)
 {
-	int err = pthread_create(&sh->thread, NULL, shard_main, sh);
+	int err = spoke_thread_start(&sh->thread, shard_main, sh);
 
 	if (err)
-		return -err;
+		return err;
 	sh->thread_running = true;
 	return 0;
 }
@@ -571,7 +590,7 @@ int spoke_shard_attach(struct shard *sh)
  */
 int spoke_shard_detach(struct shard *sh)
 {
-	int err;
+	int fd = atomic_load_explicit(&sh->wake_fd, memory_order_relaxed), err;
 
 	atomic_store_explicit(&sh->wake_fd, -1, memory_order_relaxed);
 	atomic_store_explicit(&sh->sleep_until_ns, 0, memory_order_relaxed);
@@ -581,11 +600,24 @@ int spoke_shard_detach(struct shard *sh)
 	err = spoke_shard_launch(sh);
 	if (err) {
 		atomic_store_explicit(&sh->mode, SHARD_ATTACHED, memory_order_relaxed);
-		if (sh->wake_fd_made >= 0)
-			atomic_store_explicit(&sh->wake_fd, sh->wake_fd_made, memory_order_relaxed);
+		atomic_store_explicit(&sh->wake_fd, fd, memory_order_relaxed);
 		become_owner(sh);
 		return err;
 	}
 	atomic_store_explicit(&sh->mode, SHARD_MANAGED, memory_order_release);
 	return 0;
+}
+
+/*
+ * Attached thread, exiting, when spoke_shard_detach could start no thread:
+ * let go of the shard without a driver. It is MANAGED with no thread, so the
+ * next spoke_attach takes it (there is nothing to join); until then its
+ * timers wait.
+ */
+void spoke_shard_abandon(struct shard *sh)
+{
+	atomic_store_explicit(&sh->wake_fd, -1, memory_order_relaxed);
+	spoke_tls_owner.serial = 0;
+	spoke_tls_owner.sh = NULL;
+	atomic_store_explicit(&sh->mode, SHARD_MANAGED, memory_order_release);
 }

@@ -11,12 +11,17 @@
  *   SPOKE_HOOK_RESET_CLAIMED  a reset from a thread that does not own the
  *                             timer has set WRITING and not yet stored its
  *                             deadline (api.c reset_once)
+ *   SPOKE_HOOK_THREAD_EXIT    a thread that called the service is exiting:
+ *                             its key destructor has found its instance
+ *                             alive and is about to hand its arena (and
+ *                             attached shard) on (arena.c arena_thread_exit)
  */
 #ifndef SPOKE_PERCPU_TEST_HOOKS_H
 #define SPOKE_PERCPU_TEST_HOOKS_H
 
 enum spoke_hook {
 	SPOKE_HOOK_RESET_CLAIMED,
+	SPOKE_HOOK_THREAD_EXIT,
 };
 
 #ifdef SPOKE_TEST_HOOKS

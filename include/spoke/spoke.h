@@ -159,18 +159,23 @@ unsigned spoke_shards(const struct spoke *s);
 /*
  * Make the calling thread the owner of shard k: its managed thread stops
  * driving it before this returns. -EINVAL (k out of range), -EBUSY (shard
- * already attached, or this thread already owns a shard).
+ * already attached, or being handed over by another thread's attach or
+ * detach at this moment, or this thread already owns a shard).
  */
 int spoke_attach(struct spoke *s, unsigned shard);
 
 /*
  * Attached thread only: give the shard back to a managed thread (started by
- * this call, pinned as at create). Its pending timers keep their deadlines
- * and from then on run on the callback pool (inline on that thread with
- * callback_threads = 0); the caller may attach again later. Its wake fd is
- * no longer signalled and stays open until spoke_destroy (a later owner of
- * the shard gets the same fd back). A thread that exits while attached is
- * detached this way at its exit, so its shard's timers never stall.
+ * this call like those of spoke_create: pinned if pin_threads, all signals
+ * blocked). Its pending timers keep their deadlines and from then on run on
+ * the callback pool (inline on that thread with callback_threads = 0); the
+ * caller may attach again later. Its wake fd stops being signalled (a
+ * message racing the detach may still make it readable once: take it out
+ * of the loop's poll set) and stays open until spoke_destroy; a later owner
+ * of the shard gets the same fd back. A thread that exits while attached
+ * (returning from its function, not from inside a callback) is detached
+ * this way at its exit; if no thread can be started then, the shard is left
+ * unowned (not attached) and its timers wait for the next spoke_attach.
  * -EPERM if the caller is not attached, -EBUSY from inside its own
  * spoke_poll (a callback), -EAGAIN if no thread could be started (the
  * shard stays attached).

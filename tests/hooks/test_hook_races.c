@@ -17,6 +17,10 @@
  *                        tests start new timers on the same thread (so the
  *                        same arena) inside the window and check that none
  *                        of them fires early.
+ *   thread_exit_vs_destroy  an attached thread exits while spoke_destroy
+ *                        runs: destroy must not free the instance while the
+ *                        thread's key destructor (which detaches its shard
+ *                        and hands its arena on) is inside it.
  */
 #include "service_util.h"
 #include "test_hooks.h"
@@ -291,6 +295,67 @@ static void reset_writing_vs_end_of_periodic_run(void **state)
 	sem_destroy(&run_may_end);
 }
 
+/* A thread attached to shard 1 that exits without detaching, and stalls in its key destructor. */
+struct exiting {
+	struct spoke *s;
+	int attach_rc;
+};
+
+static void *exiting_main(void *arg)
+{
+	struct exiting *x = arg;
+
+	x->attach_rc = spoke_attach(x->s, 1);
+	tl_stall_at = SPOKE_HOOK_THREAD_EXIT;
+	return NULL; /* its key destructor stalls at the hook */
+}
+
+struct destroyer {
+	struct spoke *s;
+	atomic_int done;
+};
+
+static void *destroyer_main(void *arg)
+{
+	struct destroyer *d = arg;
+
+	spoke_destroy(d->s);
+	atomic_store(&d->done, 1);
+	return NULL;
+}
+
+/*
+ * spoke_destroy must not free the instance while an exiting thread's key
+ * destructor works on it (pthread_key_delete does not wait for one that is
+ * running): the exiting thread stalls in its destructor after finding its
+ * instance alive; destroy, started meanwhile, must not return before the
+ * destructor has gone on. If it freed early, the destructor's use of the
+ * arena and shard would be a use after free (reported by ASan).
+ */
+static void thread_exit_vs_destroy(void **state)
+{
+	struct spoke_config c;
+	struct exiting x = {0};
+	struct destroyer d = {0};
+	pthread_t xt, dt;
+
+	(void)state;
+	svc_config(&c, 2, 100 * US, 1);
+	assert_int_equal(spoke_create(&x.s, &c), 0); /* destroyed by the destroyer */
+	d.s = x.s;
+	xt = thread_start(exiting_main, &x);
+	while (sem_wait(&stalled) != 0)
+		;
+	dt = thread_start(destroyer_main, &d);
+	sleep_ms(50);
+	assert_int_equal(atomic_load(&d.done), 0);
+	sem_post(&resume);
+	pthread_join(xt, NULL);
+	pthread_join(dt, NULL);
+	assert_int_equal(atomic_load(&d.done), 1);
+	assert_int_equal(x.attach_rc, 0);
+}
+
 #define HOOK_TEST(f) cmocka_unit_test_setup_teardown(f, hooks_setup, hooks_teardown)
 
 int main(int argc, char **argv)
@@ -298,6 +363,7 @@ int main(int argc, char **argv)
 	static const struct CMUnitTest all[] = {
 		HOOK_TEST(reset_writing_vs_cancel_then_reuse),
 		HOOK_TEST(reset_writing_vs_end_of_periodic_run),
+		HOOK_TEST(thread_exit_vs_destroy),
 	};
 
 	return svc_main(argc, argv, "hook_races", all, ARRAY_SIZE(all));

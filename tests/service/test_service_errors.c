@@ -842,6 +842,52 @@ static void spoke_detach_eagain(void **state)
 	owner_end(t); /* still attached: its witness runs in the owner's poll */
 }
 
+/*
+ * -EAGAIN at exit: an attached thread exits while no thread can be started.
+ * Its shard is left without a driver but free (not attached): its timer
+ * waits, and the next spoke_attach takes the shard and runs it.
+ */
+struct abandon {
+	struct spoke *s;
+	int attach_rc;
+	struct trec rec;
+};
+
+static void *abandon_main(void *arg)
+{
+	struct abandon *b = arg;
+
+	b->attach_rc = spoke_attach(b->s, 1);
+	atomic_store(&b->rec.earliest, spoke_now_ns() + MS);
+	BG_CHECK_INT(spoke_start(b->s, MS, trec_fire, &b->rec, NULL), ==, 0);
+	fault_thread_after(0); /* the detach at its exit cannot start a thread */
+	return NULL;
+}
+
+static void spoke_detach_at_exit_eagain(void **state)
+{
+	struct abandon b = {.s = svc_new(2, 250 * US, 1)};
+	struct spoke_stats *st = stats_new();
+
+	(void)state;
+	trec_reset_globals();
+	pthread_join(thread_start(abandon_main, &b), NULL);
+	assert_int_equal(b.attach_rc, 0);
+	spoke_stats(b.s, st);
+	assert_false(st->shard[1].attached);
+	sleep_ms(20);
+	assert_int_equal(atomic_load(&b.rec.fired), 0); /* nobody drives shard 1 */
+	assert_int_equal(spoke_attach(b.s, 1), 0);
+	ASSERT_EVENTUALLY((spoke_poll(b.s), atomic_load(&b.rec.fired) == 1),
+			  "the abandoned timer to run in the new owner's poll");
+	assert_int_equal(spoke_detach(b.s), 0);
+	assert_never_early();
+	assert_no_bg_failures();
+	assert_stats_settled(b.s, 1, 0);
+	free(st);
+	svc_destroy(b.s);
+}
+
 /* ==== after destroy began ========================================================================
  */
 
@@ -956,6 +1002,7 @@ int main(int argc, char **argv)
 		ERR_TEST(spoke_detach_not_attached_eperm),
 		ERR_TEST(spoke_detach_in_poll_ebusy),
 		ERR_TEST(spoke_detach_eagain),
+		ERR_TEST(spoke_detach_at_exit_eagain),
 		ERR_TEST(after_destroy_began_eshutdown),
 	};
 

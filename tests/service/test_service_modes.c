@@ -18,12 +18,14 @@
  *   config_stats_add_up                  started == fired + cancelled + pending
  *   config_lawn_shards_mask              lawn_shards picks the TTL shards
  *   config_inline_callbacks_on_shard_thread  callback_threads = 0
+ *   config_service_threads_block_signals     shard and pool threads block signals
  *
  * Usage: test_service_modes [test name...]   (no name: all)
  */
 #include "service_util.h"
 
 #include <poll.h>
+#include <signal.h>
 
 /* ==== attached mode ============================================================================
  */
@@ -350,16 +352,26 @@ static void attached_wake_fd_destroy_wakes_loop(void **state)
  */
 
 #define DT_OWN	  64
-#define DT_REMOTE 64
+#define DT_TTL	  32
+#define DT_REMOTE 64 /* per batch: one before the detach, one after */
+
+struct dt_periodic {
+	uint64_t start_ns;
+	atomic_uint runs, inside, overlaps, early;
+};
 
 struct dt_ctx {
 	struct spoke *s;
 	pthread_t owner;
-	struct trec own[DT_OWN], remote[DT_REMOTE], again;
+	unsigned batch;
+	struct trec own[DT_OWN], ttl[DT_TTL], remote[2][DT_REMOTE], again;
+	struct dt_periodic per;
 	atomic_uint again_off_owner; /* `again` ran on another thread than the owner */
 };
 
 static struct dt_ctx dt;
+
+#define DT_PERIOD (5 * MS)
 
 static void dt_again_fn(void *arg)
 {
@@ -368,26 +380,84 @@ static void dt_again_fn(void *arg)
 	trec_fire(arg);
 }
 
+/* Run k (from 1) not before start + k periods; never two runs at once. */
+static void dt_periodic_fn(void *arg)
+{
+	struct dt_periodic *p = arg;
+	unsigned k = atomic_load(&p->runs) + 1;
+
+	if (atomic_fetch_add(&p->inside, 1) != 0)
+		atomic_fetch_add(&p->overlaps, 1);
+	if (spoke_now_ns() < p->start_ns + k * DT_PERIOD)
+		atomic_fetch_add(&p->early, 1);
+	atomic_store(&p->runs, k);
+	atomic_fetch_sub(&p->inside, 1);
+}
+
 static void dt_remote_worker(unsigned idx, void *p)
 {
 	struct dt_ctx *c = p;
-	struct rng rng = {0xd7 + idx};
+	struct rng rng = {0xd7 + idx + 16 * c->batch};
 
 	for (unsigned i = idx; i < DT_REMOTE; i += 2) {
+		struct trec *r = &c->remote[c->batch][i];
 		uint64_t d = 20 * MS + rng_below(&rng, 20 * MS);
 
-		atomic_store(&c->remote[i].earliest, spoke_now_ns() + d);
-		BG_CHECK_INT(spoke_start_on(c->s, 1, d, trec_fire, &c->remote[i], NULL), ==, 0);
+		atomic_store(&r->earliest, spoke_now_ns() + d);
+		BG_CHECK_INT(spoke_start_on(c->s, 1, d, trec_fire, r, NULL), ==, 0);
+	}
+}
+
+/* Until `again` ran in this thread's polls (bounded). */
+static void dt_poll_until_again(void)
+{
+	for (uint64_t end = spoke_now_ns() + EVENTUALLY_NS;
+	     atomic_load(&dt.again.fired) == 0 && spoke_now_ns() < end;) {
+		int64_t ns = spoke_next_deadline(dt.s);
+
+		assert_true(ns >= -1);
+		sleep_ns(ns < 0 || ns > (int64_t)MS ? MS : (uint64_t)ns);
+		assert_true(spoke_poll(dt.s) >= 0);
 	}
 }
 
 /*
- * spoke_detach hands an attached shard back to a managed thread: timers the
- * owner started directly and timers other threads sent (some still in the
- * inbox) all run exactly once, not early, with nobody polling; a cancel
- * after the detach still wins; the thread is an ordinary caller again; it
- * can attach again (same wake fd) and its callbacks run in its poll again.
- * With a pool and with callbacks inline on the shard thread.
+ * The stats once everything started is taken on: `started` timers, all on
+ * shard 1, none pending, the two cancelled (the hour-long one and the
+ * periodic one). Periodic runs count in `fired`, so fired + cancelled is
+ * not started here.
+ */
+static bool dt_stats_are(struct spoke_stats *st, uint64_t started)
+{
+	spoke_stats(dt.s, st);
+	return st->total.started == started && st->shard[1].started == started &&
+	       st->total.pending == 0 && st->total.cancelled == 2;
+}
+
+/* Each record of recs ran (waiting for it); dt_none_twice checks "exactly once" later. */
+static void dt_all_fired_once(struct trec *recs, unsigned n, const char *what)
+{
+	for (unsigned i = 0; i < n; i++)
+		ASSERT_EVENTUALLY(atomic_load(&recs[i].fired) >= 1, what);
+}
+
+static void dt_none_twice(struct trec *recs, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		assert_int_equal(atomic_load(&recs[i].fired), 1);
+}
+
+/*
+ * spoke_detach hands an attached shard back to a managed thread, right
+ * after its loop announced a sleep on the wake fd: one-shot and Lawn TTL
+ * timers the owner started straight into its engines, timers other threads
+ * sent before the detach (some still in the inbox) and after it, all run
+ * exactly once and not early with nobody polling; a periodic timer that ran
+ * in the polls keeps its phase on the other side, never overlapping; a
+ * cancel after the detach still wins; the wake fd stays quiet; the thread
+ * is an ordinary caller again, and when it attaches again it gets the same
+ * fd and its callbacks run in its polls. With a pool and with callbacks
+ * inline on the shard thread.
  */
 static void attached_detach_hands_shard_back(void **state)
 {
@@ -397,13 +467,18 @@ static void attached_detach_hands_shard_back(void **state)
 	for (unsigned v = 0; v < ARRAY_SIZE(pools); v++) {
 		struct spoke_stats *st = stats_new();
 		struct rng rng = {0xde7 + v};
-		spoke_id keep, again_id;
+		struct spoke_config c;
+		spoke_id keep, per_id;
+		unsigned runs_at_detach;
+		uint64_t drain;
 		int fd;
 
 		memset(&dt, 0, sizeof(dt));
 		trec_reset_globals();
 		atomic_store(&never_ran, 0);
-		dt.s = svc_new(2, 250 * US, pools[v]);
+		svc_config(&c, 2, 250 * US, pools[v]);
+		c.lawn_shards = 0x2; /* every TTL queue on shard 1 */
+		dt.s = svc_create_cfg(&c);
 		dt.owner = pthread_self();
 		assert_int_equal(spoke_attach(dt.s, 1), 0);
 		fd = spoke_wake_fd(dt.s);
@@ -414,10 +489,23 @@ static void attached_detach_hands_shard_back(void **state)
 			atomic_store(&dt.own[i].earliest, spoke_now_ns() + d);
 			assert_int_equal(spoke_start(dt.s, d, trec_fire, &dt.own[i], NULL), 0);
 		}
-		assert_int_equal(spoke_start(dt.s, 3600 * SEC, never_fn, NULL, &keep), 0);
-		assert_true(spoke_poll(dt.s) >= 0);
-		run_workers(2, dt_remote_worker, &dt); /* these wait in the inbox */
+		for (unsigned i = 0; i < DT_TTL; i++) {
+			uint64_t ttl = 20 * MS + (i % 4) * 5 * MS;
 
+			atomic_store(&dt.ttl[i].earliest, spoke_now_ns() + ttl);
+			assert_int_equal(spoke_start_ttl(dt.s, ttl, trec_fire, &dt.ttl[i], NULL),
+					 0);
+		}
+		assert_int_equal(spoke_start(dt.s, 3600 * SEC, never_fn, NULL, &keep), 0);
+		dt.per.start_ns = spoke_now_ns();
+		assert_int_equal(
+			spoke_start_periodic(dt.s, DT_PERIOD, dt_periodic_fn, &dt.per, &per_id), 0);
+		ASSERT_EVENTUALLY((spoke_poll(dt.s), atomic_load(&dt.per.runs) >= 2),
+				  "the periodic timer to run in the polls");
+		run_workers(2, dt_remote_worker, &dt);	     /* batch 0: waits in the inbox */
+		assert_true(spoke_next_deadline(dt.s) >= 0); /* a sleep announced on the fd */
+
+		runs_at_detach = atomic_load(&dt.per.runs);
 		assert_int_equal(spoke_detach(dt.s), 0);
 		assert_int_equal(spoke_poll(dt.s), -EPERM);
 		assert_int_equal(spoke_next_deadline(dt.s), -EINVAL);
@@ -426,44 +514,48 @@ static void attached_detach_hands_shard_back(void **state)
 		spoke_stats(dt.s, st);
 		assert_false(st->shard[1].attached);
 		assert_int_equal(spoke_cancel(dt.s, keep), 0);
+		/* The fd is no longer signalled: drain what batch 0 wrote, send batch 1. */
+		while (read(fd, &drain, sizeof(drain)) > 0)
+			;
+		dt.batch = 1;
+		run_workers(2, dt_remote_worker, &dt);
+		assert_false(fd_readable(fd, 20));
 
-		for (unsigned i = 0; i < DT_OWN; i++)
-			ASSERT_EVENTUALLY(atomic_load(&dt.own[i].fired) == 1,
-					  "the detached shard's own timers to run");
-		for (unsigned i = 0; i < DT_REMOTE; i++)
-			ASSERT_EVENTUALLY(atomic_load(&dt.remote[i].fired) == 1,
-					  "the detached shard's sent timers to run");
-		ASSERT_EVENTUALLY(stats_settled(dt.s, DT_OWN + DT_REMOTE + 1, 0),
-				  "the shard to take the cancel");
+		dt_all_fired_once(dt.own, DT_OWN, "the owner's one-shot timers to run");
+		dt_all_fired_once(dt.ttl, DT_TTL, "the owner's TTL timers to run");
+		dt_all_fired_once(dt.remote[0], DT_REMOTE, "the timers sent before to run");
+		dt_all_fired_once(dt.remote[1], DT_REMOTE, "the timers sent after to run");
+		ASSERT_EVENTUALLY(atomic_load(&dt.per.runs) >= runs_at_detach + 3,
+				  "the periodic timer to run on the managed side");
+		assert_int_equal(spoke_cancel_sync(dt.s, per_id), 0);
+		ASSERT_EVENTUALLY(dt_stats_are(st, DT_OWN + DT_TTL + 2 * DT_REMOTE + 2),
+				  "the shard to take the cancels");
 
 		/* Attach again: same fd; callbacks run in this thread's poll again. */
 		assert_int_equal(spoke_attach(dt.s, 1), 0);
 		assert_int_equal(spoke_wake_fd(dt.s), fd);
 		atomic_store(&dt.again.earliest, spoke_now_ns() + MS);
-		assert_int_equal(spoke_start(dt.s, MS, dt_again_fn, &dt.again, &again_id), 0);
-		for (uint64_t end = spoke_now_ns() + EVENTUALLY_NS;
-		     atomic_load(&dt.again.fired) == 0 && spoke_now_ns() < end;) {
-			int64_t ns = spoke_next_deadline(dt.s);
-
-			assert_true(ns >= -1);
-			sleep_ns(ns < 0 || ns > (int64_t)MS ? MS : (uint64_t)ns);
-			assert_true(spoke_poll(dt.s) >= 0);
-		}
+		assert_int_equal(spoke_start(dt.s, MS, dt_again_fn, &dt.again, NULL), 0);
+		dt_poll_until_again();
 		assert_int_equal(atomic_load(&dt.again.fired), 1);
 		assert_int_equal(atomic_load(&dt.again_off_owner), 0);
 		assert_int_equal(spoke_detach(dt.s), 0);
 
 		sleep_ms(10);
-		for (unsigned i = 0; i < DT_OWN; i++)
-			assert_int_equal(atomic_load(&dt.own[i].fired), 1);
-		for (unsigned i = 0; i < DT_REMOTE; i++)
-			assert_int_equal(atomic_load(&dt.remote[i].fired), 1);
+		dt_none_twice(dt.own, DT_OWN);
+		dt_none_twice(dt.ttl, DT_TTL);
+		dt_none_twice(dt.remote[0], DT_REMOTE);
+		dt_none_twice(dt.remote[1], DT_REMOTE);
 		assert_int_equal(atomic_load(&dt.again.fired), 1);
+		assert_int_equal(atomic_load(&dt.per.overlaps), 0);
+		assert_int_equal(atomic_load(&dt.per.early), 0);
 		assert_int_equal(atomic_load(&never_ran), 0);
 		assert_never_early();
 		assert_no_bg_failures();
-		assert_stats_settled(dt.s, DT_OWN + DT_REMOTE + 2, 0);
-		spoke_stats(dt.s, st);
+		assert_true(dt_stats_are(st, DT_OWN + DT_TTL + 2 * DT_REMOTE + 3));
+		/* every one-shot once, and each periodic run */
+		assert_int_equal(st->total.fired,
+				 DT_OWN + DT_TTL + 2 * DT_REMOTE + 1 + atomic_load(&dt.per.runs));
 		assert_false(st->shard[1].attached);
 		free(st);
 		svc_destroy(dt.s);
@@ -536,15 +628,32 @@ static void attached_thread_exit_detaches(void **state)
 
 struct dr_ctx {
 	struct spoke *s;
-	atomic_int owners;    /* threads that hold shard 1 right now: at most 1 */
-	atomic_uint overlaps; /* times two did */
-	atomic_uint busy;     /* attaches refused with -EBUSY */
+	atomic_int owners;	 /* threads that hold shard 1 right now: at most 1 */
+	atomic_uint overlaps;	 /* times two did */
+	atomic_uint inline_runs; /* callbacks run inside a loop thread's poll */
+	atomic_uint stray_runs;	 /* callbacks run on a loop thread outside its polls */
+	atomic_uint busy;	 /* attaches refused with -EBUSY */
 	atomic_uint loops_done;
 	struct trec *owned; /* DR_LOOPS x DR_ROUNDS x DR_PER_ROUND */
 	struct trec *sent;  /* DR_PRODUCERS x DR_SENT */
 };
 
 static struct dr_ctx dr;
+static _Thread_local bool tl_dr_loop;	 /* a loop thread (takes shard 1 in turns) */
+static _Thread_local bool tl_dr_polling; /* ... inside its spoke_poll, holding shard 1 */
+
+/*
+ * The callback of every timer on shard 1: on a loop thread it may only run
+ * inside that thread's own poll while it holds the shard (else the shard had
+ * another driver than its one owner); elsewhere it runs on the pool or the
+ * managed thread.
+ */
+static void dr_fn(void *arg)
+{
+	if (tl_dr_loop)
+		atomic_fetch_add(tl_dr_polling ? &dr.inline_runs : &dr.stray_runs, 1);
+	trec_fire(arg);
+}
 
 /* Holds shard 1 for a round: timers straight into its wheel, a few polls. */
 static void dr_round(struct dr_ctx *c, unsigned idx, unsigned round, struct rng *rng)
@@ -553,14 +662,17 @@ static void dr_round(struct dr_ctx *c, unsigned idx, unsigned round, struct rng 
 		atomic_fetch_add(&c->overlaps, 1);
 	for (unsigned j = 0; j < DR_PER_ROUND; j++) {
 		struct trec *r = &c->owned[(idx * DR_ROUNDS + round) * DR_PER_ROUND + j];
-		uint64_t d = rng_below(rng, 2 * MS);
+		uint64_t d = j == 0 ? 0 : rng_below(rng, 2 * MS); /* the first is due next tick */
 
 		atomic_store(&r->earliest, spoke_now_ns() + d);
-		BG_CHECK_INT(spoke_start(c->s, d, trec_fire, r, NULL), ==, 0);
+		BG_CHECK_INT(spoke_start(c->s, d, dr_fn, r, NULL), ==, 0);
 	}
-	for (unsigned j = rng_below(rng, 3); j > 0; j--) {
+	/* One poll past a tick at least, so the first timer runs inline here. */
+	for (unsigned j = 1 + rng_below(rng, 3); j > 0; j--) {
+		sleep_ns(300 * US);
+		tl_dr_polling = true;
 		BG_CHECK_INT(spoke_poll(c->s), >=, 0);
-		sleep_ns(100 * US);
+		tl_dr_polling = false;
 	}
 	atomic_fetch_sub(&c->owners, 1);
 }
@@ -583,12 +695,13 @@ static void dr_worker(unsigned idx, void *p)
 			uint64_t d = rng_below(&rng, 2 * MS);
 
 			atomic_store(&r->earliest, spoke_now_ns() + d);
-			BG_CHECK_INT(spoke_start_on(c->s, 1, d, trec_fire, r, NULL), ==, 0);
+			BG_CHECK_INT(spoke_start_on(c->s, 1, d, dr_fn, r, NULL), ==, 0);
 			if (i % 16 == 0)
 				sleep_ns(200 * US);
 		}
 		return;
 	}
+	tl_dr_loop = true;
 	for (unsigned round = 0; round < DR_ROUNDS; round++) {
 		int rc;
 
@@ -645,6 +758,8 @@ static void attached_detach_attach_race(void **state)
 	assert_no_bg_failures();
 	assert_int_equal(atomic_load(&dr.loops_done), DR_LOOPS);
 	assert_int_equal(atomic_load(&dr.overlaps), 0);
+	assert_int_equal(atomic_load(&dr.stray_runs), 0);
+	assert_true(atomic_load(&dr.inline_runs) > 0);
 	for (unsigned i = 0; i < owned; i++)
 		ASSERT_EVENTUALLY(atomic_load(&dr.owned[i].fired) >= 1,
 				  "the owners' timers to run");
@@ -659,8 +774,8 @@ static void attached_detach_attach_race(void **state)
 	assert_never_early();
 	spoke_stats(dr.s, st);
 	assert_false(st->shard[1].attached);
-	printf("attach/detach race: %u rounds, %u attaches refused (-EBUSY)\n",
-	       DR_LOOPS * DR_ROUNDS, atomic_load(&dr.busy));
+	printf("attach/detach race: %u rounds, %u attaches refused (-EBUSY), %u callbacks inline\n",
+	       DR_LOOPS * DR_ROUNDS, atomic_load(&dr.busy), atomic_load(&dr.inline_runs));
 	free(st);
 	svc_destroy(dr.s);
 	free(dr.owned);
@@ -1143,6 +1258,61 @@ static void config_inline_callbacks_on_shard_thread(void **state)
 	svc_destroy(s);
 }
 
+/* ==== the service's own threads block every signal ========================================
+ */
+
+struct sigrec {
+	atomic_uint runs, unblocked; /* runs that found SIGINT, SIGTERM or SIGUSR1 deliverable */
+};
+
+static void sig_fn(void *arg)
+{
+	struct sigrec *r = arg;
+	sigset_t cur;
+
+	pthread_sigmask(SIG_BLOCK, NULL, &cur);
+	if (!sigismember(&cur, SIGINT) || !sigismember(&cur, SIGTERM) ||
+	    !sigismember(&cur, SIGUSR1))
+		atomic_fetch_add(&r->unblocked, 1);
+	atomic_fetch_add(&r->runs, 1);
+}
+
+static void *sig_attach_detach(void *s)
+{
+	BG_CHECK_INT(spoke_attach(s, 1), ==, 0);
+	BG_CHECK_INT(spoke_detach(s), ==, 0); /* starts shard 1's thread from here */
+	return NULL;
+}
+
+/*
+ * The application's signals go to its own threads: callbacks on pool
+ * workers, on shard threads (callback_threads = 0) and on a shard thread
+ * started by spoke_detach from a thread that blocks nothing all run with
+ * SIGINT, SIGTERM and SIGUSR1 blocked.
+ */
+static void config_service_threads_block_signals(void **state)
+{
+	static const unsigned pools[] = {1, 0};
+	sigset_t none, old;
+
+	(void)state;
+	sigemptyset(&none);
+	pthread_sigmask(SIG_SETMASK, &none, &old); /* threads inherit this mask */
+	for (unsigned v = 0; v < ARRAY_SIZE(pools); v++) {
+		struct spoke *s = svc_new(2, 250 * US, pools[v]);
+		struct sigrec r = {0};
+
+		pthread_join(thread_start(sig_attach_detach, s), NULL);
+		for (unsigned k = 0; k < 2; k++)
+			assert_int_equal(spoke_start_on(s, k, MS, sig_fn, &r, NULL), 0);
+		ASSERT_EVENTUALLY(atomic_load(&r.runs) == 2, "the callbacks to run");
+		assert_int_equal(atomic_load(&r.unblocked), 0);
+		assert_no_bg_failures();
+		svc_destroy(s);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest tests[] = {
@@ -1160,6 +1330,7 @@ int main(int argc, char **argv)
 		SVC_TEST(config_stats_add_up),
 		SVC_TEST(config_lawn_shards_mask),
 		SVC_TEST(config_inline_callbacks_on_shard_thread),
+		SVC_TEST(config_service_threads_block_signals),
 	};
 
 	return svc_main(argc, argv, "service modes", tests, ARRAY_SIZE(tests));
