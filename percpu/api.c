@@ -308,9 +308,12 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg)
 void spoke_destroy(struct spoke *s)
 {
 	struct timespec pause = {0, 100000};
+	int cancel_state;
 
 	if (!s)
 		return;
+	/* nanosleep and pthread_join are cancellation points: destroy runs to its end. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
 	atomic_store_explicit(&s->stopping, 1, memory_order_seq_cst);
 	destroyer_fence(s);
 	/* Attached loops asleep on their wake fd: come and see -ESHUTDOWN. */
@@ -327,6 +330,7 @@ void spoke_destroy(struct spoke *s)
 		nanosleep(&pause, NULL);
 	stop_threads(s);
 	free_all(s);
+	pthread_setcancelstate(cancel_state, NULL);
 }
 
 unsigned spoke_shards(const struct spoke *s)
@@ -692,7 +696,7 @@ int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
 int spoke_attach(struct spoke *s, unsigned shard)
 {
 	struct arena *a;
-	int err;
+	int err, cancel_state;
 
 	if (!s || shard >= s->nshards)
 		return -EINVAL;
@@ -701,7 +705,11 @@ int spoke_attach(struct spoke *s, unsigned shard)
 		return err;
 	if (spoke_shard_mine(s))
 		return call_leave(a, -EBUSY);
-	return call_leave(a, spoke_shard_attach(&s->shards[shard]));
+	/* It joins the managed thread, a cancellation point; no call may be cut short. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
+	err = spoke_shard_attach(&s->shards[shard]);
+	pthread_setcancelstate(cancel_state, NULL);
+	return call_leave(a, err);
 }
 
 /* Enter a call that only the thread attached to a shard may make. */
@@ -760,12 +768,16 @@ int spoke_poll(struct spoke *s)
 {
 	struct shard *sh;
 	struct arena *a;
-	int err = enter_attached(s, &a, &sh);
+	int cancel_state, n, err = enter_attached(s, &a, &sh);
 
 	if (err)
 		return err;
+	/* Its callbacks may reach cancellation points: the turn must not be cut short. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
 	spoke_shard_attached_awake(sh);
-	return call_leave(a, spoke_shard_turn(sh));
+	n = spoke_shard_turn(sh);
+	pthread_setcancelstate(cancel_state, NULL);
+	return call_leave(a, n);
 }
 
 int spoke_wake_fd(struct spoke *s)

@@ -206,17 +206,37 @@ static bool shard_has_work(struct shard *sh)
 	       !cds_wfcq_empty(&sh->inbox_head, &sh->inbox_tail);
 }
 
+/*
+ * Write (signal) or read (drain) the wake eventfd. read() and write() are
+ * cancellation points, and a thread cancelled inside a spoke call would never
+ * leave it (spoke_destroy would wait for it forever), so cancellation is off
+ * around them: no spoke call is a cancellation point.
+ */
+static void wake_fd_io(int fd, bool drain)
+{
+	static const uint64_t one = 1;
+	uint64_t n;
+	int old;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+	/* EAGAIN: writing, the counter is full (readable already); reading, it was empty. */
+	if (drain)
+		while (read(fd, &n, sizeof(n)) < 0 && errno == EINTR)
+			;
+	else
+		while (write(fd, &one, sizeof(one)) < 0 && errno == EINTR)
+			;
+	pthread_setcancelstate(old, NULL);
+}
+
 /* Any thread: the owner must look at its inbox (futex, and the wake fd if any). */
 static void wake_owner(struct shard *sh)
 {
-	static const uint64_t one = 1;
 	int fd = atomic_load_explicit(&sh->wake_fd, memory_order_acquire);
 
 	spoke_ec_kick(&sh->wake_seq);
-	/* EAGAIN: the counter is full, i.e. the fd is readable already. */
 	if (fd >= 0)
-		while (write(fd, &one, sizeof(one)) < 0 && errno == EINTR)
-			;
+		wake_fd_io(fd, false);
 }
 
 /*
@@ -295,13 +315,11 @@ int64_t spoke_shard_attached_sleep(struct shard *sh, int64_t wait_ns)
 void spoke_shard_attached_awake(struct shard *sh)
 {
 	int fd = atomic_load_explicit(&sh->wake_fd, memory_order_relaxed);
-	uint64_t n;
 
 	if (fd < 0)
 		return;
 	atomic_store_explicit(&sh->sleep_until_ns, 0, memory_order_relaxed);
-	while (read(fd, &n, sizeof(n)) < 0 && errno == EINTR)
-		; /* EAGAIN: nothing to drain */
+	wake_fd_io(fd, true);
 }
 
 /*

@@ -16,7 +16,8 @@
  * Every function may be called from any thread, including from inside a
  * callback (except spoke_destroy), unless its comment says otherwise. No
  * start, reset or cancel path takes a lock. Functions return 0 or a negative
- * errno unless stated.
+ * errno unless stated. None is a cancellation point: a pending pthread_cancel
+ * takes effect after the call, never inside it.
  *
  * Errors every function taking a struct spoke * may return besides its own:
  * -EINVAL for a NULL s; -ESHUTDOWN once spoke_destroy has begun; and, on a

@@ -10,6 +10,7 @@
  *   attached_detach_hands_shard_back     spoke_detach: managed again, nothing lost, re-attach
  *   attached_thread_exit_detaches        an attached thread's exit detaches its shard
  *   attached_detach_attach_race          attach/detach/exit races: one owner at a time
+ *   attached_poll_not_a_cancellation_point  a pending cancel acts after spoke_poll
  *   lawn_ttl_few_distinct                Lawn: many timers, 3 TTLs
  *   lawn_ttl_many_distinct               Lawn: thousands of distinct TTLs
  *   config_defaults                      spoke_config_init / create(NULL) / shards 0
@@ -782,6 +783,75 @@ static void attached_detach_attach_race(void **state)
 	free(dr.sent);
 }
 
+/* ==== spoke_poll is not a cancellation point ===================================================
+ */
+
+struct cx {
+	struct spoke *s;
+	atomic_int ready, go, cb_ran;
+	int poll_rc;
+	atomic_int poll_returned;
+};
+
+static struct cx cx;
+
+/* Sleeps a little: nanosleep is a cancellation point. */
+static void cx_fn(void *arg)
+{
+	(void)arg;
+	sleep_ns(10 * US);
+	atomic_store(&cx.cb_ran, 1);
+}
+
+static void *cx_thread(void *p)
+{
+	struct cx *c = p;
+	uint64_t due;
+
+	BG_CHECK_INT(spoke_attach(c->s, 1), ==, 0);
+	BG_CHECK_INT(spoke_wake_fd(c->s), >=, 0); /* so spoke_poll reads the eventfd */
+	BG_CHECK_INT(spoke_start(c->s, 0, cx_fn, NULL, NULL), ==, 0);
+	due = spoke_now_ns() + 2 * MS; /* past its tick */
+	atomic_store(&c->ready, 1);
+	/* No cancellation point until spoke_poll: spin (clock reads and yields only). */
+	while (!atomic_load(&c->go) || spoke_now_ns() < due)
+		sched_yield();
+	c->poll_rc = spoke_poll(c->s);
+	atomic_store(&c->poll_returned, 1);
+	pthread_testcancel(); /* the pending cancel acts here */
+	return NULL;
+}
+
+/*
+ * A cancel that is pending when the attached thread calls spoke_poll acts
+ * only after the call: not at the eventfd read inside it, not at a
+ * cancellation point in a callback it runs inline. Cut short inside, the
+ * call would stay counted and spoke_destroy would wait for ever.
+ */
+static void attached_poll_not_a_cancellation_point(void **state)
+{
+	pthread_t t;
+	void *ret;
+
+	(void)state;
+	memset(&cx, 0, sizeof(cx));
+	cx.s = svc_new(2, 250 * US, 1);
+	t = thread_start(cx_thread, &cx);
+	ASSERT_EVENTUALLY(atomic_load(&cx.ready), "the thread to attach");
+	assert_int_equal(pthread_cancel(t), 0);
+	atomic_store(&cx.go, 1);
+	pthread_join(t, &ret);
+	assert_true(ret == PTHREAD_CANCELED);
+	if (!atomic_load(&cx.poll_returned)) {
+		svc_abandon_all(); /* a call cut short: destroy would wait for ever */
+		fail_msg("the thread was cancelled inside spoke_poll");
+	}
+	assert_int_equal(cx.poll_rc, 1);
+	assert_int_equal(atomic_load(&cx.cb_ran), 1);
+	assert_no_bg_failures();
+	svc_destroy(cx.s); /* returns: no call of the cancelled thread is left counted */
+}
+
 /* ==== Lawn TTL timers ==========================================================================
  */
 
@@ -1322,6 +1392,7 @@ int main(int argc, char **argv)
 		SVC_TEST(attached_detach_hands_shard_back),
 		SVC_TEST(attached_thread_exit_detaches),
 		SVC_TEST(attached_detach_attach_race),
+		SVC_TEST(attached_poll_not_a_cancellation_point),
 		SVC_TEST(lawn_ttl_few_distinct),
 		SVC_TEST(lawn_ttl_many_distinct),
 		SVC_TEST(config_defaults),
