@@ -693,6 +693,19 @@ int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
 
 /* --- attached shards ---------------------------------------------------------- */
 
+/*
+ * Does the calling thread own a shard of another live instance? Its owner
+ * record holds one shard; a record left by an instance that has since been
+ * destroyed does not count.
+ */
+static bool owns_shard_elsewhere(const struct spoke *s)
+{
+	uint64_t serial = spoke_tls_owner.serial;
+
+	return spoke_tls_owner.sh && serial != 0 && serial != s->serial &&
+	       spoke_instance_live(serial);
+}
+
 int spoke_attach(struct spoke *s, unsigned shard)
 {
 	struct arena *a;
@@ -703,7 +716,7 @@ int spoke_attach(struct spoke *s, unsigned shard)
 	err = call_enter(s, &a);
 	if (err)
 		return err;
-	if (spoke_shard_mine(s))
+	if (spoke_shard_mine(s) || owns_shard_elsewhere(s))
 		return call_leave(a, -EBUSY);
 	/* It joins the managed thread, a cancellation point; no call may be cut short. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);

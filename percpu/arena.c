@@ -245,6 +245,18 @@ static void arena_thread_exit(void *p)
 	pthread_mutex_unlock(&live_lock);
 }
 
+/* Is the instance with this serial alive (created, not yet being freed)? Takes the lock. */
+bool spoke_instance_live(uint64_t serial)
+{
+	bool live = false;
+
+	pthread_mutex_lock(&live_lock);
+	for (struct spoke *s = live_first; s && !live; s = s->live_next)
+		live = s->serial == serial;
+	pthread_mutex_unlock(&live_lock);
+	return live;
+}
+
 /* Create the instance's thread key: a thread's exit hands its arena on. */
 int spoke_arena_key_create(struct spoke *s)
 {

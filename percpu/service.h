@@ -199,6 +199,7 @@ struct spoke {
 /* arena.c */
 int spoke_arena_key_create(struct spoke *s);
 void spoke_arena_key_delete(struct spoke *s);
+bool spoke_instance_live(uint64_t serial);
 struct arena *spoke_arena_mine_slow(struct spoke *s);
 struct spoke_handle *spoke_handle_alloc(struct arena *a);
 void spoke_handle_release(struct spoke *s, struct spoke_handle *h);

@@ -161,9 +161,8 @@ unsigned spoke_shards(const struct spoke *s);
  * Make the calling thread the owner of shard k: its managed thread stops
  * driving it before this returns. -EINVAL (k out of range), -EBUSY (shard
  * already attached, or being handed over by another thread's attach or
- * detach at this moment, or this thread already owns a shard). A thread owns
- * at most one shard at a time, in one instance: an attach in a second
- * instance is not refused, but leaves the first shard unpolled.
+ * detach at this moment, or this thread already owns a shard, of this or of
+ * another live instance: a thread owns at most one shard at a time).
  */
 int spoke_attach(struct spoke *s, unsigned shard);
 

@@ -750,6 +750,59 @@ static void spoke_attach_second_shard_ebusy(void **state)
 	owner_end(t);
 }
 
+/* A callback inline on a managed shard thread of one instance tries to attach in another. */
+struct cross_attach {
+	struct spoke *other;
+	atomic_int rc, ran;
+};
+
+static void cross_attach_fn(void *arg)
+{
+	struct cross_attach *x = arg;
+
+	atomic_store(&x->rc, spoke_attach(x->other, 0));
+	atomic_store(&x->ran, 1);
+}
+
+/*
+ * A thread owns one shard at a time across instances: attached in one live
+ * instance, or a managed shard thread of one (an inline callback), it gets
+ * -EBUSY from another, which stays as it was; after a detach it may attach
+ * there, and so it may once the first instance is destroyed (its stale
+ * owner record does not count).
+ */
+static void spoke_attach_other_instance_ebusy(void **state)
+{
+	struct spoke *a = svc_new(2, 250 * US, 1), *b = svc_new(2, 250 * US, 0);
+	struct spoke_stats *st = stats_new();
+	struct cross_attach x = {.other = a};
+
+	(void)state;
+	assert_int_equal(spoke_attach(a, 0), 0);
+	assert_int_equal(spoke_attach(b, 0), -EBUSY);
+	assert_int_equal(spoke_attach(b, 1), -EBUSY);
+	spoke_stats(b, st);
+	assert_false(st->shard[0].attached || st->shard[1].attached);
+	assert_int_equal(spoke_detach(a), 0);
+	assert_int_equal(spoke_attach(b, 0), 0);
+	assert_int_equal(spoke_detach(b), 0);
+
+	/* b's shard 1 runs callbacks inline on its managed thread, which owns that shard. */
+	atomic_store(&x.rc, 1);
+	assert_int_equal(spoke_start_on(b, 1, 0, cross_attach_fn, &x, NULL), 0);
+	ASSERT_EVENTUALLY(atomic_load(&x.ran), "the callback on b's shard thread");
+	assert_int_equal(atomic_load(&x.rc), -EBUSY);
+	spoke_stats(a, st);
+	assert_false(st->shard[0].attached);
+
+	assert_int_equal(spoke_attach(a, 1), 0);
+	svc_destroy(a); /* from its attached thread, after the "loop" */
+	assert_int_equal(spoke_attach(b, 1), 0);
+	assert_int_equal(spoke_detach(b), 0);
+	free(st);
+	svc_destroy(b);
+}
+
 static void spoke_poll_not_attached_eperm(void **state)
 {
 	(void)state;
@@ -996,6 +1049,7 @@ int main(int argc, char **argv)
 		ERR_TEST(spoke_attach_out_of_range_einval),
 		ERR_TEST(spoke_attach_held_shard_ebusy),
 		ERR_TEST(spoke_attach_second_shard_ebusy),
+		ERR_TEST(spoke_attach_other_instance_ebusy),
 		ERR_TEST(spoke_poll_not_attached_eperm),
 		ERR_TEST(spoke_wake_fd_not_attached_eperm),
 		ERR_TEST(spoke_next_deadline_not_attached_einval),
