@@ -48,6 +48,12 @@ static void become_owner(struct shard *sh)
 	spoke_tls_owner.sh = sh;
 }
 
+static void drop_owner(void)
+{
+	spoke_tls_owner.serial = 0;
+	spoke_tls_owner.sh = NULL;
+}
+
 /* --- time ----------------------------------------------------------------- */
 
 static uint64_t deadline_tick(const struct shard *sh, uint64_t deadline_ns)
@@ -489,7 +495,7 @@ static void *shard_main(void *arg)
 			wait_ns = 50000;
 		shard_sleep(sh, wait_ns);
 	}
-	spoke_tls_owner.serial = 0;
+	drop_owner();
 	return NULL;
 }
 
@@ -612,8 +618,7 @@ int spoke_shard_detach(struct shard *sh)
 
 	atomic_store_explicit(&sh->wake_fd, -1, memory_order_relaxed);
 	atomic_store_explicit(&sh->sleep_until_ns, 0, memory_order_relaxed);
-	spoke_tls_owner.serial = 0;
-	spoke_tls_owner.sh = NULL;
+	drop_owner();
 	atomic_store_explicit(&sh->mode, SHARD_DETACHING, memory_order_relaxed);
 	err = spoke_shard_launch(sh);
 	if (err) {
@@ -635,7 +640,6 @@ int spoke_shard_detach(struct shard *sh)
 void spoke_shard_abandon(struct shard *sh)
 {
 	atomic_store_explicit(&sh->wake_fd, -1, memory_order_relaxed);
-	spoke_tls_owner.serial = 0;
-	spoke_tls_owner.sh = NULL;
+	drop_owner();
 	atomic_store_explicit(&sh->mode, SHARD_MANAGED, memory_order_release);
 }
