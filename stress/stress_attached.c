@@ -15,16 +15,22 @@
  * the wheel, no message), cancel and reset them (the owner's direct paths),
  * start timers on other shards. Callbacks that run inline on a poller start
  * a timer of their own now and then (into the wheel while it is being
- * advanced). The rounds: shards 0-1 of 4 attached (pool of 2 for the rest),
- * shard 2 of 3 attached (the rest run callbacks inline), both shards of 2
- * attached (nothing managed left).
+ * advanced). Once their attach has been checked, the pollers now and then
+ * (one loop in 32) hand their shard back with spoke_detach, let its new
+ * managed thread drive it for up to 500 us, and attach it again. The
+ * rounds: shards 0-1 of 4 attached (pool of 2 for the rest), shard 2 of 3
+ * attached (the rest run callbacks inline), both shards of 2 attached
+ * (nothing managed left).
  *
  * Invariants (stress_util.h says how each is caught):
  *   - exactly one outcome per timer; never early (exactly for records with
  *     one resetter); cancel_sync never returns while the callback runs;
  *   - a timer started on an attached shard (after the attach returned) runs
- *     its callback inside spoke_poll on that shard's thread, and no callback
- *     of another shard ever runs inside a poll;
+ *     its callback inside spoke_poll on that shard's thread, unless the shard
+ *     was handed back (spoke_detach) after the start, and no callback of
+ *     another shard ever runs inside a poll;
+ *   - spoke_detach of its own shard returns 0, spoke_poll after it -EPERM,
+ *     and the attach that follows 0;
  *   - spoke_poll returns at least the number of callbacks it ran (never
  *     negative); spoke_next_deadline returns >= -1;
  *   - spoke_attach of an attached shard gives -EBUSY (from another thread),
@@ -145,6 +151,10 @@ static void *attach_later(void *arg)
 				"spoke_attach of attached shard %u from another thread returned %d",
 				k, rc);
 	}
+	/* From now on the pollers hand their shards back now and then (spoke_detach). */
+	for (unsigned k = 0; k < g_att.nshards; k++)
+		if ((g_att.polled_mask >> k) & 1)
+			atomic_store(&g_att.pollers[k].handover, 1);
 	stress_phase("attached shards polled");
 	return NULL;
 }
@@ -183,7 +193,7 @@ int main(int argc, char **argv)
 	for (unsigned i = 0; next_round(i, ARRAY_SIZE(rounds), &ops, &secs); i++) {
 		unsigned ri = i % ARRAY_SIZE(rounds);
 		const struct svc_shape *sh = &rounds[ri].shape;
-		uint64_t created[TK_COUNT], t0 = now_ns(), polls = 0, over = 0;
+		uint64_t created[TK_COUNT], t0 = now_ns(), polls = 0, over = 0, handovers = 0;
 		struct attach_later al;
 		struct expect e;
 		pthread_t at;
@@ -233,11 +243,13 @@ int main(int argc, char **argv)
 			poller_stop(&g_att.pollers[k]);
 			polls += g_att.pollers[k].polls;
 			over += g_att.pollers[k].over_reports;
+			handovers += g_att.pollers[k].handovers;
 		}
 		tally_report("attached", created, (double)(now_ns() - t0) / 1e9);
 		printf("  %" PRIu64 " polls; %" PRIu64 " reported one more callback than ran "
-		       "(a cancel won between dispatch and run)\n",
-		       polls, over);
+		       "(a cancel won between dispatch and run); %" PRIu64 " detach/attach "
+		       "hand-overs\n",
+		       polls, over, handovers);
 		stress_phase("destroy");
 		spoke_destroy(g_att.s);
 		recs_free();

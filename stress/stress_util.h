@@ -47,7 +47,9 @@
  *               a cancel from its own callback none.
  *   pollers     a thread that attaches to a shard and polls it; callbacks of
  *               timers started on an attached shard must run inside that
- *               thread's spoke_poll, and no callback of another shard may.
+ *               thread's spoke_poll (unless the poller handed the shard
+ *               back with spoke_detach after the start: g_handovers), and
+ *               no callback of another shard may.
  *   settle      wait until every record has an outcome, then until
  *               spoke_stats agrees with the tallies: started, fired and
  *               cancelled equal what the program counted, pending is 0 on
@@ -708,6 +710,8 @@ struct poller {
 	/* Optional work on the poller's own thread between polls (main may clear it). */
 	_Atomic(poller_work_fn *) work;
 	atomic_int attached;	      /* spoke_attach returned 0 */
+	atomic_int handover;	      /* main: now and then detach and re-attach between polls */
+	uint64_t handovers;	      /* detach + attach cycles done */
 	atomic_int stop;	      /* main: stop polling */
 	atomic_int stopped;	      /* it has stopped calling in */
 	atomic_uint loops;	      /* turns of its loop so far */
@@ -718,6 +722,15 @@ struct poller {
 static _Thread_local struct poller *tl_poller; /* set on a poller thread */
 /* Shards whose spoke_attach has returned (set by the pollers; main clears it per service). */
 static _Atomic uint64_t g_attached_mask;
+/*
+ * Per shard: how many times its poller gave it back (spoke_detach) so far.
+ * A poller clears its shard's g_attached_mask bit, then counts the handover,
+ * then detaches; rec_start reads the count, then the mask. So a record
+ * tagged REC_ON_POLLER whose callback runs off the poller (on the pool, after
+ * a detach) finds the count moved on since its start - that is allowed - and
+ * one that runs off the poller with the count unchanged is a violation.
+ */
+static _Atomic uint16_t g_handovers[64];
 static _Thread_local uint64_t tl_inline_runs; /* callbacks run on this thread */
 
 /* Called by every callback: attached-shard rules (see records). */
@@ -725,6 +738,39 @@ static inline void poller_note_run(void)
 {
 	if (tl_poller)
 		tl_inline_runs++;
+}
+
+/*
+ * Poller: give the shard back to a managed thread (spoke_detach), let it
+ * drive the shard for up to 500 us, then take it over again. Its timers run
+ * on the pool meanwhile. False (reported) if a call did not do its part.
+ */
+static inline bool poller_handover(struct poller *p, struct rng *r)
+{
+	int rc;
+
+	if (p->shard < 64) {
+		atomic_fetch_and(&g_attached_mask, ~(1ull << p->shard));
+		atomic_fetch_add(&g_handovers[p->shard], 1);
+	}
+	rc = spoke_detach(p->s);
+	if (rc != 0) {
+		VIOLATION("spoke_detach of attached shard %u returned %d", p->shard, rc);
+		return false;
+	}
+	rc = spoke_poll(p->s);
+	if (rc != -EPERM)
+		VIOLATION("spoke_poll after spoke_detach returned %d, not -EPERM", rc);
+	sleep_ns(rng_below(r, 500 * US));
+	rc = spoke_attach(p->s, p->shard);
+	if (rc != 0) {
+		VIOLATION("spoke_attach(%u) after its own detach returned %d", p->shard, rc);
+		return false;
+	}
+	if (p->shard < 64)
+		atomic_fetch_or(&g_attached_mask, 1ull << p->shard);
+	p->handovers++;
+	return true;
 }
 
 static inline void *poller_main(void *arg)
@@ -793,6 +839,10 @@ static inline void *poller_main(void *arg)
 		if (next != 0)
 			sleep_ns(next < 0 || next > (int64_t)(100 * US) ? 100 * US
 									: (uint64_t)next);
+		/* Only while it has work: after poller_quiesce it stays attached. */
+		if (work && atomic_load(&p->handover) && rng_below(&r, 32) == 0 &&
+		    !poller_handover(p, &r))
+			break;
 	}
 	tally_flush();
 	atomic_store(&p->stopped, 1);
@@ -863,7 +913,8 @@ struct rec {
 	_Atomic uint64_t fired_ns; /* when its callback began */
 	_Atomic uint32_t shard;	   /* shard it was started on, or REC_SHARD_ANY */
 	_Atomic uint32_t tag;	   /* REC_* | program bits << REC_TAG_SHIFT */
-	_Atomic uint32_t how;	   /* enum start_how of its start (for messages) */
+	_Atomic uint16_t how;	   /* enum start_how of its start (for messages) */
+	_Atomic uint16_t handover; /* REC_ON_POLLER: g_handovers[shard] when it was started */
 	_Atomic uint32_t resets;   /* resets of this generation that returned 0 */
 } __attribute__((aligned(64)));
 
@@ -1026,10 +1077,17 @@ static inline int rec_start(struct spoke *s, size_t idx, enum start_how how, uns
 		rshard = shard;
 	else if (how == HOW_HOME && tl_poller)
 		rshard = tl_poller->shard;
-	/* Its shard was attached before this start: the callback must run in that poll. */
-	if (rshard < 64 && (atomic_load(&g_attached_mask) >> rshard) & 1)
-		tag |= REC_ON_POLLER;
-	atomic_store_explicit(&r->how, how, memory_order_relaxed);
+	/*
+	 * Its shard was attached before this start: the callback must run in
+	 * that poll, unless the shard is handed over before then (g_handovers).
+	 */
+	if (rshard < 64) {
+		atomic_store_explicit(&r->handover, atomic_load(&g_handovers[rshard]),
+				      memory_order_relaxed);
+		if ((atomic_load(&g_attached_mask) >> rshard) & 1)
+			tag |= REC_ON_POLLER;
+	}
+	atomic_store_explicit(&r->how, (uint16_t)how, memory_order_relaxed);
 	gen = rec_arm(r, sat_add(now_ns(), delay_ns), rshard, tag);
 	switch (how) {
 	case HOW_ON:
@@ -1247,7 +1305,8 @@ static inline struct rec *rec_fire_begin(void *arg, uint64_t *gen_out)
 	if (tl_poller && shard != REC_SHARD_ANY && shard != tl_poller->shard)
 		VIOLATION("callback of a timer on shard %u ran inside spoke_poll of shard %u",
 			  shard, tl_poller->shard);
-	if ((tag & REC_ON_POLLER) && (!tl_poller || tl_poller->shard != shard))
+	if ((tag & REC_ON_POLLER) && (!tl_poller || tl_poller->shard != shard) &&
+	    atomic_load(&g_handovers[shard]) == atomic_load(&r->handover))
 		VIOLATION("callback of a timer on attached shard %u ran off its polling thread",
 			  shard);
 	tally(TK_FIRED);
