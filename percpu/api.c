@@ -177,6 +177,20 @@ static struct arena *enter_first_call(struct spoke *s)
 	return a;
 }
 
+/*
+ * The rest of the handshake, once a's in_call counts this call: false (and
+ * the count taken back) if destroy has begun.
+ */
+static bool call_counted(struct spoke *s, struct arena *a)
+{
+	caller_fence(s);
+	if (atomic_load_explicit(&s->stopping, memory_order_acquire)) {
+		in_call_add(a, -1);
+		return false;
+	}
+	return true;
+}
+
 static int call_enter(struct spoke *s, struct arena **out)
 {
 	struct arena *a;
@@ -192,11 +206,8 @@ static int call_enter(struct spoke *s, struct arena **out)
 			return atomic_load_explicit(&s->stopping, memory_order_relaxed) ? -ESHUTDOWN
 											: -EAGAIN;
 	}
-	caller_fence(s);
-	if (atomic_load_explicit(&s->stopping, memory_order_acquire)) {
-		in_call_add(a, -1);
+	if (!call_counted(s, a))
 		return -ESHUTDOWN;
-	}
 	*out = a;
 	return 0;
 }
@@ -771,10 +782,11 @@ void spoke_detach_at_exit(struct arena *a)
 	    atomic_load_explicit(&sh->mode, memory_order_relaxed) != SHARD_ATTACHED)
 		return;
 	in_call_add(a, 1);
-	caller_fence(s);
-	if (!atomic_load_explicit(&s->stopping, memory_order_acquire) && spoke_shard_detach(sh))
+	if (!call_counted(s, a))
+		return;
+	if (spoke_shard_detach(sh))
 		spoke_shard_abandon(sh); /* no thread to start: left for the next attach */
-	in_call_add(a, -1);
+	call_leave(a, 0);
 }
 
 int spoke_poll(struct spoke *s)
