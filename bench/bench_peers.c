@@ -65,7 +65,7 @@
  *
  * Memory floor. Per N, the latency of a dependent random load over a buffer
  * as large as the best spoke engine's working set at that N (its W3 bytes
- * per timer x N; 40 B x N, sizeof(struct spoke_timer), when W3 was not
+ * per timer x N; sizeof(struct spoke_timer) x N (32 B) when W3 was not
  * measured): one pointer per 64-byte line, the lines in one random cycle
  * (Sattolo), ns per load. A random stop must touch at least one random
  * timer, so no single stop at that N can take less; its ratio is floor /
@@ -88,6 +88,8 @@
  */
 #include "peers.h"
 
+#include <spoke/engine.h>
+
 #include <getopt.h>
 #include <malloc.h>
 #include <math.h>
@@ -108,8 +110,8 @@
 #define FLOOR_MIN_LOADS	  (UINT64_C(1) << 20)
 #define QUICK_FLOOR_LOADS (UINT64_C(1) << 16)
 #define FLOOR_WORKLOAD	  "dep-load"
-#define FALLBACK_BYTES	  40.0 /* sizeof(struct spoke_timer) */
-#define EST_GROWTH	  1.2  /* per 10x: allowance for falling out of cache */
+#define FALLBACK_BYTES	  ((double)sizeof(struct spoke_timer))
+#define EST_GROWTH	  1.2 /* per 10x: allowance for falling out of cache */
 
 static const struct peer_ops *const all_peers[] = {
 	&peer_hierarchical, &peer_hashed, &peer_lawn,	 &peer_service,	    &peer_binheap,

@@ -23,10 +23,11 @@
  * insert() itself never fails.
  *
  * Fields of struct spoke_timer while the timer is in the heap:
- *   sp_aux       its index in the array
+ *   sp_link      its index in the array, as an integer (the "heap position"
+ *                of engine.h)
  *   sp_deadline  the key (set by engine.c; the entry holds a copy)
  *   sp_slot      0 (anything but SPOKE_SLOT_DUE)
- *   sp_next, sp_link  unused here; the due list uses them once collected
+ *   sp_next      unused here; the due list uses it and sp_link once collected
  */
 #include "engine_impl.h"
 
@@ -68,7 +69,7 @@ static size_t first_child_of(size_t i)
 static void place(struct heap_engine *h, size_t i, struct heap_entry ent)
 {
 	h->entries[i] = ent;
-	ent.t->sp_aux = i;
+	ent.t->sp_link = (void *)(uintptr_t)i;
 }
 
 /* Put ent into the hole at i, moving it up past later parents. */
@@ -194,7 +195,7 @@ static void heap_insert(struct spoke_engine *e, struct spoke_timer *t)
 
 static void heap_remove(struct spoke_engine *e, struct spoke_timer *t)
 {
-	delete_at(to_heap(e), (size_t)t->sp_aux);
+	delete_at(to_heap(e), (size_t)(uintptr_t)t->sp_link);
 }
 
 static uint64_t heap_next_event(struct spoke_engine *e)

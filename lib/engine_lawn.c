@@ -25,8 +25,9 @@
  * timers sharing few TTLs (request timeouts, leases); with a different
  * TTL per timer it degrades to an unsorted list.
  *
- * Memory: queue structs come from a pool grown 64 at a time and recycled
- * through a free list; the hash table (chained through the queue structs,
+ * Memory: queue structs come from a pool grown 64 at a time (a directory of
+ * chunks, so a timer names its queue by a 32-bit index in sp_slot) and
+ * recycled through a free list; the hash table (chained through the queue structs,
  * power-of-two size, 64 buckets at first) doubles before the live queues
  * would outnumber half its buckets. Both grow only in admit(), which looks
  * the TTL up to know whether a start will need a new queue, so insert()
@@ -37,9 +38,9 @@
  *   sp_next      next (later) timer of the queue, or NULL at the tail
  *   sp_link      previous (earlier) timer, a struct spoke_timer *, or NULL
  *                at the head
- *   sp_aux       its queue, a struct lawn_queue * stored as an integer
  *   sp_deadline  set by engine.c
- *   sp_slot      0 (anything but SPOKE_SLOT_DUE)
+ *   sp_slot      its queue's index in the pool (below LAWN_MAX_QUEUES, so
+ *                never SPOKE_SLOT_DUE)
  * Once collected the timer is unlinked first: the due list (tlist.h) reuses
  * sp_next and sp_link with its own meaning.
  */
@@ -51,6 +52,8 @@
 #define LAWN_CHUNK_QUEUES  64
 #define LAWN_MIN_BUCKETS   64
 #define LAWN_CLOSEST_STALE 0 /* no timer in a queue has deadline 0 */
+/* Queue indices are sp_slot values: every one stays below SPOKE_SLOT_OVERFLOW. */
+#define LAWN_MAX_QUEUES (SPOKE_SLOT_OVERFLOW / LAWN_CHUNK_QUEUES * LAWN_CHUNK_QUEUES)
 
 /* The timers of one TTL, and the links that find it. */
 struct lawn_queue {
@@ -59,11 +62,11 @@ struct lawn_queue {
 	struct lawn_queue *hash_next;		  /* bucket chain */
 	struct lawn_queue **hash_pprev;		  /* what points at us in the chain */
 	struct lawn_queue *live_next, *live_prev; /* live list; live_next links the free list */
+	uint32_t index;				  /* in the pool: chunk * LAWN_CHUNK_QUEUES + i */
 };
 
-/* A block of the queue pool, kept only to be freed by fini. */
+/* A block of the queue pool; chunk k holds the queues of index k * 64 .. k * 64 + 63. */
 struct lawn_chunk {
-	struct lawn_chunk *next;
 	struct lawn_queue queues[LAWN_CHUNK_QUEUES];
 };
 
@@ -75,8 +78,9 @@ struct lawn_engine {
 	size_t nqueues;			/* live queues: non-empty, in the table */
 	struct lawn_queue *live_queues; /* every live queue */
 	struct lawn_queue *free_queues; /* recycled queue structs */
-	struct lawn_chunk *chunks;	/* the pool */
-	uint64_t closest;		/* earliest head deadline, or LAWN_CLOSEST_STALE */
+	struct lawn_chunk **chunks;	/* the pool, by chunk number */
+	size_t nchunks, chunks_cap;
+	uint64_t closest; /* earliest head deadline, or LAWN_CLOSEST_STALE */
 };
 
 static struct lawn_engine *to_lawn(struct spoke_engine *e)
@@ -84,9 +88,9 @@ static struct lawn_engine *to_lawn(struct spoke_engine *e)
 	return (struct lawn_engine *)e;
 }
 
-static struct lawn_queue *queue_of(const struct spoke_timer *t)
+static struct lawn_queue *queue_of(const struct lawn_engine *l, const struct spoke_timer *t)
 {
-	return (struct lawn_queue *)(uintptr_t)t->sp_aux;
+	return &l->chunks[t->sp_slot / LAWN_CHUNK_QUEUES]->queues[t->sp_slot % LAWN_CHUNK_QUEUES];
 }
 
 /* TTL of a timer started now with delay_ticks: its deadline minus now. */
@@ -155,18 +159,40 @@ static int rehash(struct lawn_engine *l, size_t nbuckets)
 
 /* ---- queue pool and live list ---- */
 
+/* Room for one more chunk pointer in the pool's directory. 0 or -ENOMEM. */
+static int pool_reserve(struct lawn_engine *l)
+{
+	size_t cap = l->chunks_cap ? l->chunks_cap * 2 : 4;
+	struct lawn_chunk **chunks;
+
+	if (l->nchunks < l->chunks_cap)
+		return 0;
+	if ((l->nchunks + 1) * LAWN_CHUNK_QUEUES > LAWN_MAX_QUEUES)
+		return -ENOMEM; /* 2^32 - 64 live TTLs */
+	chunks = realloc(l->chunks, cap * sizeof(*chunks));
+	if (!chunks)
+		return -ENOMEM;
+	l->chunks = chunks;
+	l->chunks_cap = cap;
+	return 0;
+}
+
 static int pool_grow(struct lawn_engine *l)
 {
-	struct lawn_chunk *c = malloc(sizeof(*c));
+	struct lawn_chunk *c;
+	int err = pool_reserve(l);
 
+	if (err)
+		return err;
+	c = malloc(sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->next = l->chunks;
-	l->chunks = c;
-	for (size_t i = 0; i < LAWN_CHUNK_QUEUES; i++) {
+	for (size_t i = LAWN_CHUNK_QUEUES; i-- > 0;) {
+		c->queues[i].index = (uint32_t)(l->nchunks * LAWN_CHUNK_QUEUES + i);
 		c->queues[i].live_next = l->free_queues;
 		l->free_queues = &c->queues[i];
 	}
+	l->chunks[l->nchunks++] = c;
 	return 0;
 }
 
@@ -214,7 +240,7 @@ static void queue_append(struct lawn_queue *q, struct spoke_timer *t)
 	else
 		q->head = t;
 	q->tail = t;
-	t->sp_aux = (uintptr_t)q;
+	t->sp_slot = q->index;
 }
 
 static void queue_unlink(struct lawn_queue *q, struct spoke_timer *t)
@@ -259,12 +285,11 @@ static void lawn_fini(struct spoke_engine *e)
 {
 	struct lawn_engine *l = to_lawn(e);
 
-	while (l->chunks) {
-		struct lawn_chunk *c = l->chunks;
-
-		l->chunks = c->next;
-		free(c);
-	}
+	while (l->nchunks > 0)
+		free(l->chunks[--l->nchunks]);
+	free(l->chunks);
+	l->chunks = NULL;
+	l->chunks_cap = 0;
 	free(l->buckets);
 	l->buckets = NULL;
 	l->live_queues = l->free_queues = NULL;
@@ -307,7 +332,6 @@ static void lawn_insert(struct spoke_engine *e, struct spoke_timer *t)
 
 	if (!q)
 		q = queue_open(l, ttl_ticks);
-	t->sp_slot = 0;
 	queue_append(q, t);
 	if (t->sp_deadline < l->closest)
 		l->closest = t->sp_deadline;
@@ -316,7 +340,7 @@ static void lawn_insert(struct spoke_engine *e, struct spoke_timer *t)
 static void lawn_remove(struct spoke_engine *e, struct spoke_timer *t)
 {
 	struct lawn_engine *l = to_lawn(e);
-	struct lawn_queue *q = queue_of(t);
+	struct lawn_queue *q = queue_of(l, t);
 
 	if (t->sp_deadline == l->closest)
 		l->closest = LAWN_CLOSEST_STALE;

@@ -22,7 +22,6 @@
  *                &sentinel before the head
  *   sp_deadline  the key (set by engine.c)
  *   sp_slot      0 (anything but SPOKE_SLOT_DUE)
- *   sp_aux       unused
  * Once collected the timer is unlinked first: the due list (tlist.h) reuses
  * sp_next and sp_link with its own meaning.
  */

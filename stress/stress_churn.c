@@ -28,15 +28,15 @@
  *     the program's backpressure on (pace() in stress_util.h: workers wait
  *     while more than 2048 messages wait for the owners). Resident memory is
  *     read after the first (warm-up) phase has settled and again after the
- *     second; the second may add at most 2 MiB + 104 KiB per thread (5x that
+ *     second; the second may add at most 2 MiB + 96 KiB per thread (5x that
  *     under TSan, whose shadow memory is several times the application's).
  *     Why that slack: the warm-up grows each thread's handle arena (chunks of
- *     1024 handles of 104 bytes, never returned before destroy) to the peak
+ *     1024 handles of 96 bytes, never returned before destroy) to the peak
  *     of its timers live or not yet unlinked; an identical phase reaches about
  *     the same peaks, but each arena keeps the larger of the two, so a second
  *     phase may add about one chunk per arena (= per thread); 2 MiB covers
  *     malloc and sanitizer bookkeeping. A leak of one handle per start adds
- *     104 bytes x starts (printed; ~70 MiB per plain CI phase), far beyond
+ *     96 bytes x starts (printed; ~70 MiB per plain CI phase), far beyond
  *     the slack. A third phase runs without backpressure: its growth is
  *     printed, not checked (32 CPU-bound workers starve the shard threads,
  *     so cancelled handles wait in the inboxes and the arenas grow with that
@@ -44,12 +44,12 @@
  */
 #include "stress_util.h"
 
-#define SLOTS	    512		    /* records per thread */
-#define SLACK_FIXED (2ull << 20)    /* malloc and sanitizer bookkeeping */
-#define CHUNK_BYTES (1024ull * 104) /* one arena chunk */
+#define SLOTS	     512		      /* records per thread */
+#define SLACK_FIXED  (2ull << 20)	      /* malloc and sanitizer bookkeeping */
+#define HANDLE_BYTES 96			      /* docs/service.md */
+#define CHUNK_BYTES  (1024ull * HANDLE_BYTES) /* one arena chunk */
 /* TSan maps shadow and metadata for every new application byte (several times its size). */
-#define MEM_SCALE    (STRESS_TSAN ? 5 : 1)
-#define HANDLE_BYTES 104 /* docs/service.md */
+#define MEM_SCALE (STRESS_TSAN ? 5 : 1)
 
 struct churn {
 	struct spoke *s;

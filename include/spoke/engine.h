@@ -35,14 +35,15 @@ extern "C" {
 /*
  * One timer. All fields are private to the engine that holds the timer; use
  * spoke_timer_init() once before the first start and the functions below.
- * 40 bytes on LP64.
+ * 32 bytes on LP64: two links, the deadline and two 32-bit words. A scheme
+ * that needs more per timer (a heap position, a queue) keeps it in sp_link or
+ * sp_slot, so the embedding object pays for no field its scheme does not use.
  */
 struct spoke_timer {
 	struct spoke_timer *sp_next; /* list link (meaning depends on the scheme) */
 	void *sp_link;		     /* back link, queue or heap position */
 	uint64_t sp_deadline;	     /* absolute tick at which it fires */
-	uint64_t sp_aux;	     /* scheme-private */
-	uint32_t sp_slot;	     /* scheme-private slot index */
+	uint32_t sp_slot;	     /* scheme-private slot or queue index */
 	uint32_t sp_flags;	     /* SPOKE_TIMER_PENDING and scheme-private bits */
 };
 
