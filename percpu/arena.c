@@ -152,11 +152,29 @@ struct spoke_handle *spoke_handle_lookup(struct spoke *s, spoke_id id)
 	return &c[slot % SPOKE_ARENA_CHUNK];
 }
 
-static void arena_orphan(void *p)
-{
-	struct arena *a = p;
+/*
+ * A thread's token: the address of its own thread-local byte, unique among
+ * live threads. An arena's `owner` holds its user's token, so a thread can
+ * tell its own arena from another arena that has come to live at the same
+ * address (below, arena_thread_exit).
+ */
+static _Thread_local char thread_token_byte;
 
-	atomic_store_explicit(&a->owned, 0, memory_order_release);
+static uintptr_t thread_token(void)
+{
+	return (uintptr_t)&thread_token_byte;
+}
+
+/* The calling thread gives up a, its home arena (no-op if a is not its own). */
+static void arena_orphan(struct arena *a)
+{
+	uintptr_t me = thread_token();
+
+	(void)atomic_compare_exchange_strong_explicit(&a->owner, &me, 0, memory_order_release,
+						      memory_order_relaxed);
+	/* A later call of this thread (another key's destructor) must not use it. */
+	if (spoke_tls_arena.arena == a)
+		spoke_tls_arena.serial = 0;
 }
 
 /* A new arena, registered under the next index; home NULL makes it a home. */
@@ -168,7 +186,7 @@ static struct arena *arena_new(struct spoke *s, struct arena *home)
 		return NULL;
 	a->s = s;
 	a->home = home ? home : a;
-	atomic_init(&a->owned, 1);
+	atomic_init(&a->owner, thread_token());
 	cds_wfcq_init(&a->ret_head, &a->ret_tail);
 	cds_wfcq_init(&a->taken_head, &a->taken_tail);
 	for (;;) {
@@ -197,11 +215,12 @@ static struct arena *arena_adopt_or_create(struct spoke *s)
 
 	for (unsigned i = 0; i < n; i++) {
 		struct arena *a = atomic_load_explicit(&s->arenas[i], memory_order_acquire);
-		int expect = 0;
+		uintptr_t expect = 0;
 
 		if (a && a->home == a &&
-		    atomic_compare_exchange_strong_explicit(
-			    &a->owned, &expect, 1, memory_order_acq_rel, memory_order_relaxed))
+		    atomic_compare_exchange_strong_explicit(&a->owner, &expect, thread_token(),
+							    memory_order_acq_rel,
+							    memory_order_relaxed))
 			return a; /* with the exited owner's free lists, slots and spills */
 	}
 	return arena_new(s, NULL);
@@ -220,15 +239,22 @@ static struct arena *arena_adopt_or_create(struct spoke *s)
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct spoke *live_first;
 
-/* Under live_lock: is a an arena of an instance whose key still exists? */
-static bool arena_live(const struct arena *a)
+/*
+ * Under live_lock: is a an arena of an instance whose key still exists, and
+ * the calling thread's own? The destructor's pointer alone does not say: its
+ * instance may have been destroyed (freeing a) before the destructor took
+ * the lock, and a new instance may since have allocated another thread's
+ * arena at the same address.
+ */
+static bool arena_live_and_mine(const struct arena *a)
 {
 	for (struct spoke *s = live_first; s; s = s->live_next) {
 		unsigned n = atomic_load_explicit(&s->narenas, memory_order_acquire);
 
 		for (unsigned i = 0; i < n; i++)
 			if (atomic_load_explicit(&s->arenas[i], memory_order_acquire) == a)
-				return true;
+				return atomic_load_explicit(&a->owner, memory_order_relaxed) ==
+				       thread_token(); /* only now is a known to be allocated */
 	}
 	return false;
 }
@@ -236,8 +262,9 @@ static bool arena_live(const struct arena *a)
 /* Key destructor: the thread exits; its shard (if attached) and arena are handed on. */
 static void arena_thread_exit(void *p)
 {
+	SPOKE_HOOK(SPOKE_HOOK_THREAD_EXIT_BEGIN);
 	pthread_mutex_lock(&live_lock);
-	if (arena_live(p)) {
+	if (arena_live_and_mine(p)) {
 		SPOKE_HOOK(SPOKE_HOOK_THREAD_EXIT);
 		spoke_detach_at_exit(p);
 		arena_orphan(p);
@@ -331,7 +358,7 @@ void spoke_arenas_free(struct spoke *s)
 		 * destroy deleted the key under the arena lock first: a
 		 * destructor either finished before that or leaves it alone.
 		 */
-		(void)atomic_load_explicit(&a->owned, memory_order_acquire);
+		(void)atomic_load_explicit(&a->owner, memory_order_acquire);
 		for (size_t c = 0; c < SPOKE_ARENA_CHUNKS; c++) {
 			struct spoke_handle *chunk =
 				atomic_load_explicit(&a->chunk[c], memory_order_relaxed);

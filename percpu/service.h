@@ -70,8 +70,10 @@ struct spoke_handle {
 struct arena {
 	struct spoke *s;
 	unsigned index;
-	struct arena *home;	  /* the thread's first arena (itself if first); immutable */
-	_Atomic int owned;	  /* home only: a live thread uses it and its spills */
+	struct arena *home; /* the thread's first arena (itself if first); immutable */
+	/* Home only: the token (arena.c) of the live thread that uses it and its spills; 0 = none.
+	 */
+	_Atomic uintptr_t owner;
 	_Atomic unsigned in_call; /* home only: its thread is inside the API */
 	/* Owner thread only. */
 	struct arena *spill;		 /* home: further arenas of the same thread, a chain */
@@ -308,6 +310,7 @@ void spoke_shard_fini(struct shard *sh);
 int spoke_shard_launch(struct shard *sh);
 void spoke_shard_stop(struct shard *sh);
 void spoke_shard_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns);
+void spoke_shard_nudge(struct shard *sh, uint64_t due_ns);
 
 void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns);
 void spoke_shard_disarm(struct shard *sh, struct spoke_handle *h);

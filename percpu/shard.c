@@ -259,11 +259,22 @@ static void wake_owner(struct shard *sh)
  */
 void spoke_shard_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns)
 {
-	uint64_t until;
-
 	cds_wfcq_node_init(&h->qnode);
 	cds_wfcq_enqueue(&sh->inbox_head, &sh->inbox_tail, &h->qnode);
-	spoke_full_fence(); /* pairs with the one in shard_sleep */
+	spoke_shard_nudge(sh, due_ns);
+}
+
+/*
+ * Any thread: a message already queued (by this thread or another) now
+ * matters at due_ns; wake the owner if it planned to sleep past that. The
+ * second half of spoke_shard_post, also used alone by a reset that rides on
+ * a message queued earlier for a later deadline.
+ */
+void spoke_shard_nudge(struct shard *sh, uint64_t due_ns)
+{
+	uint64_t until;
+
+	spoke_full_fence(); /* pairs with the one in announce_sleep */
 	until = atomic_load_explicit(&sh->sleep_until_ns, memory_order_acquire);
 	if (until == 0)
 		return; /* awake, or already being woken */
@@ -430,23 +441,37 @@ static uint64_t engine_wake_ns(const struct shard *sh, const struct spoke_engine
 	return tick_time_ns(sh, t);
 }
 
+/*
+ * A message a preempted producer has swapped into the queue's tail but not
+ * yet linked (liburcu's enqueue is two steps) cannot be taken before it
+ * links; the owner looks again after this long rather than spinning on it.
+ * Its producer wakes the owner only if it finds it asleep, so the owner must
+ * not sleep longer than that meanwhile.
+ */
+#define UNLINKED_RECHECK_NS 50000
+
 /* Owner: ns until the shard has work (0 = now), -1 if none. */
 int64_t spoke_shard_next_ns(struct shard *sh)
 {
 	uint64_t wake = engine_wake_ns(sh, sh->wheel), now;
+	struct cds_wfcq_node *first;
 
-	if (!cds_wfcq_empty(&sh->inbox_head, &sh->inbox_tail) ||
-	    !cds_wfcq_empty(&sh->taken_head, &sh->taken_tail))
+	if (!cds_wfcq_empty(&sh->inbox_head, &sh->inbox_tail))
 		return 0;
+	first = __cds_wfcq_first_nonblocking(&sh->taken_head, &sh->taken_tail);
+	if (first && first != CDS_WFCQ_WOULDBLOCK)
+		return 0; /* linked messages left over from a batch */
 	if (sh->lawn) {
 		uint64_t w = engine_wake_ns(sh, sh->lawn);
 
 		if (w < wake)
 			wake = w;
 	}
-	if (wake == UINT64_MAX)
+	if (wake == UINT64_MAX && first != CDS_WFCQ_WOULDBLOCK)
 		return -1;
 	now = spoke_now_ns();
+	if (first == CDS_WFCQ_WOULDBLOCK && wake > now + UNLINKED_RECHECK_NS)
+		wake = now + UNLINKED_RECHECK_NS;
 	if (wake <= now)
 		return 0;
 	return wake - now > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)(wake - now);
@@ -489,10 +514,6 @@ static void *shard_main(void *arg)
 		/* Messages are flowing: look again in two ticks (see spoke_shard_post). */
 		if (sh->took_messages && (wait_ns < 0 || (uint64_t)wait_ns > 2 * sh->tick_ns))
 			wait_ns = (int64_t)(2 * sh->tick_ns);
-		/* A message a preempted producer has not linked yet: look again soon. */
-		if (!cds_wfcq_empty(&sh->taken_head, &sh->taken_tail) &&
-		    (wait_ns < 0 || wait_ns > 50000))
-			wait_ns = 50000;
 		shard_sleep(sh, wait_ns);
 	}
 	drop_owner();

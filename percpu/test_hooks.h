@@ -11,6 +11,10 @@
  *   SPOKE_HOOK_RESET_CLAIMED  a reset from a thread that does not own the
  *                             timer has set WRITING and not yet stored its
  *                             deadline (api.c reset_once)
+ *   SPOKE_HOOK_THREAD_EXIT_BEGIN  a thread that called the service is
+ *                             exiting: its key destructor has been called
+ *                             and has not yet taken the instance list's lock
+ *                             (arena.c arena_thread_exit)
  *   SPOKE_HOOK_THREAD_EXIT    a thread that called the service is exiting:
  *                             its key destructor has found its instance
  *                             alive and is about to hand its arena (and
@@ -22,6 +26,7 @@
 enum spoke_hook {
 	SPOKE_HOOK_RESET_CLAIMED,
 	SPOKE_HOOK_THREAD_EXIT,
+	SPOKE_HOOK_THREAD_EXIT_BEGIN,
 };
 
 #ifdef SPOKE_TEST_HOOKS

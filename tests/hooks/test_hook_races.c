@@ -21,11 +21,25 @@
  *                        runs: destroy must not free the instance while the
  *                        thread's key destructor (which detaches its shard
  *                        and hands its arena on) is inside it.
+ *   thread_exit_late_call_own_arena  a thread whose arena was handed on at
+ *                        its exit calls the service again from a later key
+ *                        destructor, after a new thread adopted that arena:
+ *                        it must get an arena of its own, not share the
+ *                        adopted one (free list, slot counter, call count).
+ *   thread_exit_vs_arena_at_same_address  an exiting thread's destructor,
+ *                        called for an instance that is destroyed before
+ *                        it takes the instance list's lock, must not hand
+ *                        on another thread's live arena that a new
+ *                        instance allocated at the freed arena's address.
+ *                        The test's calloc/free wrappers make the address
+ *                        come back, as an allocator with LIFO reuse would.
  */
+#include "service.h" /* struct arena, spoke_tls_arena: which arena a thread uses */
 #include "service_util.h"
 #include "test_hooks.h"
 
 #include <semaphore.h>
+#include <string.h>
 
 #define NEW_TIMERS 64 /* started inside the window: more than any free list holds */
 #define NEW_DELAY  (200 * MS)
@@ -356,6 +370,226 @@ static void thread_exit_vs_destroy(void **state)
 	assert_int_equal(x.attach_rc, 0);
 }
 
+/* --- an arena handed on at thread exit ------------------------------------ */
+
+/*
+ * calloc/free wrappers (linked with --wrap): while `quarantine_target` is
+ * set, freeing it keeps the block, and the next calloc of the same size gets
+ * it back, so a new arena lands exactly where a freed one was.
+ */
+void *__real_calloc(size_t n, size_t size);
+void __real_free(void *p);
+static void *_Atomic quarantine_target;
+static void *_Atomic quarantined;
+static size_t quarantine_size;
+
+void __wrap_free(void *p)
+{
+	void *target = atomic_load(&quarantine_target);
+
+	if (p && p == target && atomic_compare_exchange_strong(&quarantine_target, &target, NULL)) {
+		atomic_store(&quarantined, p);
+		return;
+	}
+	__real_free(p);
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+	void *q = atomic_load(&quarantined);
+
+	if (q && n == 1 && size == quarantine_size &&
+	    atomic_compare_exchange_strong(&quarantined, &q, NULL))
+		return memset(q, 0, size);
+	return __real_calloc(n, size);
+}
+
+/* The calling thread's home arena on s (after at least one call on s). */
+static struct arena *my_arena(struct spoke *s)
+{
+	return spoke_tls_arena.serial == s->serial ? spoke_tls_arena.arena : NULL;
+}
+
+static uintptr_t arena_owner(struct arena *a)
+{
+	return atomic_load(&a->owner);
+}
+
+/* A thread that starts one timer on s, so that it has an arena there, and exits. */
+struct first_call {
+	struct spoke *s;
+	struct arena *arena;
+	int rc;
+	int stall_at;	/* hook point to stall at on the way out, or -1 */
+	sem_t called;	/* posted once rc and arena are set */
+	sem_t may_exit; /* waited for before returning, if hold */
+	bool hold;
+};
+
+static void first_call_init(struct first_call *f, struct spoke *s, int stall_at, bool hold)
+{
+	f->s = s;
+	f->stall_at = stall_at;
+	f->hold = hold;
+	sem_init(&f->called, 0, 0);
+	sem_init(&f->may_exit, 0, 0);
+}
+
+static void first_call_wait(struct first_call *f)
+{
+	while (sem_wait(&f->called) != 0)
+		;
+}
+
+static void first_call_fini(struct first_call *f)
+{
+	sem_destroy(&f->called);
+	sem_destroy(&f->may_exit);
+}
+
+static void *first_call_main(void *arg)
+{
+	struct first_call *f = arg;
+	spoke_id id;
+
+	f->rc = spoke_start(f->s, 10 * SEC, never_fn, NULL, &id);
+	f->rc |= spoke_cancel(f->s, id);
+	f->arena = my_arena(f->s);
+	tl_stall_at = f->stall_at;
+	sem_post(&f->called);
+	if (f->hold)
+		while (sem_wait(&f->may_exit) != 0)
+			;
+	return NULL;
+}
+
+/* Thread T of thread_exit_late_call_own_arena, and its later key destructor. */
+struct late_caller {
+	struct spoke *s;
+	struct arena *first, *late;
+	int first_rc, late_rc;
+	sem_t spoke_dtor_done, adopted;
+};
+
+static pthread_key_t late_key;
+
+static void late_dtor(void *arg)
+{
+	struct late_caller *t = arg;
+	spoke_id id;
+
+	sem_post(&t->spoke_dtor_done); /* spoke's destructor ran first: T's arena is free */
+	while (sem_wait(&t->adopted) != 0)
+		;
+	t->late_rc = spoke_start(t->s, 10 * SEC, never_fn, NULL, &id);
+	t->late_rc |= spoke_cancel(t->s, id);
+	t->late = my_arena(t->s);
+}
+
+static void *late_caller_main(void *arg)
+{
+	struct late_caller *t = arg;
+	spoke_id id;
+
+	t->first_rc = spoke_start(t->s, 10 * SEC, never_fn, NULL, &id);
+	t->first_rc |= spoke_cancel(t->s, id);
+	t->first = my_arena(t->s);
+	/* late_key was created after the instance's key: its destructor runs later. */
+	pthread_setspecific(late_key, t);
+	return NULL;
+}
+
+/*
+ * Before the fix T's later call went through its thread-local cache to the
+ * arena it had already given up, which U had adopted: two threads on one
+ * arena's unsynchronized free list (and a lost update of its call count
+ * could hang spoke_destroy).
+ */
+static void thread_exit_late_call_own_arena(void **state)
+{
+	struct late_caller t = {0};
+	struct first_call u = {0};
+	pthread_t tt, ut;
+
+	(void)state;
+	t.s = svc_new(1, 1 * MS, 1);
+	assert_int_equal(pthread_key_create(&late_key, late_dtor), 0);
+	sem_init(&t.spoke_dtor_done, 0, 0);
+	sem_init(&t.adopted, 0, 0);
+	tt = thread_start(late_caller_main, &t);
+	while (sem_wait(&t.spoke_dtor_done) != 0)
+		;
+	/* U stays alive meanwhile: exiting, it would give the arena up again. */
+	first_call_init(&u, t.s, -1, true);
+	ut = thread_start(first_call_main, &u);
+	first_call_wait(&u);
+	sem_post(&t.adopted);
+	pthread_join(tt, NULL);
+	sem_post(&u.may_exit);
+	pthread_join(ut, NULL);
+	first_call_fini(&u);
+	assert_int_equal(t.first_rc, 0);
+	assert_int_equal(u.rc, 0);
+	assert_int_equal(t.late_rc, 0);
+	assert_non_null(t.first);
+	assert_ptr_equal(u.arena, t.first); /* U adopted what T gave up */
+	assert_non_null(t.late);
+	assert_ptr_not_equal(t.late, t.first);
+	assert_int_equal(stats_pending(t.s), 0);
+	svc_destroy(t.s);
+	pthread_key_delete(late_key);
+	sem_destroy(&t.spoke_dtor_done);
+	sem_destroy(&t.adopted);
+}
+
+/*
+ * T's destructor for s1 stalls before the lock; s1 is destroyed (its arenas
+ * freed) and U's first call on s2 gets an arena at the address of T's. Going
+ * on, the destructor must leave U's arena alone: before the fix it found the
+ * address among the live arenas and marked it unowned, and the next new
+ * thread then adopted an arena U was still using.
+ */
+static void thread_exit_vs_arena_at_same_address(void **state)
+{
+	struct first_call t = {0}, u = {0}, v = {0};
+	pthread_t tt, ut, vt;
+	struct spoke *s1, *s2;
+
+	(void)state;
+	s1 = svc_new(1, 1 * MS, 1);
+	first_call_init(&t, s1, SPOKE_HOOK_THREAD_EXIT_BEGIN, false);
+	tt = thread_start(first_call_main, &t);
+	while (sem_wait(&stalled) != 0)
+		;
+	assert_int_equal(t.rc, 0);
+	assert_non_null(t.arena);
+	quarantine_size = sizeof(struct arena);
+	atomic_store(&quarantine_target, t.arena);
+	svc_destroy(s1);
+	assert_non_null(atomic_load(&quarantined));
+	s2 = svc_new(1, 1 * MS, 1);
+	first_call_init(&u, s2, -1, true);
+	ut = thread_start(first_call_main, &u);
+	first_call_wait(&u);
+	assert_int_equal(u.rc, 0);
+	assert_ptr_equal(u.arena, t.arena); /* the address came back, to U */
+	sem_post(&resume);
+	pthread_join(tt, NULL);
+	assert_int_not_equal(arena_owner(u.arena), 0); /* still U's */
+	first_call_init(&v, s2, -1, false);
+	vt = thread_start(first_call_main, &v);
+	pthread_join(vt, NULL);
+	assert_int_equal(v.rc, 0);
+	assert_ptr_not_equal(v.arena, u.arena); /* V did not adopt U's arena */
+	sem_post(&u.may_exit);
+	pthread_join(ut, NULL);
+	assert_int_equal(stats_pending(s2), 0);
+	svc_destroy(s2);
+	first_call_fini(&t);
+	first_call_fini(&u);
+	first_call_fini(&v);
+}
+
 #define HOOK_TEST(f) cmocka_unit_test_setup_teardown(f, hooks_setup, hooks_teardown)
 
 int main(int argc, char **argv)
@@ -364,6 +598,8 @@ int main(int argc, char **argv)
 		HOOK_TEST(reset_writing_vs_cancel_then_reuse),
 		HOOK_TEST(reset_writing_vs_end_of_periodic_run),
 		HOOK_TEST(thread_exit_vs_destroy),
+		HOOK_TEST(thread_exit_late_call_own_arena),
+		HOOK_TEST(thread_exit_vs_arena_at_same_address),
 	};
 
 	return svc_main(argc, argv, "hook_races", all, ARRAY_SIZE(all));
