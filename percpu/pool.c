@@ -23,16 +23,10 @@
 #include <stdlib.h>
 
 static _Thread_local const struct spoke_handle *tls_running;
-static _Thread_local bool tls_in_pool_run; /* a pool worker inside a run it took off the queue */
 
 bool spoke_running_in_callback(const struct spoke_handle *h)
 {
 	return tls_running == h;
-}
-
-bool spoke_in_pool_callback(void)
-{
-	return tls_in_pool_run;
 }
 
 static void note_lateness(struct shard *sh, uint64_t deadline_ns)
@@ -115,7 +109,6 @@ void spoke_pool_dispatch(struct shard *sh, struct spoke_handle *h)
 {
 	struct pool_queue *q = &sh->s->pool;
 
-	atomic_fetch_add_explicit(&sh->pool_inflight, 1, memory_order_relaxed);
 	cds_wfcq_node_init(&h->qnode);
 	if (!cds_wfcq_enqueue(&q->head, &q->tail, &h->qnode))
 		spoke_ec_wake_one(&q->wake_seq, &q->sleepers);
@@ -173,14 +166,7 @@ static void *worker_main(void *arg)
 		struct spoke_handle *h = pool_take(&s->pool, &linking);
 
 		if (h) {
-			/* The handle may be reused once its run ends: note its shard first. */
-			struct shard *sh = &s->shards[spoke_st_shard(
-				atomic_load_explicit(&h->state, memory_order_relaxed))];
-
-			tls_in_pool_run = true;
 			spoke_run_callback(s, h);
-			tls_in_pool_run = false;
-			atomic_fetch_sub_explicit(&sh->pool_inflight, 1, memory_order_release);
 			continue;
 		}
 		/* Asleep until work; 50 us when a producer is still linking its node. */

@@ -150,9 +150,6 @@ struct shard {
 	int wake_fd_made;	  /* that eventfd while detached (closed by destroy), or -1 */
 	_Atomic int mode;	  /* enum shard_mode */
 	_Atomic uint64_t pending; /* engines' count after the owner's last change */
-	/* Handles this shard dispatched to the pool whose run has not ended (spoke_attach waits).
-	 */
-	_Atomic uint32_t pool_inflight;
 	pthread_t thread;
 	bool thread_running;
 	struct shard_counters ctr;
@@ -344,6 +341,5 @@ void spoke_pool_stop(struct spoke *s);
 void spoke_pool_dispatch(struct shard *sh, struct spoke_handle *h);
 void spoke_run_callback(struct spoke *s, struct spoke_handle *h);
 bool spoke_running_in_callback(const struct spoke_handle *h);
-bool spoke_in_pool_callback(void);
 
 #endif /* SPOKE_PERCPU_SERVICE_H */

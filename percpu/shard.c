@@ -611,23 +611,6 @@ void spoke_shard_stop(struct shard *sh)
 }
 
 /* Calling thread takes the shard over from its managed thread. */
-/*
- * Attaching thread, once the managed thread is gone: wait until the runs the
- * shard handed to the pool have ended, so that from now on its callbacks run
- * only in this thread's spoke_poll. Not from inside a pool run: the runs
- * waited for could be waiting for this one (two pool callbacks attaching each
- * other's shards), so there the earlier runs may still be going on.
- */
-static void wait_pool_runs(struct shard *sh)
-{
-	struct timespec pause = {0, 100000};
-
-	if (spoke_in_pool_callback())
-		return;
-	while (atomic_load_explicit(&sh->pool_inflight, memory_order_acquire) != 0)
-		nanosleep(&pause, NULL);
-}
-
 int spoke_shard_attach(struct shard *sh)
 {
 	int expect = SHARD_MANAGED;
@@ -636,7 +619,6 @@ int spoke_shard_attach(struct shard *sh)
 						     memory_order_acq_rel, memory_order_acquire))
 		return -EBUSY;
 	join_thread(sh);
-	wait_pool_runs(sh);
 	atomic_store_explicit(&sh->mode, SHARD_ATTACHED, memory_order_release);
 	become_owner(sh);
 	return 0;

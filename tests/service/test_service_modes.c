@@ -11,7 +11,6 @@
  *   attached_thread_exit_detaches        an attached thread's exit detaches its shard
  *   attached_detach_attach_race          attach/detach/exit races: one owner at a time
  *   attached_poll_not_a_cancellation_point  a pending cancel acts after spoke_poll
- *   attached_attach_waits_for_pool_runs  attach returns once the shard's pool runs ended
  *   lawn_ttl_few_distinct                Lawn: many timers, 3 TTLs
  *   lawn_ttl_many_distinct               Lawn: thousands of distinct TTLs
  *   config_defaults                      spoke_config_init / create(NULL) / shards 0
@@ -27,7 +26,6 @@
 #include "service_util.h"
 
 #include <poll.h>
-#include <semaphore.h>
 #include <signal.h>
 
 /* ==== attached mode ============================================================================
@@ -825,84 +823,6 @@ static void *cx_thread(void *p)
 }
 
 /*
- * DESIGN.md §4: once spoke_attach returns, the shard's callbacks run only in
- * the attached thread's polls, never on the pool. Runs the managed thread
- * handed to the pool just before are waited for: one is running (its
- * callback holds the only pool worker until the test lets it go), one still
- * queued behind it. Before the fix attach returned at once and both ran on
- * the pool while the attached loop went on.
- */
-struct ap_ctx {
-	sem_t running, release;
-	atomic_int attach_returned;
-	atomic_int ran_after_attach; /* a pool run that began after attach returned */
-	atomic_uint runs;
-};
-
-static struct ap_ctx ap;
-
-static void ap_blocker(void *arg)
-{
-	(void)arg;
-	sem_post(&ap.running);
-	while (sem_wait(&ap.release) != 0)
-		;
-	atomic_fetch_add(&ap.runs, 1);
-}
-
-static void ap_queued(void *arg)
-{
-	(void)arg;
-	if (atomic_load(&ap.attach_returned))
-		atomic_store(&ap.ran_after_attach, 1);
-	atomic_fetch_add(&ap.runs, 1);
-}
-
-static void *ap_attacher(void *arg)
-{
-	struct spoke *s = arg;
-	int rc = spoke_attach(s, 1);
-
-	atomic_store(&ap.attach_returned, rc == 0 ? 1 : -1);
-	if (rc == 0)
-		rc = spoke_detach(s);
-	return (void *)(intptr_t)rc;
-}
-
-static void attached_attach_waits_for_pool_runs(void **state)
-{
-	struct spoke *s;
-	int returned_early;
-	pthread_t t;
-	void *rc;
-
-	(void)state;
-	memset(&ap, 0, sizeof(ap));
-	sem_init(&ap.running, 0, 0);
-	sem_init(&ap.release, 0, 0);
-	s = svc_new(2, 1 * MS, 1);
-	assert_int_equal(spoke_start_on(s, 1, 1 * MS, ap_blocker, NULL, NULL), 0);
-	while (sem_wait(&ap.running) != 0)
-		;
-	assert_int_equal(spoke_start_on(s, 1, 1 * MS, ap_queued, NULL, NULL), 0);
-	/* Let the shard thread dispatch it behind the blocked run (the pool's only worker). */
-	sleep_ms(20);
-	t = thread_start(ap_attacher, s);
-	sleep_ms(50);
-	returned_early = atomic_load(&ap.attach_returned);
-	sem_post(&ap.release); /* first: a failed check must not leave the run blocked */
-	pthread_join(t, &rc);
-	assert_int_equal(returned_early, 0);
-	assert_int_equal((intptr_t)rc, 0);
-	assert_int_equal(atomic_load(&ap.attach_returned), 1);
-	assert_int_equal(atomic_load(&ap.runs), 2);
-	assert_int_equal(atomic_load(&ap.ran_after_attach), 0);
-	svc_destroy(s);
-	sem_destroy(&ap.running);
-	sem_destroy(&ap.release);
-}
-
-/*
  * A cancel that is pending when the attached thread calls spoke_poll acts
  * only after the call: not at the eventfd read inside it, not at a
  * cancellation point in a callback it runs inline. Cut short inside, the
@@ -1473,7 +1393,6 @@ int main(int argc, char **argv)
 		SVC_TEST(attached_thread_exit_detaches),
 		SVC_TEST(attached_detach_attach_race),
 		SVC_TEST(attached_poll_not_a_cancellation_point),
-		SVC_TEST(attached_attach_waits_for_pool_runs),
 		SVC_TEST(lawn_ttl_few_distinct),
 		SVC_TEST(lawn_ttl_many_distinct),
 		SVC_TEST(config_defaults),
