@@ -165,10 +165,10 @@ static int pool_reserve(struct lawn_engine *l)
 	size_t cap = l->chunks_cap ? l->chunks_cap * 2 : 4;
 	struct lawn_chunk **chunks;
 
-	if (l->nchunks < l->chunks_cap)
-		return 0;
 	if ((l->nchunks + 1) * LAWN_CHUNK_QUEUES > LAWN_MAX_QUEUES)
 		return -ENOMEM; /* 2^32 - 64 live TTLs */
+	if (l->nchunks < l->chunks_cap)
+		return 0;
 	chunks = realloc(l->chunks, cap * sizeof(*chunks));
 	if (!chunks)
 		return -ENOMEM;

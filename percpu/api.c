@@ -634,7 +634,7 @@ static void reset_publish(struct shard *sh, struct spoke_handle *h, uint64_t d)
 		spoke_handle_release(sh->s, h);
 	else if ((next & SPOKE_ST_INBOX) && !(st & SPOKE_ST_INBOX))
 		spoke_shard_post(sh, h, d);
-	else if (next & SPOKE_ST_INBOX)
+	else if ((next & SPOKE_ST_INBOX) && spoke_st_status(next) == SPOKE_ST_ARMED)
 		spoke_shard_nudge(sh, d); /* rides on a message queued for a later deadline */
 }
 

@@ -203,13 +203,49 @@ static void take_messages(struct shard *sh)
 		atomic_store_explicit(&sh->ctr.inbox_hwm, n, memory_order_relaxed);
 }
 
-/* Owner: a message waits, or the managed thread must stop (attach, destroy). */
+/*
+ * Owner: can a take make progress? liburcu's enqueue swaps the tail, then
+ * links the previous node to the new one; until a preempted producer stores
+ * that link, the queue is BLOCKED at the node before its own: the node it
+ * swapped in, and every message behind it, cannot be taken yet.
+ */
+enum queue_look {
+	QUEUE_EMPTY,
+	QUEUE_READY,
+	QUEUE_BLOCKED,
+};
+
+static enum queue_look look_at_queue(struct cds_wfcq_head *head, struct cds_wfcq_tail *tail)
+{
+	struct cds_wfcq_node *first = __cds_wfcq_first_nonblocking(head, tail);
+
+	if (!first)
+		return QUEUE_EMPTY;
+	if (first == CDS_WFCQ_WOULDBLOCK ||
+	    __cds_wfcq_next_nonblocking(head, tail, first) == CDS_WFCQ_WOULDBLOCK)
+		return QUEUE_BLOCKED;
+	return QUEUE_READY;
+}
+
+/* The private queue is taken first, and the inbox is spliced behind it. */
+static enum queue_look look_at_messages(struct shard *sh)
+{
+	enum queue_look taken = look_at_queue(&sh->taken_head, &sh->taken_tail);
+
+	return taken != QUEUE_EMPTY ? taken : look_at_queue(&sh->inbox_head, &sh->inbox_tail);
+}
+
+/*
+ * Owner: a message can be taken, or the managed thread must stop (attach,
+ * destroy). A BLOCKED queue is not work yet: the owner's sleep is capped
+ * (spoke_shard_next_ns), and the producer looks at it once it has linked.
+ */
 static bool shard_has_work(struct shard *sh)
 {
 	int mode = atomic_load_explicit(&sh->mode, memory_order_acquire);
 
 	return mode == SHARD_ATTACHING || mode == SHARD_STOPPING ||
-	       !cds_wfcq_empty(&sh->inbox_head, &sh->inbox_tail);
+	       look_at_messages(sh) == QUEUE_READY;
 }
 
 /*
@@ -442,36 +478,32 @@ static uint64_t engine_wake_ns(const struct shard *sh, const struct spoke_engine
 }
 
 /*
- * A message a preempted producer has swapped into the queue's tail but not
- * yet linked (liburcu's enqueue is two steps) cannot be taken before it
- * links; the owner looks again after this long rather than spinning on it.
- * Its producer wakes the owner only if it finds it asleep, so the owner must
- * not sleep longer than that meanwhile.
+ * While the messages are BLOCKED by a preempted producer (look_at_queue),
+ * the owner looks again after this long rather than spinning. The messages
+ * stuck behind the missing link may matter sooner, and their producers
+ * found the owner awake, so it must not sleep longer than that meanwhile.
  */
-#define UNLINKED_RECHECK_NS 50000
+#define BLOCKED_RECHECK_NS 50000
 
 /* Owner: ns until the shard has work (0 = now), -1 if none. */
 int64_t spoke_shard_next_ns(struct shard *sh)
 {
 	uint64_t wake = engine_wake_ns(sh, sh->wheel), now;
-	struct cds_wfcq_node *first;
+	enum queue_look look = look_at_messages(sh);
 
-	if (!cds_wfcq_empty(&sh->inbox_head, &sh->inbox_tail))
+	if (look == QUEUE_READY)
 		return 0;
-	first = __cds_wfcq_first_nonblocking(&sh->taken_head, &sh->taken_tail);
-	if (first && first != CDS_WFCQ_WOULDBLOCK)
-		return 0; /* linked messages left over from a batch */
 	if (sh->lawn) {
 		uint64_t w = engine_wake_ns(sh, sh->lawn);
 
 		if (w < wake)
 			wake = w;
 	}
-	if (wake == UINT64_MAX && first != CDS_WFCQ_WOULDBLOCK)
+	if (wake == UINT64_MAX && look == QUEUE_EMPTY)
 		return -1;
 	now = spoke_now_ns();
-	if (first == CDS_WFCQ_WOULDBLOCK && wake > now + UNLINKED_RECHECK_NS)
-		wake = now + UNLINKED_RECHECK_NS;
+	if (look == QUEUE_BLOCKED && wake > now + BLOCKED_RECHECK_NS)
+		wake = now + BLOCKED_RECHECK_NS;
 	if (wake <= now)
 		return 0;
 	return wake - now > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)(wake - now);

@@ -33,6 +33,12 @@
  *                        instance allocated at the freed arena's address.
  *                        The test's calloc/free wrappers make the address
  *                        come back, as an allocator with LIFO reuse would.
+ *   blocked_inbox_caps_the_wait  a producer preempted inside the inbox's
+ *                        enqueue (tail swapped, link not stored: held there
+ *                        by doing that first step by hand with a dummy
+ *                        handle). The owner cannot take the messages behind
+ *                        the missing link; it must look again within 50 us,
+ *                        not spin (next deadline 0) and not sleep on.
  */
 #include "service.h" /* struct arena, spoke_tls_arena: which arena a thread uses */
 #include "service_util.h"
@@ -590,6 +596,76 @@ static void thread_exit_vs_arena_at_same_address(void **state)
 	first_call_fini(&v);
 }
 
+/* --- a producer preempted inside the inbox's enqueue ------------------------- */
+
+/* Step 1 of cds_wfcq_enqueue only: the tail is d's, the old tail's link is not stored. */
+static struct cds_wfcq_node *enqueue_half(struct shard *sh, struct spoke_handle *d)
+{
+	cds_wfcq_node_init(&d->qnode);
+	return uatomic_xchg(&sh->inbox_tail.p, &d->qnode);
+}
+
+static void enqueue_finish(struct cds_wfcq_node *old_tail, struct spoke_handle *d)
+{
+	CMM_STORE_SHARED(old_tail->next, &d->qnode);
+}
+
+static void *start_on_shard0(void *arg)
+{
+	struct spoke *s = arg;
+	spoke_id id = 0;
+
+	if (spoke_start_on(s, 0, 10 * SEC, never_fn, NULL, &id) != 0)
+		id = 0;
+	return (void *)(uintptr_t)id;
+}
+
+/* The attached owner's view while the inbox is blocked: poll, then the next deadline. */
+static int64_t blocked_next_deadline(struct spoke *s)
+{
+	assert_true(spoke_poll(s) >= 0);
+	return spoke_next_deadline(s);
+}
+
+static void blocked_inbox_caps_the_wait(void **state)
+{
+	struct spoke *s = svc_new(1, 1 * MS, 1);
+	struct shard *sh = &s->shards[0];
+	/* FREE (state 0) and already counted: the owner takes it and ignores it. */
+	struct spoke_handle *dummy = calloc(1, sizeof(*dummy));
+	struct cds_wfcq_node *old;
+	spoke_id first;
+	void *ret;
+	int64_t nd;
+
+	(void)state;
+	assert_non_null(dummy);
+	dummy->owner_flags = SPOKE_OWN_SEEN;
+	assert_int_equal(spoke_attach(s, 0), 0);
+	/* A start linked in the inbox, then a producer stuck behind it. */
+	pthread_join(thread_start(start_on_shard0, s), &ret);
+	first = (spoke_id)(uintptr_t)ret;
+	assert_true(first != 0);
+	old = enqueue_half(sh, dummy);
+	nd = blocked_next_deadline(s);
+	assert_true(nd > 0 && nd <= 50 * (int64_t)US);
+	assert_true(blocked_next_deadline(s) > 0);
+	enqueue_finish(old, dummy);
+	nd = blocked_next_deadline(s); /* took both: only the 10 s timer is left */
+	assert_true(nd > 5 * (int64_t)SEC);
+	/* An inbox holding nothing but the unlinked node. */
+	old = enqueue_half(sh, dummy);
+	nd = blocked_next_deadline(s);
+	assert_true(nd > 0 && nd <= 50 * (int64_t)US);
+	enqueue_finish(old, dummy);
+	nd = blocked_next_deadline(s);
+	assert_true(nd > 5 * (int64_t)SEC);
+	assert_int_equal(spoke_cancel(s, first), 0);
+	assert_int_equal(spoke_detach(s), 0);
+	svc_destroy(s);
+	free(dummy);
+}
+
 #define HOOK_TEST(f) cmocka_unit_test_setup_teardown(f, hooks_setup, hooks_teardown)
 
 int main(int argc, char **argv)
@@ -600,6 +676,7 @@ int main(int argc, char **argv)
 		HOOK_TEST(thread_exit_vs_destroy),
 		HOOK_TEST(thread_exit_late_call_own_arena),
 		HOOK_TEST(thread_exit_vs_arena_at_same_address),
+		HOOK_TEST(blocked_inbox_caps_the_wait),
 	};
 
 	return svc_main(argc, argv, "hook_races", all, ARRAY_SIZE(all));
