@@ -416,6 +416,19 @@ static struct arena *my_arena(struct spoke *s)
 	return spoke_tls_arena.serial == s->serial ? spoke_tls_arena.arena : NULL;
 }
 
+/* One start and cancel on s (so the caller uses an arena there): 0 or the first error; *a its
+ * arena. */
+static int start_cancel_on(struct spoke *s, struct arena **a)
+{
+	spoke_id id;
+	int rc = spoke_start(s, 10 * SEC, never_fn, NULL, &id);
+
+	if (rc == 0)
+		rc = spoke_cancel(s, id);
+	*a = my_arena(s);
+	return rc;
+}
+
 static uintptr_t arena_owner(struct arena *a)
 {
 	return atomic_load(&a->owner);
@@ -456,11 +469,8 @@ static void first_call_fini(struct first_call *f)
 static void *first_call_main(void *arg)
 {
 	struct first_call *f = arg;
-	spoke_id id;
 
-	f->rc = spoke_start(f->s, 10 * SEC, never_fn, NULL, &id);
-	f->rc |= spoke_cancel(f->s, id);
-	f->arena = my_arena(f->s);
+	f->rc = start_cancel_on(f->s, &f->arena);
 	tl_stall_at = f->stall_at;
 	sem_post(&f->called);
 	if (f->hold)
@@ -482,24 +492,18 @@ static pthread_key_t late_key;
 static void late_dtor(void *arg)
 {
 	struct late_caller *t = arg;
-	spoke_id id;
 
 	sem_post(&t->spoke_dtor_done); /* spoke's destructor ran first: T's arena is free */
 	while (sem_wait(&t->adopted) != 0)
 		;
-	t->late_rc = spoke_start(t->s, 10 * SEC, never_fn, NULL, &id);
-	t->late_rc |= spoke_cancel(t->s, id);
-	t->late = my_arena(t->s);
+	t->late_rc = start_cancel_on(t->s, &t->late);
 }
 
 static void *late_caller_main(void *arg)
 {
 	struct late_caller *t = arg;
-	spoke_id id;
 
-	t->first_rc = spoke_start(t->s, 10 * SEC, never_fn, NULL, &id);
-	t->first_rc |= spoke_cancel(t->s, id);
-	t->first = my_arena(t->s);
+	t->first_rc = start_cancel_on(t->s, &t->first);
 	/* late_key was created after the instance's key: its destructor runs later. */
 	pthread_setspecific(late_key, t);
 	return NULL;
