@@ -23,10 +23,16 @@
 #include <stdlib.h>
 
 static _Thread_local const struct spoke_handle *tls_running;
+static _Thread_local uint64_t tls_pool_serial; /* serial of the instance whose worker we are */
 
 bool spoke_running_in_callback(const struct spoke_handle *h)
 {
 	return tls_running == h;
+}
+
+bool spoke_on_pool_thread(const struct spoke *s)
+{
+	return tls_pool_serial == s->serial;
 }
 
 static void note_lateness(struct shard *sh, uint64_t deadline_ns)
@@ -105,10 +111,16 @@ void spoke_run_callback(struct spoke *s, struct spoke_handle *h)
 
 /* --- workers ---------------------------------------------------------------- */
 
+/*
+ * Owner: hand h to the pool. sh->pool_runs counts it until a worker is done
+ * with it (run, or dropped after a cancel), so that spoke_attach can wait
+ * until none of the shard's callbacks is left on the pool.
+ */
 void spoke_pool_dispatch(struct shard *sh, struct spoke_handle *h)
 {
 	struct pool_queue *q = &sh->s->pool;
 
+	atomic_fetch_add_explicit(&sh->pool_runs, 1, memory_order_relaxed);
 	cds_wfcq_node_init(&h->qnode);
 	if (!cds_wfcq_enqueue(&q->head, &q->tail, &h->qnode))
 		spoke_ec_wake_one(&q->wake_seq, &q->sleepers);
@@ -156,17 +168,35 @@ static struct spoke_handle *pool_take(struct pool_queue *q, bool *linking)
 	return caa_container_of(n, struct spoke_handle, qnode);
 }
 
+/*
+ * Worker: one of sh's runs is over. The last one wakes a spoke_attach that
+ * waits for it (the seq_cst pair draining / pool_runs: either the attach
+ * sees 0, or this sees `draining` and wakes it).
+ */
+static void pool_run_done(struct shard *sh)
+{
+	if (atomic_fetch_sub_explicit(&sh->pool_runs, 1, memory_order_seq_cst) == 1 &&
+	    atomic_load_explicit(&sh->draining, memory_order_seq_cst))
+		spoke_shard_nudge(sh, 0);
+}
+
 static void *worker_main(void *arg)
 {
 	struct pool_worker *w = arg;
 	struct spoke *s = w->s;
 
+	tls_pool_serial = s->serial;
 	while (!atomic_load_explicit(&s->pool_stop, memory_order_acquire)) {
 		bool linking;
 		struct spoke_handle *h = pool_take(&s->pool, &linking);
 
 		if (h) {
+			/* The owner shard is fixed for h's generation, which the run may end. */
+			struct shard *sh = &s->shards[spoke_st_shard(
+				atomic_load_explicit(&h->state, memory_order_acquire))];
+
 			spoke_run_callback(s, h);
+			pool_run_done(sh);
 			continue;
 		}
 		/* Asleep until work; 50 us when a producer is still linking its node. */

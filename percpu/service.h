@@ -150,6 +150,9 @@ struct shard {
 	int wake_fd_made;	  /* that eventfd while detached (closed by destroy), or -1 */
 	_Atomic int mode;	  /* enum shard_mode */
 	_Atomic uint64_t pending; /* engines' count after the owner's last change */
+	/* Runs handed to the pool and not over yet; spoke_attach waits for 0 (draining). */
+	_Atomic uint32_t pool_runs __attribute__((aligned(SPOKE_CACHELINE)));
+	_Atomic uint32_t draining;
 	pthread_t thread;
 	bool thread_running;
 	struct shard_counters ctr;
@@ -318,7 +321,7 @@ void spoke_shard_note_started(struct shard *sh, struct spoke_handle *h);
 void spoke_shard_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool reset);
 int spoke_shard_turn(struct shard *sh);
 int64_t spoke_shard_next_ns(struct shard *sh);
-int spoke_shard_attach(struct shard *sh);
+int spoke_shard_attach(struct shard *sh, bool drain_pool);
 int spoke_shard_detach(struct shard *sh);
 void spoke_shard_abandon(struct shard *sh);
 int spoke_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
@@ -341,5 +344,6 @@ void spoke_pool_stop(struct spoke *s);
 void spoke_pool_dispatch(struct shard *sh, struct spoke_handle *h);
 void spoke_run_callback(struct spoke *s, struct spoke_handle *h);
 bool spoke_running_in_callback(const struct spoke_handle *h);
+bool spoke_on_pool_thread(const struct spoke *s);
 
 #endif /* SPOKE_PERCPU_SERVICE_H */

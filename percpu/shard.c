@@ -236,16 +236,19 @@ static enum queue_look look_at_messages(struct shard *sh)
 }
 
 /*
- * Owner: a message can be taken, or the managed thread must stop (attach,
- * destroy). A BLOCKED queue is not work yet: the owner's sleep is capped
- * (spoke_shard_next_ns), and the producer looks at it once it has linked.
+ * Owner: a message can be taken, the managed thread must stop (attach,
+ * destroy), or an attach that waits for the pool may return. A BLOCKED queue
+ * is not work yet: the owner's sleep is capped (spoke_shard_next_ns), and the
+ * producer looks at it once it has linked.
  */
 static bool shard_has_work(struct shard *sh)
 {
 	int mode = atomic_load_explicit(&sh->mode, memory_order_acquire);
 
 	return mode == SHARD_ATTACHING || mode == SHARD_STOPPING ||
-	       look_at_messages(sh) == QUEUE_READY;
+	       look_at_messages(sh) == QUEUE_READY ||
+	       (atomic_load_explicit(&sh->draining, memory_order_relaxed) &&
+		atomic_load_explicit(&sh->pool_runs, memory_order_seq_cst) == 0);
 }
 
 /*
@@ -642,8 +645,30 @@ void spoke_shard_stop(struct shard *sh)
 	join_thread(sh);
 }
 
-/* Calling thread takes the shard over from its managed thread. */
-int spoke_shard_attach(struct shard *sh)
+/*
+ * New owner, inside spoke_attach: drive the shard, callbacks inline, until
+ * none of the runs its managed thread handed to the pool is left, so that
+ * none of its callbacks runs on the pool once attach returns. The shard must
+ * keep turning meanwhile: a callback on the pool may be waiting for a later
+ * timer of this shard (a cancel_sync, or its own handshake), and the last
+ * run to end wakes this sleep (pool.c: pool_run_done).
+ */
+static void drain_pool_runs(struct shard *sh)
+{
+	atomic_store_explicit(&sh->draining, 1, memory_order_seq_cst);
+	while (atomic_load_explicit(&sh->pool_runs, memory_order_seq_cst) != 0) {
+		spoke_shard_turn(sh);
+		shard_sleep(sh, spoke_shard_next_ns(sh));
+	}
+	atomic_store_explicit(&sh->draining, 0, memory_order_relaxed);
+}
+
+/*
+ * Calling thread takes the shard over from its managed thread. drain_pool:
+ * also wait for the shard's runs on the pool; false on a pool thread, which
+ * may be one of those runs, or the only worker that could run them.
+ */
+int spoke_shard_attach(struct shard *sh, bool drain_pool)
 {
 	int expect = SHARD_MANAGED;
 
@@ -653,6 +678,8 @@ int spoke_shard_attach(struct shard *sh)
 	join_thread(sh);
 	atomic_store_explicit(&sh->mode, SHARD_ATTACHED, memory_order_release);
 	become_owner(sh);
+	if (drain_pool)
+		drain_pool_runs(sh);
 	return 0;
 }
 

@@ -159,10 +159,13 @@ unsigned spoke_shards(const struct spoke *s);
 
 /*
  * Make the calling thread the owner of shard k: its managed thread stops
- * driving it before this returns. -EINVAL (k out of range), -EBUSY (shard
- * already attached, or being handed over by another thread's attach or
- * detach at this moment, or this thread already owns a shard, of this or of
- * another live instance: a thread owns at most one shard at a time).
+ * driving it before this returns, and so do the shard's callbacks already
+ * on the pool: it waits for them (driving the shard meanwhile, timers due
+ * in the wait run inline in it), except when called on a pool thread.
+ * -EINVAL (k out of range), -EBUSY (shard already attached, or being handed
+ * over by another thread's attach or detach at this moment, or this thread
+ * already owns a shard, of this or of another live instance: a thread owns
+ * at most one shard at a time).
  */
 int spoke_attach(struct spoke *s, unsigned shard);
 

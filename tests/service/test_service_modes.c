@@ -11,6 +11,8 @@
  *   attached_thread_exit_detaches        an attached thread's exit detaches its shard
  *   attached_detach_attach_race          attach/detach/exit races: one owner at a time
  *   attached_poll_not_a_cancellation_point  a pending cancel acts after spoke_poll
+ *   attached_attach_drains_pool_runs     no callback of the shard left on the pool after attach
+ *   attached_attach_from_pool_callback   a pool callback attaches its own shard: no deadlock
  *   lawn_ttl_few_distinct                Lawn: many timers, 3 TTLs
  *   lawn_ttl_many_distinct               Lawn: thousands of distinct TTLs
  *   config_defaults                      spoke_config_init / create(NULL) / shards 0
@@ -852,6 +854,144 @@ static void attached_poll_not_a_cancellation_point(void **state)
 	svc_destroy(cx.s); /* returns: no call of the cancelled thread is left counted */
 }
 
+/* ==== attach while the shard's callbacks are on the pool =======================================
+ */
+
+#define AP_QUEUED 8
+
+struct ap_ctx {
+	struct spoke *s;
+	pthread_t main;
+	atomic_int gate_running, gate_saw_late, gate_done, late_ran, late_on_main, attach_returned;
+	atomic_int queued_ran[AP_QUEUED], queued_after_attach_off_main;
+	atomic_int from_pool_attach_rc, from_pool_detach_rc, from_pool_done, other_ran;
+};
+
+static struct ap_ctx ap;
+
+/* On the pool: holds the only worker until `late` (a later timer of the same shard) ran. */
+static void ap_gate_fn(void *arg)
+{
+	(void)arg;
+	atomic_store(&ap.gate_running, 1);
+	WAIT_UNTIL(atomic_load(&ap.late_ran), 5 * SEC);
+	atomic_store(&ap.gate_saw_late, atomic_load(&ap.late_ran));
+	atomic_store(&ap.gate_done, 1);
+}
+
+static void ap_late_fn(void *arg)
+{
+	(void)arg;
+	atomic_store(&ap.late_on_main, pthread_equal(pthread_self(), ap.main));
+	atomic_store(&ap.late_ran, 1);
+}
+
+static void ap_queued_fn(void *arg)
+{
+	unsigned i = (unsigned)(uintptr_t)arg;
+
+	if (atomic_load(&ap.attach_returned) && !pthread_equal(pthread_self(), ap.main))
+		atomic_fetch_add(&ap.queued_after_attach_off_main, 1);
+	atomic_fetch_add(&ap.queued_ran[i], 1);
+}
+
+/*
+ * §4 attached: once spoke_attach returns, the shard's callbacks run inline
+ * on the attached thread, never on the pool, also those its managed thread
+ * had already handed to the pool. One pool worker: `gate` runs on it and
+ * waits for `late`, a later timer of the same shard, and the `queued`
+ * timers that expire meanwhile wait on the pool behind it. The attach must
+ * keep the shard turning (else `late` never fires and nothing ends) and
+ * return only once the queued runs are over: `late` runs inline in the
+ * attaching thread, and no queued callback starts on the pool after the
+ * attach returned.
+ */
+static unsigned ap_queued_done(void)
+{
+	unsigned done = 0;
+
+	for (unsigned i = 0; i < AP_QUEUED; i++)
+		done += atomic_load(&ap.queued_ran[i]) == 1;
+	return done;
+}
+
+static void attached_attach_drains_pool_runs(void **state)
+{
+	uint64_t t0;
+	unsigned done;
+	int gate_done;
+
+	(void)state;
+	memset(&ap, 0, sizeof(ap));
+	ap.main = pthread_self();
+	ap.s = svc_new(2, 250 * US, 1);
+	t0 = spoke_now_ns();
+	assert_int_equal(spoke_start_on(ap.s, 1, 0, ap_gate_fn, NULL, NULL), 0);
+	ASSERT_EVENTUALLY(atomic_load(&ap.gate_running), "the gate callback on the pool");
+	for (unsigned i = 0; i < AP_QUEUED; i++)
+		assert_int_equal(
+			spoke_start_on(ap.s, 1, 0, ap_queued_fn, (void *)(uintptr_t)i, NULL), 0);
+	assert_int_equal(spoke_start_on(ap.s, 1, 30 * MS, ap_late_fn, NULL, NULL), 0);
+	sleep_ms(5); /* the queued timers expire, and wait on the pool behind the gate */
+	assert_int_equal(spoke_attach(ap.s, 1), 0);
+	atomic_store(&ap.attach_returned, 1);
+	done = ap_queued_done();
+	gate_done = atomic_load(&ap.gate_done);
+	ASSERT_EVENTUALLY((spoke_poll(ap.s), atomic_load(&ap.late_ran)), "the late timer");
+	ASSERT_EVENTUALLY(atomic_load(&ap.gate_done) && ap_queued_done() == AP_QUEUED,
+			  "the pool runs");
+	assert_true(spoke_now_ns() - t0 >= 30 * MS);
+	assert_int_equal(atomic_load(&ap.queued_after_attach_off_main), 0);
+	assert_true(gate_done); /* every pool run was over when attach returned */
+	assert_int_equal(done, AP_QUEUED);
+	assert_true(atomic_load(&ap.late_on_main));
+	assert_true(atomic_load(&ap.gate_saw_late));
+	assert_int_equal(spoke_detach(ap.s), 0);
+	svc_destroy(ap.s);
+}
+
+static void ap_other_fn(void *arg)
+{
+	(void)arg;
+	atomic_store(&ap.other_ran, 1);
+}
+
+/*
+ * A callback on the pool attaches its own shard (contract 7: no deadlock).
+ * It is itself one of the shard's pool runs, and the only worker, so the
+ * attach cannot wait for the shard's pool runs: it returns at once, the
+ * callback detaches again, and the timer queued behind it still runs.
+ */
+static void ap_attacher_fn(void *arg)
+{
+	(void)arg;
+	WAIT_UNTIL(atomic_load(&ap.gate_running), 5 * SEC);
+	atomic_store(&ap.from_pool_attach_rc, spoke_attach(ap.s, 1));
+	if (atomic_load(&ap.from_pool_attach_rc) == 0) {
+		spoke_poll(ap.s);
+		atomic_store(&ap.from_pool_detach_rc, spoke_detach(ap.s));
+	}
+	atomic_store(&ap.from_pool_done, 1);
+}
+
+static void attached_attach_from_pool_callback(void **state)
+{
+	(void)state;
+	memset(&ap, 0, sizeof(ap));
+	ap.s = svc_new(2, 250 * US, 1);
+	atomic_store(&ap.from_pool_attach_rc, 1);
+	atomic_store(&ap.from_pool_detach_rc, 1);
+	assert_int_equal(spoke_start_on(ap.s, 1, 0, ap_attacher_fn, NULL, NULL), 0);
+	assert_int_equal(spoke_start_on(ap.s, 1, 0, ap_other_fn, NULL, NULL), 0);
+	sleep_ms(3); /* both expire: the second one waits on the pool behind the first */
+	atomic_store(&ap.gate_running, 1);
+	ASSERT_EVENTUALLY(atomic_load(&ap.from_pool_done), "the attaching callback");
+	assert_int_equal(atomic_load(&ap.from_pool_attach_rc), 0);
+	assert_int_equal(atomic_load(&ap.from_pool_detach_rc), 0);
+	ASSERT_EVENTUALLY(atomic_load(&ap.other_ran), "the timer queued behind it");
+	svc_destroy(ap.s);
+}
+
 /* ==== Lawn TTL timers ==========================================================================
  */
 
@@ -1393,6 +1533,8 @@ int main(int argc, char **argv)
 		SVC_TEST(attached_thread_exit_detaches),
 		SVC_TEST(attached_detach_attach_race),
 		SVC_TEST(attached_poll_not_a_cancellation_point),
+		SVC_TEST(attached_attach_drains_pool_runs),
+		SVC_TEST(attached_attach_from_pool_callback),
 		SVC_TEST(lawn_ttl_few_distinct),
 		SVC_TEST(lawn_ttl_many_distinct),
 		SVC_TEST(config_defaults),
