@@ -297,6 +297,7 @@ struct team {
 	/* main, between everyone's prepare and the window; 0 or an error */
 	int (*between)(struct team *tm, struct bench_sample *out);
 	pthread_barrier_t ready, go;
+	bool aborted; /* `between` failed: no window (written before the go barrier) */
 	/* Read by every worker every STOP_EVERY ops: a line of its own. */
 	_Atomic int stop __attribute__((aligned(64)));
 	/* the subject (read-only during the window, except the lock) */
@@ -356,7 +357,7 @@ static void *worker_main(void *arg)
 	pthread_barrier_wait(&tm->go);
 	w->cpu0 = thread_cpu_ns();
 	w->t0 = bench_now_ns();
-	if (!w->err && !stopping(w))
+	if (!w->err && !tm->aborted)
 		tm->body(w);
 	w->t1 = bench_now_ns();
 	w->cpu1 = thread_cpu_ns();
@@ -388,10 +389,13 @@ static int team_run(struct team *tm, uint64_t window_ns, struct team_result *r,
 		}
 	}
 	pthread_barrier_wait(&tm->ready);
+	tm->aborted = false;
 	if (tm->between)
 		err = tm->between(tm, out);
-	if (err)
+	if (err) {
+		tm->aborted = true;
 		atomic_store(&tm->stop, 1);
+	}
 	pthread_barrier_wait(&tm->go);
 	if (window_ns && !err) {
 		bench_sleep_ns(window_ns);

@@ -256,6 +256,7 @@ static void stop_threads(struct spoke *s)
 {
 	for (unsigned k = 0; s->shards && k < s->nshards; k++)
 		spoke_shard_stop(&s->shards[k]);
+	SPOKE_HOOK(SPOKE_HOOK_SHARDS_STOPPED);
 	spoke_pool_stop(s);
 }
 
@@ -733,7 +734,7 @@ int spoke_attach(struct spoke *s, unsigned shard)
 		return call_leave(a, -EBUSY);
 	/* It joins the managed thread, a cancellation point; no call may be cut short. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
-	err = spoke_shard_attach(&s->shards[shard], !spoke_on_pool_thread(s));
+	err = spoke_shard_attach(&s->shards[shard], spoke_on_pool_thread(s));
 	pthread_setcancelstate(cancel_state, NULL);
 	return call_leave(a, err);
 }

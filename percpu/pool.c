@@ -8,7 +8,10 @@
  * queue only while DISPATCHED; a cancel that wins in that window
  * (DISPATCHED -> CANCELLED) prevents the run, and the worker then just frees
  * it. So a callback that cancel_syncs a timer still queued does not wait:
- * that timer is not running, and the cancel wins.
+ * that timer is not running, and the cancel wins. A worker runs a callback
+ * only if its shard is managed; else (attached, being attached or detached,
+ * unowned: spoke_shard_takes_back_runs) it hands the handle back to the
+ * shard (spoke_shard_recall), whose owner runs it inline.
  *
  * Run (spoke_run_callback): DISPATCHED -> RUNNING, call fn(arg), then a
  * one-shot ends as FREE with a new generation; a periodic timer without STOP
@@ -23,7 +26,7 @@
 #include <stdlib.h>
 
 static _Thread_local const struct spoke_handle *tls_running;
-static _Thread_local uint64_t tls_pool_serial; /* serial of the instance whose worker we are */
+static _Thread_local uint64_t tls_pool_serial; /* a worker: its instance's serial */
 
 bool spoke_running_in_callback(const struct spoke_handle *h)
 {
@@ -111,16 +114,10 @@ void spoke_run_callback(struct spoke *s, struct spoke_handle *h)
 
 /* --- workers ---------------------------------------------------------------- */
 
-/*
- * Owner: hand h to the pool. sh->pool_runs counts it until a worker is done
- * with it (run, or dropped after a cancel), so that spoke_attach can wait
- * until none of the shard's callbacks is left on the pool.
- */
 void spoke_pool_dispatch(struct shard *sh, struct spoke_handle *h)
 {
 	struct pool_queue *q = &sh->s->pool;
 
-	atomic_fetch_add_explicit(&sh->pool_runs, 1, memory_order_relaxed);
 	cds_wfcq_node_init(&h->qnode);
 	if (!cds_wfcq_enqueue(&q->head, &q->tail, &h->qnode))
 		spoke_ec_wake_one(&q->wake_seq, &q->sleepers);
@@ -169,15 +166,42 @@ static struct spoke_handle *pool_take(struct pool_queue *q, bool *linking)
 }
 
 /*
- * Worker: one of sh's runs is over. The last one wakes a spoke_attach that
- * waits for it (the seq_cst pair draining / pool_runs: either the attach
- * sees 0, or this sees `draining` and wakes it).
+ * Worker: a run of sh's callback is over. The last one lets the managed
+ * thread of an ATTACHING shard go: either it sees pool_runs at 0 when it
+ * looks before sleeping, or this sees ATTACHING and wakes it (both sides
+ * seq_cst, then the sleep_until_ns handshake of spoke_shard_nudge).
  */
 static void pool_run_done(struct shard *sh)
 {
 	if (atomic_fetch_sub_explicit(&sh->pool_runs, 1, memory_order_seq_cst) == 1 &&
-	    atomic_load_explicit(&sh->draining, memory_order_seq_cst))
+	    atomic_load_explicit(&sh->mode, memory_order_seq_cst) == SHARD_ATTACHING)
 		spoke_shard_nudge(sh, 0);
+}
+
+/*
+ * Worker: may h's callback run here? It counts in sh->pool_runs first and
+ * looks at the mode second, the mirror image of spoke_shard_attach (mode
+ * first, pool_runs second, all seq_cst): either the attach waits for this
+ * run, or this run sees the attach and hands h back to the shard
+ * (spoke_shard_recall). So no callback of an attached shard starts on the
+ * pool. Once destroy has stopped the shards, a callback that has not
+ * started never runs (spoke_destroy): h is left as it is, and freed with
+ * its arena.
+ */
+static void worker_run(struct spoke *s, struct spoke_handle *h)
+{
+	/* The owner shard is fixed for h's generation, which the run may end. */
+	struct shard *sh =
+		&s->shards[spoke_st_shard(atomic_load_explicit(&h->state, memory_order_acquire))];
+	int mode;
+
+	atomic_fetch_add_explicit(&sh->pool_runs, 1, memory_order_seq_cst);
+	mode = atomic_load_explicit(&sh->mode, memory_order_seq_cst);
+	if (spoke_shard_takes_back_runs(mode))
+		spoke_shard_recall(sh, h);
+	else if (mode != SHARD_STOPPING)
+		spoke_run_callback(s, h);
+	pool_run_done(sh);
 }
 
 static void *worker_main(void *arg)
@@ -191,12 +215,7 @@ static void *worker_main(void *arg)
 		struct spoke_handle *h = pool_take(&s->pool, &linking);
 
 		if (h) {
-			/* The owner shard is fixed for h's generation, which the run may end. */
-			struct shard *sh = &s->shards[spoke_st_shard(
-				atomic_load_explicit(&h->state, memory_order_acquire))];
-
-			spoke_run_callback(s, h);
-			pool_run_done(sh);
+			worker_run(s, h);
 			continue;
 		}
 		/* Asleep until work; 50 us when a producer is still linking its node. */

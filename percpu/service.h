@@ -22,8 +22,8 @@
  *   struct pool_worker   one per callback thread, with its own wfcqueue.
  *
  * A handle's queue node is in at most one queue at a time: the owner's
- * inbox only while the state word has SPOKE_ST_INBOX, a pool queue only
- * while DISPATCHED, an arena return queue only while FREE.
+ * inbox only while the state word has SPOKE_ST_INBOX, the pool queue only
+ * while DISPATCHED without INBOX, an arena return queue only while FREE.
  */
 #ifndef SPOKE_PERCPU_SERVICE_H
 #define SPOKE_PERCPU_SERVICE_H
@@ -94,16 +94,32 @@ struct arena {
  * Who drives a shard. MANAGED -> ATTACHING -> ATTACHED (spoke_attach: the
  * managed thread is joined in between), ATTACHED -> DETACHING -> MANAGED
  * (spoke_detach, or the attached thread's exit: a new managed thread is
- * started in between, and runs while DETACHING), any -> STOPPING (destroy).
- * Only MANAGED can be attached, so a shard never has two owners.
+ * started in between, and runs while DETACHING), ATTACHED -> UNOWNED (the
+ * attached thread exited and no thread could be started) -> ATTACHING,
+ * any -> STOPPING (destroy). Only MANAGED and UNOWNED can be attached, so a
+ * shard never has two owners. Pool workers hand back, rather than run, the
+ * callbacks of a shard in the modes of spoke_shard_takes_back_runs().
  */
 enum shard_mode {
-	SHARD_MANAGED = 0, /* driven by its own thread */
-	SHARD_ATTACHING,   /* spoke_attach() asked the thread to stop */
-	SHARD_ATTACHED,	   /* driven by a server thread through spoke_poll */
-	SHARD_DETACHING,   /* the attached thread handed it to a new managed thread */
-	SHARD_STOPPING,	   /* spoke_destroy() */
+	SHARD_MANAGED = 0,	/* driven by its own thread */
+	SHARD_ATTACHING,	/* spoke_attach() asked the thread to stop */
+	SHARD_ATTACHING_NOWAIT, /* ... from a pool callback: it need not wait for the pool */
+	SHARD_ATTACHED,		/* driven by a server thread through spoke_poll */
+	SHARD_DETACHING,	/* the attached thread handed it to a new managed thread */
+	SHARD_UNOWNED,		/* nobody drives it: waits for the next spoke_attach */
+	SHARD_STOPPING,		/* spoke_destroy() */
 };
+
+/*
+ * The shard's callbacks must not start on the pool: it is attached, being
+ * attached, unowned, or being detached (its thread may still fail to start,
+ * and then it stays attached).
+ */
+static inline bool spoke_shard_takes_back_runs(int mode)
+{
+	return mode == SHARD_ATTACHING || mode == SHARD_ATTACHING_NOWAIT ||
+	       mode == SHARD_ATTACHED || mode == SHARD_UNOWNED || mode == SHARD_DETACHING;
+}
 
 /*
  * Counters come in two copies: `own` is bumped only by the shard's owner
@@ -150,9 +166,12 @@ struct shard {
 	int wake_fd_made;	  /* that eventfd while detached (closed by destroy), or -1 */
 	_Atomic int mode;	  /* enum shard_mode */
 	_Atomic uint64_t pending; /* engines' count after the owner's last change */
-	/* Runs handed to the pool and not over yet; spoke_attach waits for 0 (draining). */
+	/*
+	 * Callbacks of this shard running on the pool right now (pool.c). The
+	 * managed thread leaves an ATTACHING shard only once it is 0: see
+	 * spoke_shard_attach.
+	 */
 	_Atomic uint32_t pool_runs __attribute__((aligned(SPOKE_CACHELINE)));
-	_Atomic uint32_t draining;
 	pthread_t thread;
 	bool thread_running;
 	struct shard_counters ctr;
@@ -321,7 +340,7 @@ void spoke_shard_note_started(struct shard *sh, struct spoke_handle *h);
 void spoke_shard_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool reset);
 int spoke_shard_turn(struct shard *sh);
 int64_t spoke_shard_next_ns(struct shard *sh);
-int spoke_shard_attach(struct shard *sh, bool drain_pool);
+int spoke_shard_attach(struct shard *sh, bool from_pool);
 int spoke_shard_detach(struct shard *sh);
 void spoke_shard_abandon(struct shard *sh);
 int spoke_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
@@ -329,6 +348,7 @@ int spoke_shard_wake_fd(struct shard *sh);
 int64_t spoke_shard_attached_sleep(struct shard *sh, int64_t wait_ns);
 void spoke_shard_attached_awake(struct shard *sh);
 void spoke_shard_signal_stop(struct shard *sh);
+void spoke_shard_recall(struct shard *sh, struct spoke_handle *h);
 
 /* eventcount.c: sleep until a queue has work; wake the sleeper */
 void spoke_ec_wake_one(_Atomic uint32_t *seq, _Atomic uint32_t *sleeping);

@@ -5,17 +5,18 @@
  * A shard's engines are touched only by its owner thread (the managed thread
  * below, or the server thread that attached). One turn of the owner:
  *
- *   1. take messages: splice the inbox (wait-free MPSC, liburcu wfcqueue)
+ *   1. advance each engine to the current tick. An expiring timer is moved
+ *      from ARMED to DISPATCHED by compare-and-swap (losing to a cancel is
+ *      fine: the cancel's message frees it) and its callback is run inline
+ *      or handed to a pool worker.
+ *   2. take messages: splice the inbox (wait-free MPSC, liburcu wfcqueue)
  *      onto the private `taken` queue without blocking and handle up to
  *      inbox_batch of them. A message is a handle; the owner acts on the
  *      handle's state word as it reads it when it clears SPOKE_ST_INBOX:
  *      ARMED+RESET = insert or move to deadline_ns, ARMED without RESET =
- *      re-arm a periodic timer after its run, CANCELLED = unlink and free.
+ *      re-arm a periodic timer after its run, CANCELLED = unlink and free,
+ *      DISPATCHED = a run a pool worker handed back (spoke_shard_recall).
  *      A start that a cancel overtook is thus dropped, counted once each.
- *   2. advance each engine to the current tick. An expiring timer is moved
- *      from ARMED to DISPATCHED by compare-and-swap (losing to a cancel is
- *      fine: the cancel's message frees it) and its callback is run inline
- *      or handed to a pool worker.
  *   3. managed thread only: sleep on the shard's wake word until the next
  *      deadline; any producer whose enqueue found the inbox empty wakes it
  *      (eventcount: the sleeper publishes `sleeping`, then re-checks the
@@ -29,6 +30,7 @@
  */
 #define _GNU_SOURCE
 #include "service.h"
+#include "test_hooks.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -160,10 +162,40 @@ static void retire_cancelled(struct shard *sh, struct spoke_handle *h, uint64_t 
 		; /* only a reset clearing WRITING changes a CANCELLED word */
 }
 
+/*
+ * Owner: h is DISPATCHED (its run claimed): run it here, without a pool and
+ * whenever the pool would hand it back (attached, being attached or
+ * detached), else hand it to the pool. While a pool callback attaches the
+ * shard (ATTACHING_NOWAIT) the managed thread runs nothing: that callback
+ * waits for it to exit, and a callback run here could be waiting for that
+ * one (cancel_sync); the run goes to the inbox, for the new owner.
+ */
+static void run_or_dispatch(struct shard *sh, struct spoke_handle *h)
+{
+	int mode = atomic_load_explicit(&sh->mode, memory_order_relaxed);
+
+	if (mode == SHARD_ATTACHING_NOWAIT) {
+		spoke_shard_recall(sh, h);
+	} else if (sh->s->nworkers == 0 || spoke_shard_takes_back_runs(mode)) {
+		spoke_run_callback(sh->s, h);
+		sh->fired_inline++;
+	} else {
+		spoke_pool_dispatch(sh, h);
+	}
+}
+
+/*
+ * A recalled run (DISPATCHED) keeps RESET: on a periodic timer between runs
+ * it is a reset that its re-arm after the run applies (pool.c finish_run).
+ */
 static void handle_message(struct shard *sh, struct spoke_handle *h)
 {
-	uint64_t s = atomic_fetch_and_explicit(&h->state, ~(SPOKE_ST_INBOX | SPOKE_ST_RESET),
-					       memory_order_acq_rel);
+	uint64_t keep = spoke_st_status(atomic_load_explicit(&h->state, memory_order_relaxed)) ==
+					SPOKE_ST_DISPATCHED
+				? SPOKE_ST_RESET
+				: 0;
+	uint64_t s = atomic_fetch_and_explicit(
+		&h->state, ~(SPOKE_ST_INBOX | (SPOKE_ST_RESET & ~keep)), memory_order_acq_rel);
 
 	spoke_shard_note_started(sh, h);
 	switch (spoke_st_status(s)) {
@@ -179,8 +211,11 @@ static void handle_message(struct shard *sh, struct spoke_handle *h)
 	case SPOKE_ST_CANCELLED:
 		retire_cancelled(sh, h, s & ~(SPOKE_ST_INBOX | SPOKE_ST_RESET));
 		break;
+	case SPOKE_ST_DISPATCHED:
+		run_or_dispatch(sh, h); /* recalled from the pool (spoke_shard_recall) */
+		break;
 	default:
-		break; /* INBOX is set only on ARMED and CANCELLED handles */
+		break; /* INBOX is set only on ARMED, CANCELLED and recalled DISPATCHED handles */
 	}
 }
 
@@ -236,19 +271,30 @@ static enum queue_look look_at_messages(struct shard *sh)
 }
 
 /*
- * Owner: a message can be taken, the managed thread must stop (attach,
- * destroy), or an attach that waits for the pool may return. A BLOCKED queue
- * is not work yet: the owner's sleep is capped (spoke_shard_next_ns), and the
- * producer looks at it once it has linked.
+ * Managed thread: may it stop driving the shard? At destroy; at an attach,
+ * once none of the shard's callbacks runs on the pool (pool.c): until then
+ * it keeps the shard turning, with callbacks inline, since such a callback
+ * may be waiting for a later timer of the shard. An attach from a pool
+ * callback does not wait: that callback, or the one it waits for, could be
+ * a run of this shard, or attaching another shard the same way.
+ */
+static bool managed_may_leave(struct shard *sh)
+{
+	int mode = atomic_load_explicit(&sh->mode, memory_order_seq_cst);
+
+	return mode == SHARD_STOPPING || mode == SHARD_ATTACHING_NOWAIT ||
+	       (mode == SHARD_ATTACHING &&
+		atomic_load_explicit(&sh->pool_runs, memory_order_seq_cst) == 0);
+}
+
+/*
+ * Owner: a message can be taken, or the managed thread may stop. A BLOCKED
+ * queue is not work yet: the owner's sleep is capped (spoke_shard_next_ns),
+ * and the producer looks at it once it has linked.
  */
 static bool shard_has_work(struct shard *sh)
 {
-	int mode = atomic_load_explicit(&sh->mode, memory_order_acquire);
-
-	return mode == SHARD_ATTACHING || mode == SHARD_STOPPING ||
-	       look_at_messages(sh) == QUEUE_READY ||
-	       (atomic_load_explicit(&sh->draining, memory_order_relaxed) &&
-		atomic_load_explicit(&sh->pool_runs, memory_order_seq_cst) == 0);
+	return managed_may_leave(sh) || look_at_messages(sh) == QUEUE_READY;
 }
 
 /*
@@ -407,10 +453,26 @@ void spoke_shard_signal_stop(struct shard *sh)
 	wake_owner(sh);
 }
 
-static bool run_inline(const struct shard *sh)
+/*
+ * Pool worker (or the owner, run_or_dispatch): h was handed to the pool
+ * before its shard was attached (pool.c worker_run), and must not run there
+ * now. Give the claimed run back to the owner (DISPATCHED | INBOX), which
+ * runs it inline when it takes its messages. A cancel that won meanwhile
+ * ends it here instead, as on the pool (spoke_run_callback drops a
+ * CANCELLED handle).
+ */
+void spoke_shard_recall(struct shard *sh, struct spoke_handle *h)
 {
-	return sh->s->nworkers == 0 ||
-	       atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHED;
+	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
+
+	do {
+		if (spoke_st_status(st) != SPOKE_ST_DISPATCHED) {
+			spoke_run_callback(sh->s, h);
+			return;
+		}
+	} while (!atomic_compare_exchange_weak_explicit(
+		&h->state, &st, st | SPOKE_ST_INBOX, memory_order_acq_rel, memory_order_acquire));
+	spoke_shard_post(sh, h, 0);
 }
 
 /* Engine expiry action (owner): claim the run, then run or dispatch it. */
@@ -429,12 +491,8 @@ static void on_expire(void *ctx, struct spoke_timer *t)
 	} while (!atomic_compare_exchange_weak_explicit(
 		&h->state, &s, spoke_st_with_status(s, SPOKE_ST_DISPATCHED), memory_order_acq_rel,
 		memory_order_acquire));
-	if (run_inline(sh)) {
-		spoke_run_callback(sh->s, h);
-		sh->fired_inline++;
-	} else {
-		spoke_pool_dispatch(sh, h);
-	}
+	SPOKE_HOOK(SPOKE_HOOK_EXPIRY_CLAIMED);
+	run_or_dispatch(sh, h);
 }
 
 static void advance_engine(struct shard *sh, struct spoke_engine *e, uint64_t tick)
@@ -526,12 +584,6 @@ static void pin_to_cpu(int cpu)
 	(void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
-/* Modes in which the managed thread drives the shard. */
-static bool managed_mode(int mode)
-{
-	return mode == SHARD_MANAGED || mode == SHARD_DETACHING;
-}
-
 static void *shard_main(void *arg)
 {
 	struct shard *sh = arg;
@@ -541,7 +593,7 @@ static void *shard_main(void *arg)
 	/* Wake at the tick, not up to 50 us later (Linux's default timer slack). */
 	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	become_owner(sh);
-	while (managed_mode(atomic_load_explicit(&sh->mode, memory_order_acquire))) {
+	while (!managed_may_leave(sh)) {
 		int64_t wait_ns;
 
 		spoke_shard_turn(sh);
@@ -646,40 +698,31 @@ void spoke_shard_stop(struct shard *sh)
 }
 
 /*
- * New owner, inside spoke_attach: drive the shard, callbacks inline, until
- * none of the runs its managed thread handed to the pool is left, so that
- * none of its callbacks runs on the pool once attach returns. The shard must
- * keep turning meanwhile: a callback on the pool may be waiting for a later
- * timer of this shard (a cancel_sync, or its own handshake), and the last
- * run to end wakes this sleep (pool.c: pool_run_done).
+ * Calling thread takes the shard over from its managed thread. The managed
+ * thread sees ATTACHING, drives the shard on (callbacks inline) while any
+ * of its callbacks still runs on the pool, and exits; the join orders its
+ * engine writes before ours. A worker that takes one of the shard's
+ * callbacks off the pool queue after the CAS hands it back (pool.c), so
+ * once the join returns none runs on the pool, and none runs in this thread
+ * outside its spoke_poll. from_pool: the caller is a pool callback, which
+ * does not wait for the others (ATTACHING_NOWAIT). An UNOWNED shard has no
+ * thread to join, and none of its callbacks on the pool: its workers have
+ * been handing them back since it was attached.
  */
-static void drain_pool_runs(struct shard *sh)
+int spoke_shard_attach(struct shard *sh, bool from_pool)
 {
-	atomic_store_explicit(&sh->draining, 1, memory_order_seq_cst);
-	while (atomic_load_explicit(&sh->pool_runs, memory_order_seq_cst) != 0) {
-		spoke_shard_turn(sh);
-		shard_sleep(sh, spoke_shard_next_ns(sh));
-	}
-	atomic_store_explicit(&sh->draining, 0, memory_order_relaxed);
-}
-
-/*
- * Calling thread takes the shard over from its managed thread. drain_pool:
- * also wait for the shard's runs on the pool; false on a pool thread, which
- * may be one of those runs, or the only worker that could run them.
- */
-int spoke_shard_attach(struct shard *sh, bool drain_pool)
-{
+	int to = from_pool ? SHARD_ATTACHING_NOWAIT : SHARD_ATTACHING;
 	int expect = SHARD_MANAGED;
 
-	if (!atomic_compare_exchange_strong_explicit(&sh->mode, &expect, SHARD_ATTACHING,
-						     memory_order_acq_rel, memory_order_acquire))
+	if (!atomic_compare_exchange_strong_explicit(&sh->mode, &expect, to, memory_order_seq_cst,
+						     memory_order_acquire) &&
+	    (expect != SHARD_UNOWNED ||
+	     !atomic_compare_exchange_strong_explicit(&sh->mode, &expect, to, memory_order_seq_cst,
+						      memory_order_acquire)))
 		return -EBUSY;
 	join_thread(sh);
 	atomic_store_explicit(&sh->mode, SHARD_ATTACHED, memory_order_release);
 	become_owner(sh);
-	if (drain_pool)
-		drain_pool_runs(sh);
 	return 0;
 }
 
@@ -713,13 +756,13 @@ int spoke_shard_detach(struct shard *sh)
 
 /*
  * Attached thread, exiting, when spoke_shard_detach could start no thread:
- * let go of the shard without a driver. It is MANAGED with no thread, so the
+ * let go of the shard without a driver. It is UNOWNED with no thread, so the
  * next spoke_attach takes it (there is nothing to join); until then its
- * timers wait.
+ * timers wait, and so do its callbacks the pool hands back.
  */
 void spoke_shard_abandon(struct shard *sh)
 {
 	atomic_store_explicit(&sh->wake_fd, -1, memory_order_relaxed);
 	drop_owner();
-	atomic_store_explicit(&sh->mode, SHARD_MANAGED, memory_order_release);
+	atomic_store_explicit(&sh->mode, SHARD_UNOWNED, memory_order_release);
 }

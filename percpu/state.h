@@ -36,7 +36,8 @@
  * The side whose compare-and-swap wins decides: a cancel that moves ARMED or
  * DISPATCHED to CANCELLED returns 0 and the callback never runs; an expiry
  * that moves ARMED to DISPATCHED means the cancel gets -ENOENT. A message to
- * the owner (start, reset, cancel) is sent only by the thread that sets INBOX;
+ * the owner (start, reset, cancel, or a run a pool worker hands back because
+ * the shard was attached: DISPATCHED | INBOX) is sent only by the thread that sets INBOX;
  * a second change while INBOX is set rides on the message already queued,
  * since the owner acts on the state it reads when it takes the message, not
  * on what the message said. Everything a thread other than the owner needs

@@ -19,6 +19,12 @@
  *                             its key destructor has found its instance
  *                             alive and is about to hand its arena (and
  *                             attached shard) on (arena.c arena_thread_exit)
+ *   SPOKE_HOOK_EXPIRY_CLAIMED an owner has claimed an expiring timer's run
+ *                             (ARMED -> DISPATCHED) and not yet decided
+ *                             where it runs (shard.c on_expire)
+ *   SPOKE_HOOK_SHARDS_STOPPED spoke_destroy has stopped every shard (all
+ *                             STOPPING) and not yet the pool (api.c
+ *                             stop_threads)
  */
 #ifndef SPOKE_PERCPU_TEST_HOOKS_H
 #define SPOKE_PERCPU_TEST_HOOKS_H
@@ -27,6 +33,8 @@ enum spoke_hook {
 	SPOKE_HOOK_RESET_CLAIMED,
 	SPOKE_HOOK_THREAD_EXIT,
 	SPOKE_HOOK_THREAD_EXIT_BEGIN,
+	SPOKE_HOOK_SHARDS_STOPPED,
+	SPOKE_HOOK_EXPIRY_CLAIMED,
 };
 
 #ifdef SPOKE_TEST_HOOKS

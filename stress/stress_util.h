@@ -49,7 +49,8 @@
  *               timers started on an attached shard must run inside that
  *               thread's spoke_poll (unless the poller handed the shard
  *               back with spoke_detach after the start: g_handovers), and
- *               no callback of another shard may.
+ *               no callback of another shard may; while the shard is attached
+ *               (g_attached_mask) none of its callbacks runs anywhere else.
  *   settle      wait until every record has an outcome, then until
  *               spoke_stats agrees with the tallies: started, fired and
  *               cancelled equal what the program counted, pending is 0 on
@@ -844,6 +845,9 @@ static inline void *poller_main(void *arg)
 		    !poller_handover(p, &r))
 			break;
 	}
+	/* Its exit hands the shard to a managed thread: attached no more. */
+	if (p->shard < 64)
+		atomic_fetch_and(&g_attached_mask, ~(1ull << p->shard));
 	tally_flush();
 	atomic_store(&p->stopped, 1);
 	return NULL;
@@ -1308,6 +1312,16 @@ static inline struct rec *rec_fire_begin(void *arg, uint64_t *gen_out)
 	if ((tag & REC_ON_POLLER) && (!tl_poller || tl_poller->shard != shard) &&
 	    atomic_load(&g_handovers[shard]) == atomic_load(&r->handover))
 		VIOLATION("callback of a timer on attached shard %u ran off its polling thread",
+			  shard);
+	/*
+	 * Whenever it was started: between an attach's return and the detach,
+	 * nothing of the shard runs off its poller (not even a run that was on
+	 * the pool queue before the attach; one already running then ended
+	 * before the attach returned).
+	 */
+	if (shard < 64 && (!tl_poller || tl_poller->shard != shard) &&
+	    ((atomic_load(&g_attached_mask) >> shard) & 1))
+		VIOLATION("callback of a timer on shard %u ran off its poller while attached",
 			  shard);
 	tally(TK_FIRED);
 	*gen_out = gen;

@@ -14,6 +14,8 @@
  *                          fails (returns NULL) until fault_off()
  *   fault_thread_after(n)  the next n pthread_create calls succeed, every
  *                          later one fails with EAGAIN until fault_off()
+ *   fault_thread_before_fail  if set, called by a pthread_create that is
+ *                          about to fail (the failure may come late)
  *   fault_off()            everything succeeds again
  *   fault_allocs_failed    allocations refused since the last arming
  *
@@ -32,6 +34,7 @@
 static _Thread_local long fault_allocs_left = -1;
 static _Thread_local long fault_threads_left = -1;
 static _Thread_local unsigned long fault_allocs_failed;
+static _Thread_local void (*fault_thread_before_fail)(void);
 
 static inline void fault_alloc_after(long n)
 {
@@ -94,7 +97,11 @@ void *__wrap_realloc(void *p, size_t n)
 
 int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
-	return fault_take(&fault_threads_left) ? EAGAIN : __real_pthread_create(t, attr, fn, arg);
+	if (!fault_take(&fault_threads_left))
+		return __real_pthread_create(t, attr, fn, arg);
+	if (fault_thread_before_fail)
+		fault_thread_before_fail();
+	return EAGAIN;
 }
 
 #endif /* SPOKE_TESTS_FAULT_INJECT_H */

@@ -11,7 +11,8 @@
  * owner through a wait-free MPSC inbox; the verdict of a cancel or reset is
  * decided at once, on the timer's atomic state word, from any thread.
  * Expiry callbacks run on a callback pool, or inline on the shard thread
- * (callback_threads = 0), and always inline on attached shards.
+ * (callback_threads = 0), and always inline on attached shards (and on the
+ * managed thread while spoke_attach takes its shard over).
  *
  * Every function may be called from any thread, including from inside a
  * callback (except spoke_destroy), unless its comment says otherwise. No
@@ -159,9 +160,10 @@ unsigned spoke_shards(const struct spoke *s);
 
 /*
  * Make the calling thread the owner of shard k: its managed thread stops
- * driving it before this returns, and so do the shard's callbacks already
- * on the pool: it waits for them (driving the shard meanwhile, timers due
- * in the wait run inline in it), except when called on a pool thread.
+ * driving it before this returns. Callbacks of the shard running on the
+ * pool are waited for (the managed thread drives the shard meanwhile),
+ * except by an attach from a pool callback; those queued on the pool come
+ * back to the shard instead of running there.
  * -EINVAL (k out of range), -EBUSY (shard already attached, or being handed
  * over by another thread's attach or detach at this moment, or this thread
  * already owns a shard, of this or of another live instance: a thread owns

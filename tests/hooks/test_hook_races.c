@@ -33,6 +33,17 @@
  *                        instance allocated at the freed arena's address.
  *                        The test's calloc/free wrappers make the address
  *                        come back, as an allocator with LIFO reuse would.
+ *   destroy_vs_queued_run_of_attached_shard  a callback of an attached
+ *                        shard, queued on the pool since before the attach,
+ *                        is taken by a worker after destroy has stopped the
+ *                        shards: it must not run there (the loop thread may
+ *                        be using what it touches), it is dropped.
+ *   attach_from_pool_vs_managed_turn  a pool callback attaches a shard
+ *                        whose managed thread is in the middle of a turn,
+ *                        and waits for it to exit; the thread must not run
+ *                        the rest of the turn's callbacks inline, since one
+ *                        of them may wait for the attaching callback
+ *                        (cancel_sync): they go to the new owner.
  *   blocked_inbox_caps_the_wait  a producer preempted inside the inbox's
  *                        enqueue (tail swapped, link not stored: held there
  *                        by doing that first step by hand with a dummy
@@ -51,13 +62,18 @@
 #define NEW_DELAY  (200 * MS)
 
 static _Thread_local int tl_stall_at = -1;
+/* The first thread of any kind (the service's own too) that reaches this point stalls. */
+static atomic_int stall_any_at = -1;
 static sem_t stalled, resume;
 
 static void stall_hook(enum spoke_hook point)
 {
-	if ((int)point != tl_stall_at)
+	int any = (int)point;
+
+	if ((int)point == tl_stall_at)
+		tl_stall_at = -1;
+	else if (!atomic_compare_exchange_strong(&stall_any_at, &any, -1))
 		return;
-	tl_stall_at = -1;
 	sem_post(&stalled);
 	while (sem_wait(&resume) != 0)
 		;
@@ -65,6 +81,7 @@ static void stall_hook(enum spoke_hook point)
 
 static int hooks_setup(void **state)
 {
+	atomic_store(&stall_any_at, -1);
 	sem_init(&stalled, 0, 0);
 	sem_init(&resume, 0, 0);
 	atomic_store(&spoke_test_hook, stall_hook);
@@ -376,6 +393,109 @@ static void thread_exit_vs_destroy(void **state)
 	assert_int_equal(x.attach_rc, 0);
 }
 
+/* --- destroy vs a callback of an attached shard still on the pool queue --- */
+
+static void *stopping_destroyer_main(void *arg)
+{
+	tl_stall_at = SPOKE_HOOK_SHARDS_STOPPED;
+	return destroyer_main(arg);
+}
+
+/*
+ * One pool worker, held by a callback of shard 1; a callback of shard 0
+ * waits on the pool queue behind it when this thread attaches shard 0.
+ * spoke_destroy stalls with every shard STOPPING and the pool still running;
+ * the worker is let go and takes the queued callback. It must not run it:
+ * the shard is attached, and this thread (its loop) is not in a spoke call.
+ */
+static void destroy_vs_queued_run_of_attached_shard(void **state)
+{
+	struct destroyer d = {0};
+	pthread_t dt;
+
+	(void)state;
+	d.s = svc_new(2, 250 * US, 1);
+	held_pool_begin(d.s, 1, 0);
+	assert_int_equal(spoke_attach(d.s, 0), 0);
+	svc_abandon_all(); /* destroyed by the destroyer */
+	dt = thread_start(stopping_destroyer_main, &d);
+	while (sem_wait(&stalled) != 0)
+		;
+	atomic_store(&held.release, 1);
+	sleep_ms(50); /* the worker takes the victim meanwhile */
+	sem_post(&resume);
+	pthread_join(dt, NULL);
+	assert_int_equal(atomic_load(&d.done), 1);
+	assert_int_equal(atomic_load(&held.victim_ran), 0);
+}
+
+/* --- a pool callback attaches a shard whose thread is mid-turn ------------ */
+
+struct mid_turn {
+	struct spoke *s;
+	_Atomic spoke_id p_id;
+	atomic_int p_running, go_attach, attaching, attach_rc, detach_rc, p_done;
+	atomic_int q_rc, q_done;
+};
+
+static struct mid_turn mt;
+
+/* P, on the pool (shard 0): attaches shard 1 when told, then hands it back. */
+static void mt_p_fn(void *arg)
+{
+	(void)arg;
+	atomic_store(&mt.p_running, 1);
+	WAIT_UNTIL(atomic_load(&mt.go_attach), 5 * SEC);
+	atomic_store(&mt.attaching, 1);
+	atomic_store(&mt.attach_rc, spoke_attach(mt.s, 1));
+	if (atomic_load(&mt.attach_rc) == 0)
+		atomic_store(&mt.detach_rc, spoke_detach(mt.s));
+	atomic_store(&mt.p_done, 1);
+}
+
+/* Q (shard 1): waits until P's run is over. */
+static void mt_q_fn(void *arg)
+{
+	(void)arg;
+	atomic_store(&mt.q_rc, spoke_cancel_sync(mt.s, atomic_load(&mt.p_id)));
+	atomic_store(&mt.q_done, 1);
+}
+
+/*
+ * Shard 1's managed thread has claimed Q's run and stalls before deciding
+ * where it runs. P, a callback on the pool, attaches shard 1 meanwhile (an
+ * attach from the pool: it only waits for the managed thread to exit). The
+ * thread goes on: had it run Q inline, Q would wait for P (cancel_sync) and
+ * P for the thread. Q must run later, on the shard's next owner.
+ */
+static void attach_from_pool_vs_managed_turn(void **state)
+{
+	spoke_id p;
+
+	(void)state;
+	memset(&mt, 0, sizeof(mt));
+	atomic_store(&mt.attach_rc, 1);
+	atomic_store(&mt.detach_rc, 1);
+	mt.s = svc_new(2, 250 * US, 2);
+	assert_int_equal(spoke_start_on(mt.s, 0, 0, mt_p_fn, NULL, &p), 0);
+	atomic_store(&mt.p_id, p);
+	ASSERT_EVENTUALLY(atomic_load(&mt.p_running), "P on the pool");
+	atomic_store(&stall_any_at, SPOKE_HOOK_EXPIRY_CLAIMED);
+	assert_int_equal(spoke_start_on(mt.s, 1, 0, mt_q_fn, NULL, NULL), 0);
+	while (sem_wait(&stalled) != 0)
+		;
+	atomic_store(&mt.go_attach, 1);
+	ASSERT_EVENTUALLY(atomic_load(&mt.attaching), "P to attach");
+	sleep_ms(20); /* P is in spoke_attach, waiting for the stalled thread */
+	sem_post(&resume);
+	ASSERT_EVENTUALLY(atomic_load(&mt.p_done), "P's attach and detach");
+	assert_int_equal(atomic_load(&mt.attach_rc), 0);
+	assert_int_equal(atomic_load(&mt.detach_rc), 0);
+	ASSERT_EVENTUALLY(atomic_load(&mt.q_done), "Q on the shard's next owner");
+	assert_int_equal(atomic_load(&mt.q_rc), -ENOENT); /* P had run */
+	svc_destroy(mt.s);
+}
+
 /* --- an arena handed on at thread exit ------------------------------------ */
 
 /*
@@ -678,6 +798,8 @@ int main(int argc, char **argv)
 		HOOK_TEST(reset_writing_vs_cancel_then_reuse),
 		HOOK_TEST(reset_writing_vs_end_of_periodic_run),
 		HOOK_TEST(thread_exit_vs_destroy),
+		HOOK_TEST(destroy_vs_queued_run_of_attached_shard),
+		HOOK_TEST(attach_from_pool_vs_managed_turn),
 		HOOK_TEST(thread_exit_late_call_own_arena),
 		HOOK_TEST(thread_exit_vs_arena_at_same_address),
 		HOOK_TEST(blocked_inbox_caps_the_wait),

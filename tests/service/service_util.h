@@ -443,6 +443,43 @@ static inline pthread_t thread_start(void *(*fn)(void *), void *arg)
 	return t;
 }
 
+/* ---- a callback held on the pool, one queued behind it ------------------------------------ */
+
+/*
+ * With one pool worker: `blocker` (a callback of shard bk) holds the worker
+ * until the test sets `release` (5 s at most), and `victim` (shard vk)
+ * expires meanwhile and waits on the pool queue behind it, until a worker
+ * takes it. The victim records whether it ran off the test's thread.
+ */
+static struct held_pool {
+	pthread_t main;
+	atomic_int blocker_running, release, victim_ran, victim_off_main;
+} held;
+
+static inline void held_blocker_fn(void *arg)
+{
+	(void)arg;
+	atomic_store(&held.blocker_running, 1);
+	WAIT_UNTIL(atomic_load(&held.release), 5 * SEC);
+}
+
+static inline void held_victim_fn(void *arg)
+{
+	(void)arg;
+	atomic_store(&held.victim_off_main, !pthread_equal(pthread_self(), held.main));
+	atomic_store(&held.victim_ran, 1);
+}
+
+static inline void held_pool_begin(struct spoke *s, unsigned bk, unsigned vk)
+{
+	memset(&held, 0, sizeof(held));
+	held.main = pthread_self();
+	assert_int_equal(spoke_start_on(s, bk, 0, held_blocker_fn, NULL, NULL), 0);
+	ASSERT_EVENTUALLY(atomic_load(&held.blocker_running), "the blocker on the pool");
+	assert_int_equal(spoke_start_on(s, vk, 0, held_victim_fn, NULL, NULL), 0);
+	sleep_ms(5); /* the victim expires, and waits on the pool behind the blocker */
+}
+
 /* ---- per-timer records ------------------------------------------------------------- */
 
 /*

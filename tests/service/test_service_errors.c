@@ -896,6 +896,40 @@ static void spoke_detach_eagain(void **state)
 }
 
 /*
+ * -EAGAIN leaves the shard attached, also for its callbacks that were on the
+ * pool queue (since before the attach) while the detach tried to start a
+ * thread: one pool worker, held by a callback of shard 0, is let go inside
+ * the failing pthread_create and takes shard 1's `victim`. It must not run
+ * it on the pool: the caller is still attached, and gets it in its poll.
+ */
+static void dq_let_the_worker_go(void)
+{
+	atomic_store(&held.release, 1);
+	sleep_ms(20); /* it takes the victim meanwhile */
+}
+
+static void spoke_detach_eagain_keeps_pool_runs(void **state)
+{
+	struct spoke *s = svc_new(2, 250 * US, 1);
+	int rc;
+
+	(void)state;
+	held_pool_begin(s, 0, 1);
+	assert_int_equal(spoke_attach(s, 1), 0);
+	fault_thread_before_fail = dq_let_the_worker_go;
+	fault_thread_after(0);
+	rc = spoke_detach(s);
+	fault_off();
+	fault_thread_before_fail = NULL;
+	assert_int_equal(rc, -EAGAIN);
+	assert_int_equal(atomic_load(&held.victim_ran), 0); /* not on the pool */
+	ASSERT_EVENTUALLY((spoke_poll(s), atomic_load(&held.victim_ran)), "the victim in the poll");
+	assert_int_equal(atomic_load(&held.victim_off_main), 0);
+	assert_int_equal(spoke_detach(s), 0);
+	svc_destroy(s);
+}
+
+/*
  * -EAGAIN at exit: an attached thread exits while no thread can be started.
  * Its shard is left without a driver but free (not attached): its timer
  * waits, and the next spoke_attach takes the shard and runs it.
@@ -1056,6 +1090,7 @@ int main(int argc, char **argv)
 		ERR_TEST(spoke_detach_not_attached_eperm),
 		ERR_TEST(spoke_detach_in_poll_ebusy),
 		ERR_TEST(spoke_detach_eagain),
+		ERR_TEST(spoke_detach_eagain_keeps_pool_runs),
 		ERR_TEST(spoke_detach_at_exit_eagain),
 		ERR_TEST(after_destroy_began_eshutdown),
 	};

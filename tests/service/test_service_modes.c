@@ -11,8 +11,10 @@
  *   attached_thread_exit_detaches        an attached thread's exit detaches its shard
  *   attached_detach_attach_race          attach/detach/exit races: one owner at a time
  *   attached_poll_not_a_cancellation_point  a pending cancel acts after spoke_poll
- *   attached_attach_drains_pool_runs     no callback of the shard left on the pool after attach
+ *   attached_attach_waits_for_pool_runs  attach waits for the shard's running pool callbacks
+ *   attached_attach_recalls_queued_runs  ... but not for queued ones: they run in its poll
  *   attached_attach_from_pool_callback   a pool callback attaches its own shard: no deadlock
+ *   attached_attach_cross_from_pool_callbacks  two pool callbacks attach each other's shard
  *   lawn_ttl_few_distinct                Lawn: many timers, 3 TTLs
  *   lawn_ttl_many_distinct               Lawn: thousands of distinct TTLs
  *   config_defaults                      spoke_config_init / create(NULL) / shards 0
@@ -862,17 +864,31 @@ static void attached_poll_not_a_cancellation_point(void **state)
 struct ap_ctx {
 	struct spoke *s;
 	pthread_t main;
-	atomic_int gate_running, gate_saw_late, gate_done, late_ran, late_on_main, attach_returned;
-	atomic_int queued_ran[AP_QUEUED], queued_after_attach_off_main;
+	atomic_int in_attach, attach_returned, ran_in_attach, off_main_after_attach;
+	atomic_int gate_running, gate_saw_late, gate_done, late_ran, late_on_main;
+	atomic_int queued_ran[AP_QUEUED];
+	atomic_int blocker_running, blocker_timed_out, victim_ran;
 	atomic_int from_pool_attach_rc, from_pool_detach_rc, from_pool_done, other_ran;
 };
 
 static struct ap_ctx ap;
 
+/* Every callback of the attached shard: never in spoke_attach, never off the loop after it. */
+static void ap_check_thread(void)
+{
+	bool on_main = pthread_equal(pthread_self(), ap.main);
+
+	if (on_main && atomic_load(&ap.in_attach))
+		atomic_fetch_add(&ap.ran_in_attach, 1);
+	if (!on_main && atomic_load(&ap.attach_returned))
+		atomic_fetch_add(&ap.off_main_after_attach, 1);
+}
+
 /* On the pool: holds the only worker until `late` (a later timer of the same shard) ran. */
 static void ap_gate_fn(void *arg)
 {
 	(void)arg;
+	ap_check_thread();
 	atomic_store(&ap.gate_running, 1);
 	WAIT_UNTIL(atomic_load(&ap.late_ran), 5 * SEC);
 	atomic_store(&ap.gate_saw_late, atomic_load(&ap.late_ran));
@@ -882,30 +898,17 @@ static void ap_gate_fn(void *arg)
 static void ap_late_fn(void *arg)
 {
 	(void)arg;
+	ap_check_thread();
 	atomic_store(&ap.late_on_main, pthread_equal(pthread_self(), ap.main));
 	atomic_store(&ap.late_ran, 1);
 }
 
 static void ap_queued_fn(void *arg)
 {
-	unsigned i = (unsigned)(uintptr_t)arg;
-
-	if (atomic_load(&ap.attach_returned) && !pthread_equal(pthread_self(), ap.main))
-		atomic_fetch_add(&ap.queued_after_attach_off_main, 1);
-	atomic_fetch_add(&ap.queued_ran[i], 1);
+	ap_check_thread();
+	atomic_fetch_add(&ap.queued_ran[(uintptr_t)arg], 1);
 }
 
-/*
- * §4 attached: once spoke_attach returns, the shard's callbacks run inline
- * on the attached thread, never on the pool, also those its managed thread
- * had already handed to the pool. One pool worker: `gate` runs on it and
- * waits for `late`, a later timer of the same shard, and the `queued`
- * timers that expire meanwhile wait on the pool behind it. The attach must
- * keep the shard turning (else `late` never fires and nothing ends) and
- * return only once the queued runs are over: `late` runs inline in the
- * attaching thread, and no queued callback starts on the pool after the
- * attach returned.
- */
 static unsigned ap_queued_done(void)
 {
 	unsigned done = 0;
@@ -915,37 +918,107 @@ static unsigned ap_queued_done(void)
 	return done;
 }
 
-static void attached_attach_drains_pool_runs(void **state)
+/* Two shards, one pool worker: a callback on the pool holds back the ones queued behind it. */
+static void ap_setup(void)
 {
-	uint64_t t0;
-	unsigned done;
-	int gate_done;
-
-	(void)state;
 	memset(&ap, 0, sizeof(ap));
 	ap.main = pthread_self();
 	ap.s = svc_new(2, 250 * US, 1);
-	t0 = spoke_now_ns();
+}
+
+static int ap_attach(unsigned shard)
+{
+	int rc;
+
+	atomic_store(&ap.in_attach, 1);
+	rc = spoke_attach(ap.s, shard);
+	atomic_store(&ap.in_attach, 0);
+	atomic_store(&ap.attach_returned, 1);
+	return rc;
+}
+
+/*
+ * §4 attached: once spoke_attach returns, the shard's callbacks run inline
+ * on the attached thread, only inside its spoke_poll, never on the pool:
+ * also those its managed thread had already handed to the pool. One pool
+ * worker: `gate` runs on it and waits for `late`, a later timer of the same
+ * shard; the `queued` timers expire meanwhile and wait on the pool queue
+ * behind it. The attach must wait for the running `gate`, and keep the
+ * shard turning meanwhile without running anything in the attaching thread
+ * (`late` runs on the managed thread, else `gate` never ends); the queued
+ * runs come back to the shard and run in its poll, or on the managed thread
+ * before the attach returns.
+ */
+static void attached_attach_waits_for_pool_runs(void **state)
+{
+	int gate_done_at_attach;
+	uint64_t late_due, attach_at;
+
+	(void)state;
+	ap_setup();
 	assert_int_equal(spoke_start_on(ap.s, 1, 0, ap_gate_fn, NULL, NULL), 0);
 	ASSERT_EVENTUALLY(atomic_load(&ap.gate_running), "the gate callback on the pool");
 	for (unsigned i = 0; i < AP_QUEUED; i++)
 		assert_int_equal(
 			spoke_start_on(ap.s, 1, 0, ap_queued_fn, (void *)(uintptr_t)i, NULL), 0);
-	assert_int_equal(spoke_start_on(ap.s, 1, 30 * MS, ap_late_fn, NULL, NULL), 0);
+	/* Far enough out that the attach has begun when it comes due. */
+	late_due = spoke_now_ns() + 300 * MS;
+	assert_int_equal(spoke_start_on(ap.s, 1, 300 * MS, ap_late_fn, NULL, NULL), 0);
 	sleep_ms(5); /* the queued timers expire, and wait on the pool behind the gate */
-	assert_int_equal(spoke_attach(ap.s, 1), 0);
-	atomic_store(&ap.attach_returned, 1);
-	done = ap_queued_done();
-	gate_done = atomic_load(&ap.gate_done);
-	ASSERT_EVENTUALLY((spoke_poll(ap.s), atomic_load(&ap.late_ran)), "the late timer");
-	ASSERT_EVENTUALLY(atomic_load(&ap.gate_done) && ap_queued_done() == AP_QUEUED,
-			  "the pool runs");
-	assert_true(spoke_now_ns() - t0 >= 30 * MS);
-	assert_int_equal(atomic_load(&ap.queued_after_attach_off_main), 0);
-	assert_true(gate_done); /* every pool run was over when attach returned */
-	assert_int_equal(done, AP_QUEUED);
-	assert_true(atomic_load(&ap.late_on_main));
-	assert_true(atomic_load(&ap.gate_saw_late));
+	attach_at = spoke_now_ns();
+	assert_int_equal(ap_attach(1), 0);
+	gate_done_at_attach = atomic_load(&ap.gate_done);
+	ASSERT_EVENTUALLY((spoke_poll(ap.s), ap_queued_done() == AP_QUEUED), "the queued runs");
+	assert_true(gate_done_at_attach); /* no run of the shard left on the pool */
+	assert_int_equal(atomic_load(&ap.off_main_after_attach), 0);
+	assert_int_equal(atomic_load(&ap.ran_in_attach), 0);
+	/*
+	 * Unless this thread was held up for the best part of 300 ms (then
+	 * `late` went to the pool queue behind the gate, which gave up on it):
+	 * it ran on the managed thread, before the attach returned.
+	 */
+	if (attach_at + 200 * MS < late_due) {
+		assert_true(atomic_load(&ap.gate_saw_late));
+		assert_false(atomic_load(&ap.late_on_main));
+	}
+	assert_int_equal(spoke_detach(ap.s), 0);
+	svc_destroy(ap.s);
+}
+
+/* On the pool, for shard 0: holds the only worker until the attach of shard 1 returned. */
+static void ap_blocker_fn(void *arg)
+{
+	(void)arg;
+	atomic_store(&ap.blocker_running, 1);
+	atomic_store(&ap.blocker_timed_out, !WAIT_UNTIL(atomic_load(&ap.attach_returned), 5 * SEC));
+}
+
+static void ap_victim_fn(void *arg)
+{
+	(void)arg;
+	ap_check_thread();
+	atomic_store(&ap.victim_ran, 1);
+}
+
+/*
+ * The pool is one queue for every shard: a callback of shard 1 queued
+ * behind a long one of shard 0 is not running, so the attach of shard 1
+ * does not wait for it (nor for shard 0's), and once the attach returned
+ * it runs in shard 1's poll, not on the pool.
+ */
+static void attached_attach_recalls_queued_runs(void **state)
+{
+	(void)state;
+	ap_setup();
+	assert_int_equal(spoke_start_on(ap.s, 0, 0, ap_blocker_fn, NULL, NULL), 0);
+	ASSERT_EVENTUALLY(atomic_load(&ap.blocker_running), "the blocker on the pool");
+	assert_int_equal(spoke_start_on(ap.s, 1, 0, ap_victim_fn, NULL, NULL), 0);
+	sleep_ms(5); /* the victim expires, and waits on the pool behind the blocker */
+	assert_int_equal(ap_attach(1), 0);
+	ASSERT_EVENTUALLY((spoke_poll(ap.s), atomic_load(&ap.victim_ran)), "the victim");
+	assert_false(atomic_load(&ap.blocker_timed_out)); /* the attach did not wait for it */
+	/* In this poll (or inline on the managed thread, had it not expired before the attach). */
+	assert_int_equal(atomic_load(&ap.off_main_after_attach), 0);
 	assert_int_equal(spoke_detach(ap.s), 0);
 	svc_destroy(ap.s);
 }
@@ -958,9 +1031,9 @@ static void ap_other_fn(void *arg)
 
 /*
  * A callback on the pool attaches its own shard (contract 7: no deadlock).
- * It is itself one of the shard's pool runs, and the only worker, so the
- * attach cannot wait for the shard's pool runs: it returns at once, the
- * callback detaches again, and the timer queued behind it still runs.
+ * It is itself one of the shard's runs on the pool, so an attach from the
+ * pool does not wait for the pool. It polls and detaches again, and the
+ * timer queued behind it still runs.
  */
 static void ap_attacher_fn(void *arg)
 {
@@ -977,8 +1050,7 @@ static void ap_attacher_fn(void *arg)
 static void attached_attach_from_pool_callback(void **state)
 {
 	(void)state;
-	memset(&ap, 0, sizeof(ap));
-	ap.s = svc_new(2, 250 * US, 1);
+	ap_setup();
 	atomic_store(&ap.from_pool_attach_rc, 1);
 	atomic_store(&ap.from_pool_detach_rc, 1);
 	assert_int_equal(spoke_start_on(ap.s, 1, 0, ap_attacher_fn, NULL, NULL), 0);
@@ -989,6 +1061,55 @@ static void attached_attach_from_pool_callback(void **state)
 	assert_int_equal(atomic_load(&ap.from_pool_attach_rc), 0);
 	assert_int_equal(atomic_load(&ap.from_pool_detach_rc), 0);
 	ASSERT_EVENTUALLY(atomic_load(&ap.other_ran), "the timer queued behind it");
+	svc_destroy(ap.s);
+}
+
+struct ap_cross {
+	unsigned shard; /* the callback's own shard; it attaches the other one */
+	atomic_int running, attach_rc, detach_rc, done;
+};
+
+static struct ap_cross ap_cross[2];
+
+/* Waits until the other callback runs too, then attaches its shard. */
+static void ap_cross_fn(void *arg)
+{
+	struct ap_cross *me = arg, *other = &ap_cross[1 - me->shard];
+
+	atomic_store(&me->running, 1);
+	WAIT_UNTIL(atomic_load(&other->running), 5 * SEC);
+	atomic_store(&me->attach_rc, spoke_attach(ap.s, other->shard));
+	if (atomic_load(&me->attach_rc) == 0) {
+		spoke_poll(ap.s);
+		atomic_store(&me->detach_rc, spoke_detach(ap.s));
+	}
+	atomic_store(&me->done, 1);
+}
+
+/*
+ * Two callbacks on the pool, one of each shard, attach each other's shard
+ * at the same time (contract 7: no deadlock). Were each attach to wait for
+ * its shard's runs on the pool, each would wait for the other.
+ */
+static void attached_attach_cross_from_pool_callbacks(void **state)
+{
+	(void)state;
+	memset(&ap, 0, sizeof(ap));
+	memset(ap_cross, 0, sizeof(ap_cross));
+	ap.s = svc_new(2, 250 * US, 2);
+	for (unsigned k = 0; k < 2; k++) {
+		ap_cross[k].shard = k;
+		atomic_store(&ap_cross[k].attach_rc, 1);
+		atomic_store(&ap_cross[k].detach_rc, 1);
+		assert_int_equal(spoke_start_on(ap.s, k, 0, ap_cross_fn, &ap_cross[k], NULL), 0);
+	}
+	ASSERT_EVENTUALLY(atomic_load(&ap_cross[0].done) && atomic_load(&ap_cross[1].done),
+			  "both attaching callbacks");
+	for (unsigned k = 0; k < 2; k++) {
+		assert_true(atomic_load(&ap_cross[k].running));
+		assert_int_equal(atomic_load(&ap_cross[k].attach_rc), 0);
+		assert_int_equal(atomic_load(&ap_cross[k].detach_rc), 0);
+	}
 	svc_destroy(ap.s);
 }
 
@@ -1533,8 +1654,10 @@ int main(int argc, char **argv)
 		SVC_TEST(attached_thread_exit_detaches),
 		SVC_TEST(attached_detach_attach_race),
 		SVC_TEST(attached_poll_not_a_cancellation_point),
-		SVC_TEST(attached_attach_drains_pool_runs),
+		SVC_TEST(attached_attach_waits_for_pool_runs),
+		SVC_TEST(attached_attach_recalls_queued_runs),
 		SVC_TEST(attached_attach_from_pool_callback),
+		SVC_TEST(attached_attach_cross_from_pool_callbacks),
 		SVC_TEST(lawn_ttl_few_distinct),
 		SVC_TEST(lawn_ttl_many_distinct),
 		SVC_TEST(config_defaults),
