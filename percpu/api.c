@@ -14,7 +14,7 @@
  * the calling thread's arena (a line no other thread writes) and then reads
  * `stopping`; spoke_destroy sets `stopping` and then waits until no arena
  * counts a call. A full barrier between the two accesses on each side
- * (membarrier on destroy's side, see caller_fence) makes sure a call either
+ * (membarrier on destroy's side, see spoke_heavy_fence) makes sure a call either
  * sees `stopping` (-ESHUTDOWN) or is waited for.
  */
 #define _GNU_SOURCE
@@ -122,21 +122,11 @@ static int config_check(const struct spoke_config *c)
 /* --- entering and leaving a call ------------------------------------------- */
 
 /*
- * The caller's half of the store-load handshake with spoke_destroy. With
- * membarrier available, destroy makes every thread execute a full barrier
- * (asymmetric fence), so the caller needs only a compiler barrier: no
- * locked instruction on the hot path. Only the arena's thread writes
- * in_call, so a plain load and store count it.
+ * A call and spoke_destroy shake hands with spoke_light_fence (the caller:
+ * no locked instruction on the hot path) and spoke_heavy_fence (destroy).
+ * Only the arena's thread writes in_call, so a plain load and store count it.
  */
-static void caller_fence(const struct spoke *s)
-{
-	if (s->asym_fence)
-		atomic_signal_fence(memory_order_seq_cst);
-	else
-		spoke_full_fence();
-}
-
-static void destroyer_fence(const struct spoke *s)
+void spoke_heavy_fence(const struct spoke *s)
 {
 	if (!s->asym_fence || syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
 		spoke_full_fence();
@@ -183,7 +173,7 @@ static struct arena *enter_first_call(struct spoke *s)
  */
 static bool call_counted(struct spoke *s, struct arena *a)
 {
-	caller_fence(s);
+	spoke_light_fence(s);
 	if (atomic_load_explicit(&s->stopping, memory_order_acquire)) {
 		in_call_add(a, -1);
 		return false;
@@ -327,7 +317,7 @@ void spoke_destroy(struct spoke *s)
 	/* nanosleep and pthread_join are cancellation points: destroy runs to its end. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
 	atomic_store_explicit(&s->stopping, 1, memory_order_seq_cst);
-	destroyer_fence(s);
+	spoke_heavy_fence(s);
 	/* Attached loops asleep on their wake fd: come and see -ESHUTDOWN. */
 	for (unsigned k = 0; k < s->nshards; k++)
 		spoke_shard_signal_stop(&s->shards[k]);

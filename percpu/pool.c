@@ -166,42 +166,48 @@ static struct spoke_handle *pool_take(struct pool_queue *q, bool *linking)
 }
 
 /*
- * Worker: a run of sh's callback is over. The last one lets the managed
- * thread of an ATTACHING shard go: either it sees pool_runs at 0 when it
- * looks before sleeping, or this sees ATTACHING and wakes it (both sides
- * seq_cst, then the sleep_until_ns handshake of spoke_shard_nudge).
+ * Worker: may h's callback run here? The worker shows which shard it is
+ * about to run (busy_shard) and looks at the shard's mode second; the
+ * attach does the mirror image (mode first, then the heavy fence, then its
+ * managed thread looks at busy_shard): so either the managed thread sees
+ * this run and waits for it, or this worker sees the attach and hands h
+ * back to the shard (spoke_shard_recall). No callback of an attached shard
+ * starts on the pool. Once destroy has stopped the shards, a callback that
+ * has not started never runs (spoke_destroy): h is left as it is, and
+ * freed with its arena. At the end, a waiting managed thread is woken; if
+ * that wake-up is missed (the mode read before busy_shard is seen clear),
+ * it looks again within POOL_RECHECK_NS (shard.c).
  */
-static void pool_run_done(struct shard *sh)
+static void worker_run(struct pool_worker *w, struct spoke_handle *h)
 {
-	if (atomic_fetch_sub_explicit(&sh->pool_runs, 1, memory_order_seq_cst) == 1 &&
-	    atomic_load_explicit(&sh->mode, memory_order_seq_cst) == SHARD_ATTACHING)
-		spoke_shard_nudge(sh, 0);
-}
-
-/*
- * Worker: may h's callback run here? It counts in sh->pool_runs first and
- * looks at the mode second, the mirror image of spoke_shard_attach (mode
- * first, pool_runs second, all seq_cst): either the attach waits for this
- * run, or this run sees the attach and hands h back to the shard
- * (spoke_shard_recall). So no callback of an attached shard starts on the
- * pool. Once destroy has stopped the shards, a callback that has not
- * started never runs (spoke_destroy): h is left as it is, and freed with
- * its arena.
- */
-static void worker_run(struct spoke *s, struct spoke_handle *h)
-{
+	struct spoke *s = w->s;
 	/* The owner shard is fixed for h's generation, which the run may end. */
 	struct shard *sh =
 		&s->shards[spoke_st_shard(atomic_load_explicit(&h->state, memory_order_acquire))];
 	int mode;
 
-	atomic_fetch_add_explicit(&sh->pool_runs, 1, memory_order_seq_cst);
-	mode = atomic_load_explicit(&sh->mode, memory_order_seq_cst);
+	atomic_store_explicit(&w->busy_shard, sh->index + 1, memory_order_relaxed);
+	spoke_light_fence(s);
+	mode = atomic_load_explicit(&sh->mode, memory_order_acquire);
 	if (spoke_shard_takes_back_runs(mode))
 		spoke_shard_recall(sh, h);
 	else if (mode != SHARD_STOPPING)
 		spoke_run_callback(s, h);
-	pool_run_done(sh);
+	atomic_store_explicit(&w->busy_shard, 0, memory_order_release);
+	if (atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHING)
+		spoke_shard_nudge(sh, 0);
+}
+
+/* Managed thread of sh, while an attach waits: is one of sh's callbacks on the pool? */
+bool spoke_pool_busy_with(const struct shard *sh)
+{
+	const struct spoke *s = sh->s;
+
+	for (unsigned i = 0; i < s->nworkers; i++)
+		if (atomic_load_explicit(&s->workers[i].busy_shard, memory_order_acquire) ==
+		    sh->index + 1)
+			return true;
+	return false;
 }
 
 static void *worker_main(void *arg)
@@ -215,7 +221,7 @@ static void *worker_main(void *arg)
 		struct spoke_handle *h = pool_take(&s->pool, &linking);
 
 		if (h) {
-			worker_run(s, h);
+			worker_run(w, h);
 			continue;
 		}
 		/* Asleep until work; 50 us when a producer is still linking its node. */

@@ -163,24 +163,31 @@ struct shard {
 	_Atomic uint64_t sleep_until_ns; /* owner asleep until then; 0 = awake */
 	_Atomic uint32_t long_sleep;	 /* ... for longer than two ticks */
 	_Atomic int wake_fd;		 /* attached: eventfd of spoke_wake_fd, or -1 */
-	int wake_fd_made;	  /* that eventfd while detached (closed by destroy), or -1 */
-	_Atomic int mode;	  /* enum shard_mode */
-	_Atomic uint64_t pending; /* engines' count after the owner's last change */
-	/*
-	 * Callbacks of this shard running on the pool right now (pool.c). The
-	 * managed thread leaves an ATTACHING shard only once it is 0: see
-	 * spoke_shard_attach.
-	 */
-	_Atomic uint32_t pool_runs __attribute__((aligned(SPOKE_CACHELINE)));
+	int wake_fd_made;	   /* that eventfd while detached (closed by destroy), or -1 */
+	_Atomic int mode;	   /* enum shard_mode */
+	_Atomic uint64_t pending;  /* engines' count after the owner's last change */
+	_Atomic int attach_fenced; /* the attach's heavy fence is done: spoke_shard_attach */
 	pthread_t thread;
 	bool thread_running;
 	struct shard_counters ctr;
 };
 
+/*
+ * busy_shard: the shard (index + 1; 0 = none) whose callback the worker is
+ * about to run or running, written by the worker only, read by that
+ * shard's managed thread while an attach waits (pool.c worker_run). One
+ * cache line per worker: no worker writes a line another one reads.
+ */
 struct pool_worker {
-	struct spoke *s;
-	pthread_t thread;
-	bool running;
+	union {
+		struct {
+			struct spoke *s;
+			pthread_t thread;
+			bool running;
+			_Atomic uint32_t busy_shard;
+		};
+		char line[SPOKE_CACHELINE];
+	};
 };
 
 /*
@@ -309,6 +316,24 @@ static inline __attribute__((always_inline)) void spoke_full_fence(void)
 #pragma GCC diagnostic pop
 #endif
 
+/*
+ * Asymmetric store-load handshakes (a call vs destroy, a worker vs an
+ * attach): the frequent side stores, runs spoke_light_fence, then loads;
+ * the rare side stores, runs spoke_heavy_fence (api.c: membarrier makes
+ * every thread of the process execute a full barrier), then loads. With
+ * membarrier the light fence is only a compiler barrier, so the frequent
+ * side has no locked instruction; without it, both are full fences.
+ */
+void spoke_heavy_fence(const struct spoke *s);
+
+static inline void spoke_light_fence(const struct spoke *s)
+{
+	if (s->asym_fence)
+		atomic_signal_fence(memory_order_seq_cst);
+	else
+		spoke_full_fence();
+}
+
 /* Count one event of kind c on shard sh, from whichever thread we are on. */
 static inline void spoke_count(struct shard *sh, enum shard_counter c, bool owner)
 {
@@ -365,5 +390,6 @@ void spoke_pool_dispatch(struct shard *sh, struct spoke_handle *h);
 void spoke_run_callback(struct spoke *s, struct spoke_handle *h);
 bool spoke_running_in_callback(const struct spoke_handle *h);
 bool spoke_on_pool_thread(const struct spoke *s);
+bool spoke_pool_busy_with(const struct shard *sh);
 
 #endif /* SPOKE_PERCPU_SERVICE_H */

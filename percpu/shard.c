@@ -272,20 +272,29 @@ static enum queue_look look_at_messages(struct shard *sh)
 
 /*
  * Managed thread: may it stop driving the shard? At destroy; at an attach,
- * once none of the shard's callbacks runs on the pool (pool.c): until then
- * it keeps the shard turning, with callbacks inline, since such a callback
- * may be waiting for a later timer of the shard. An attach from a pool
- * callback does not wait: that callback, or the one it waits for, could be
- * a run of this shard, or attaching another shard the same way.
+ * once its fence is done and none of the shard's callbacks runs on the pool
+ * (pool.c worker_run): until then it keeps the shard turning, callbacks
+ * inline, since such a callback may be waiting for a later timer of the
+ * shard. An attach from a pool callback does not wait: that callback, or
+ * the one it waits for, could be a run of this shard, or attaching another
+ * shard the same way.
  */
 static bool managed_may_leave(struct shard *sh)
 {
-	int mode = atomic_load_explicit(&sh->mode, memory_order_seq_cst);
+	int mode = atomic_load_explicit(&sh->mode, memory_order_acquire);
 
 	return mode == SHARD_STOPPING || mode == SHARD_ATTACHING_NOWAIT ||
 	       (mode == SHARD_ATTACHING &&
-		atomic_load_explicit(&sh->pool_runs, memory_order_seq_cst) == 0);
+		atomic_load_explicit(&sh->attach_fenced, memory_order_acquire) &&
+		!spoke_pool_busy_with(sh));
 }
+
+/*
+ * While an attach waits for the pool, the managed thread looks again at
+ * least this often: a worker's wake-up at the end of its run can be missed
+ * (pool.c worker_run).
+ */
+#define POOL_RECHECK_NS 1000000
 
 /*
  * Owner: a message can be taken, or the managed thread may stop. A BLOCKED
@@ -601,6 +610,9 @@ static void *shard_main(void *arg)
 		/* Messages are flowing: look again in two ticks (see spoke_shard_post). */
 		if (sh->took_messages && (wait_ns < 0 || (uint64_t)wait_ns > 2 * sh->tick_ns))
 			wait_ns = (int64_t)(2 * sh->tick_ns);
+		if (atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHING &&
+		    (wait_ns < 0 || wait_ns > POOL_RECHECK_NS))
+			wait_ns = POOL_RECHECK_NS;
 		shard_sleep(sh, wait_ns);
 	}
 	drop_owner();
@@ -698,29 +710,35 @@ void spoke_shard_stop(struct shard *sh)
 }
 
 /*
- * Calling thread takes the shard over from its managed thread. The managed
- * thread sees ATTACHING, drives the shard on (callbacks inline) while any
- * of its callbacks still runs on the pool, and exits; the join orders its
- * engine writes before ours. A worker that takes one of the shard's
- * callbacks off the pool queue after the CAS hands it back (pool.c), so
- * once the join returns none runs on the pool, and none runs in this thread
- * outside its spoke_poll. from_pool: the caller is a pool callback, which
- * does not wait for the others (ATTACHING_NOWAIT). An UNOWNED shard has no
- * thread to join, and none of its callbacks on the pool: its workers have
- * been handing them back since it was attached.
+ * Calling thread takes the shard over from its managed thread. After the
+ * CAS, the heavy fence makes every worker either see ATTACHING (and hand
+ * the shard's callbacks back, pool.c) or show the run it began in its
+ * busy_shard; then attach_fenced lets the managed thread look. It drives
+ * the shard on (callbacks inline) while any of the shard's callbacks runs
+ * on the pool, and exits; the join orders its engine writes before ours.
+ * So once the join returns none runs on the pool, and none runs in this
+ * thread outside its spoke_poll. from_pool: the caller is a pool callback,
+ * which does not wait for the others (ATTACHING_NOWAIT). An UNOWNED shard
+ * has no thread to join, and none of its callbacks on the pool: the
+ * workers have been handing them back since it was attached.
  */
 int spoke_shard_attach(struct shard *sh, bool from_pool)
 {
 	int to = from_pool ? SHARD_ATTACHING_NOWAIT : SHARD_ATTACHING;
 	int expect = SHARD_MANAGED;
 
-	if (!atomic_compare_exchange_strong_explicit(&sh->mode, &expect, to, memory_order_seq_cst,
+	if (!atomic_compare_exchange_strong_explicit(&sh->mode, &expect, to, memory_order_acq_rel,
 						     memory_order_acquire) &&
 	    (expect != SHARD_UNOWNED ||
-	     !atomic_compare_exchange_strong_explicit(&sh->mode, &expect, to, memory_order_seq_cst,
+	     !atomic_compare_exchange_strong_explicit(&sh->mode, &expect, to, memory_order_acq_rel,
 						      memory_order_acquire)))
 		return -EBUSY;
+	if (!from_pool) {
+		spoke_heavy_fence(sh->s);
+		atomic_store_explicit(&sh->attach_fenced, 1, memory_order_release);
+	}
 	join_thread(sh);
+	atomic_store_explicit(&sh->attach_fenced, 0, memory_order_relaxed);
 	atomic_store_explicit(&sh->mode, SHARD_ATTACHED, memory_order_release);
 	become_owner(sh);
 	return 0;
