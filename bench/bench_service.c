@@ -150,7 +150,7 @@
 #define FIRE_POOL_THREADS 2
 #define FIRE_SLOTS	  128
 #define FIRE_STAMP_EVERY  16
-#define FIRE_ATTEMPTS	  3
+#define FIRE_ATTEMPTS	  5
 #define FIRE_TICK_NS	  (10 * NS_PER_MS) /* see fire_once */
 #define SERVICE_SEED	  UINT64_C(0x5e121ce0b3ec4a11)
 
