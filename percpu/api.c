@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <linux/membarrier.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -128,8 +129,28 @@ static int config_check(const struct spoke_config *c)
  */
 void spoke_heavy_fence(const struct spoke *s)
 {
-	if (!s->asym_fence || syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
+	struct timespec pause = {0, 1000000};
+
+	if (!s->asym_fence) {
 		spoke_full_fence();
+		return;
+	}
+	/*
+	 * Registered, so it cannot be unsupported; it may fail for want of
+	 * memory (a cpumask), and then the light side's compiler barrier is
+	 * not enough: no fallback is sound, since threads already rely on it.
+	 * Retry for a second, then stop loudly rather than race silently.
+	 */
+	for (int i = 0; i < 1000; i++) {
+		if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+			return;
+		if (errno != ENOMEM && errno != EAGAIN && errno != EINTR)
+			break;
+		nanosleep(&pause, NULL);
+	}
+	fprintf(stderr, "spoke: membarrier failed (%s) after it was registered: aborting\n",
+		strerror(errno));
+	abort();
 }
 
 static void asym_fence_init(struct spoke *s)

@@ -186,7 +186,7 @@ static void worker_run(struct pool_worker *w, struct spoke_handle *h)
 		&s->shards[spoke_st_shard(atomic_load_explicit(&h->state, memory_order_acquire))];
 	int mode;
 
-	atomic_store_explicit(&w->busy_shard, sh->index + 1, memory_order_relaxed);
+	atomic_store_explicit(&w->busy_shard, sh->index + 1, memory_order_release);
 	spoke_light_fence(s);
 	mode = atomic_load_explicit(&sh->mode, memory_order_acquire);
 	if (spoke_shard_takes_back_runs(mode))
@@ -236,8 +236,12 @@ int spoke_pool_start(struct spoke *s)
 	if (s->nworkers == 0)
 		return 0;
 	cds_wfcq_init(&s->pool.head, &s->pool.tail);
-	s->workers = calloc(s->nworkers, sizeof(*s->workers));
-	if (!s->workers) {
+	/* calloc aligns to 16 bytes only: one line more, and the array starts on a line. */
+	s->workers_mem = calloc(1, (size_t)s->nworkers * sizeof(*s->workers) + SPOKE_CACHELINE);
+	s->workers = (struct pool_worker *)(((uintptr_t)s->workers_mem + SPOKE_CACHELINE - 1) &
+					    ~(uintptr_t)(SPOKE_CACHELINE - 1));
+	if (!s->workers_mem) {
+		s->workers = NULL;
 		cds_wfcq_destroy(&s->pool.head, &s->pool.tail);
 		return -ENOMEM;
 	}
@@ -269,6 +273,7 @@ void spoke_pool_stop(struct spoke *s)
 		s->workers[i].running = false;
 	}
 	cds_wfcq_destroy(&s->pool.head, &s->pool.tail);
-	free(s->workers);
+	free(s->workers_mem);
+	s->workers_mem = NULL;
 	s->workers = NULL;
 }

@@ -176,7 +176,8 @@ struct shard {
  * busy_shard: the shard (index + 1; 0 = none) whose callback the worker is
  * about to run or running, written by the worker only, read by that
  * shard's managed thread while an attach waits (pool.c worker_run). One
- * cache line per worker: no worker writes a line another one reads.
+ * cache line per worker (the array is aligned to one: spoke_pool_start), so
+ * no worker writes a line another worker reads.
  */
 struct pool_worker {
 	union {
@@ -214,7 +215,8 @@ struct spoke {
 	unsigned ncpus;
 	unsigned *cpu_shard; /* CPU -> shard for spoke_start */
 	unsigned nworkers;
-	struct pool_worker *workers;
+	struct pool_worker *workers; /* cache-line aligned, inside workers_mem */
+	void *workers_mem;
 	struct pool_queue pool;
 	_Atomic int stopping;	   /* spoke_destroy() has begun */
 	bool asym_fence;	   /* membarrier registered: see api.c */
@@ -322,7 +324,8 @@ static inline __attribute__((always_inline)) void spoke_full_fence(void)
  * the rare side stores, runs spoke_heavy_fence (api.c: membarrier makes
  * every thread of the process execute a full barrier), then loads. With
  * membarrier the light fence is only a compiler barrier, so the frequent
- * side has no locked instruction; without it, both are full fences.
+ * side has no locked instruction; without it (not registered at create),
+ * both are full fences. A membarrier that fails once registered aborts.
  */
 void spoke_heavy_fence(const struct spoke *s);
 

@@ -778,6 +778,7 @@ static inline void *poller_main(void *arg)
 {
 	struct poller *p = arg;
 	struct rng r = rng_make(p->seed, 0xa77, p->shard);
+	unsigned nsh;
 	int rc;
 
 	tl_poller = p;
@@ -795,8 +796,9 @@ static inline void *poller_main(void *arg)
 	if (p->shard < 64)
 		atomic_fetch_or(&g_attached_mask, 1ull << p->shard);
 	atomic_store(&p->attached, 1);
-	/* The thread that owns a shard cannot take a second one. */
-	rc = spoke_attach(p->s, (p->shard + 1) % spoke_shards(p->s));
+	/* The thread that owns a shard cannot take a second one (0 shards: destroy began). */
+	nsh = spoke_shards(p->s);
+	rc = nsh ? spoke_attach(p->s, (p->shard + 1) % nsh) : -ESHUTDOWN;
 	if (rc != -EBUSY && !(rc == -ESHUTDOWN && atomic_load(&g_shutdown_ok)))
 		VIOLATION("a second spoke_attach from an attached thread returned %d, not -EBUSY",
 			  rc);
