@@ -190,12 +190,12 @@ static void run_or_dispatch(struct shard *sh, struct spoke_handle *h)
  */
 static void handle_message(struct shard *sh, struct spoke_handle *h)
 {
-	uint64_t keep = spoke_st_status(atomic_load_explicit(&h->state, memory_order_relaxed)) ==
-					SPOKE_ST_DISPATCHED
-				? SPOKE_ST_RESET
-				: 0;
-	uint64_t s = atomic_fetch_and_explicit(
-		&h->state, ~(SPOKE_ST_INBOX | (SPOKE_ST_RESET & ~keep)), memory_order_acq_rel);
+	uint64_t clear = SPOKE_ST_INBOX | SPOKE_ST_RESET, s;
+
+	if (spoke_st_status(atomic_load_explicit(&h->state, memory_order_relaxed)) ==
+	    SPOKE_ST_DISPATCHED)
+		clear = SPOKE_ST_INBOX;
+	s = atomic_fetch_and_explicit(&h->state, ~clear, memory_order_acq_rel);
 
 	spoke_shard_note_started(sh, h);
 	switch (spoke_st_status(s)) {
