@@ -286,7 +286,7 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg)
 	err = config_check(cfg);
 	if (err)
 		return err;
-	s = calloc(1, sizeof(*s));
+	s = spoke_zalloc_lines(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	s->cfg = *cfg;
@@ -305,7 +305,7 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg)
 		return err;
 	}
 	s->arena_key_live = true;
-	s->shards = calloc(s->nshards, sizeof(*s->shards));
+	s->shards = spoke_zalloc_lines(s->nshards, sizeof(*s->shards));
 	err = s->shards ? 0 : -ENOMEM;
 	s->ncpus = online_cpus();
 	s->cfg.shard_overrides = cfg->shard_overrides;

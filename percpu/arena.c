@@ -180,7 +180,7 @@ static void arena_orphan(struct arena *a)
 /* A new arena, registered under the next index; home NULL makes it a home. */
 static struct arena *arena_new(struct spoke *s, struct arena *home)
 {
-	struct arena *a = calloc(1, sizeof(*a));
+	struct arena *a = spoke_zalloc_lines(1, sizeof(*a));
 
 	if (!a)
 		return NULL;

@@ -236,12 +236,8 @@ int spoke_pool_start(struct spoke *s)
 	if (s->nworkers == 0)
 		return 0;
 	cds_wfcq_init(&s->pool.head, &s->pool.tail);
-	/* calloc aligns to 16 bytes only: one line more, and the array starts on a line. */
-	s->workers_mem = calloc(1, (size_t)s->nworkers * sizeof(*s->workers) + SPOKE_CACHELINE);
-	s->workers = (struct pool_worker *)(((uintptr_t)s->workers_mem + SPOKE_CACHELINE - 1) &
-					    ~(uintptr_t)(SPOKE_CACHELINE - 1));
-	if (!s->workers_mem) {
-		s->workers = NULL;
+	s->workers = spoke_zalloc_lines(s->nworkers, sizeof(*s->workers));
+	if (!s->workers) {
 		cds_wfcq_destroy(&s->pool.head, &s->pool.tail);
 		return -ENOMEM;
 	}
@@ -273,7 +269,6 @@ void spoke_pool_stop(struct spoke *s)
 		s->workers[i].running = false;
 	}
 	cds_wfcq_destroy(&s->pool.head, &s->pool.tail);
-	free(s->workers_mem);
-	s->workers_mem = NULL;
+	free(s->workers);
 	s->workers = NULL;
 }

@@ -33,6 +33,9 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "state.h"
 #include "urcu_wfcq.h"
@@ -215,8 +218,7 @@ struct spoke {
 	unsigned ncpus;
 	unsigned *cpu_shard; /* CPU -> shard for spoke_start */
 	unsigned nworkers;
-	struct pool_worker *workers; /* cache-line aligned, inside workers_mem */
-	void *workers_mem;
+	struct pool_worker *workers; /* spoke_zalloc_lines */
 	struct pool_queue pool;
 	_Atomic int stopping;	   /* spoke_destroy() has begun */
 	bool asym_fence;	   /* membarrier registered: see api.c */
@@ -335,6 +337,27 @@ static inline void spoke_light_fence(const struct spoke *s)
 		atomic_signal_fence(memory_order_seq_cst);
 	else
 		spoke_full_fence();
+}
+
+/*
+ * Zeroed memory for n objects of a type with cache-line-aligned members
+ * (struct spoke, shards, arenas, pool workers): calloc only guarantees 16
+ * bytes, and such a member off its line would be undefined behaviour and
+ * false sharing. NULL on overflow or no memory; release with free().
+ */
+static inline void *spoke_zalloc_lines(size_t n, size_t size)
+{
+	size_t bytes;
+	void *p;
+
+	if (__builtin_mul_overflow(n, size, &bytes) || bytes > SIZE_MAX - SPOKE_CACHELINE)
+		return NULL;
+	/* aligned_alloc wants a multiple of the alignment (C11 7.22.3.1). */
+	bytes = (bytes + SPOKE_CACHELINE - 1) & ~(size_t)(SPOKE_CACHELINE - 1);
+	p = aligned_alloc(SPOKE_CACHELINE, bytes ? bytes : SPOKE_CACHELINE);
+	if (p)
+		memset(p, 0, bytes);
+	return p;
 }
 
 /* Count one event of kind c on shard sh, from whichever thread we are on. */

@@ -4,7 +4,8 @@
  * on purpose, to reach its -ENOMEM and -EAGAIN paths.
  *
  * The test program is linked with
- *   -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=pthread_create
+ *   -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc,
+ *       --wrap=pthread_create
  * so every call to those from the objects linked into it (libspoke.a and
  * the test itself, not shared libraries) goes through the wrappers below.
  * A wrapper fails only on the thread that armed it, so the service's own
@@ -67,10 +68,12 @@ static inline int fault_take(long *left)
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t n, size_t size);
 void *__real_realloc(void *p, size_t n);
+void *__real_aligned_alloc(size_t align, size_t n);
 int __real_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
 void *__wrap_malloc(size_t n);
 void *__wrap_calloc(size_t n, size_t size);
 void *__wrap_realloc(void *p, size_t n);
+void *__wrap_aligned_alloc(size_t align, size_t n);
 int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
 
 static inline void *fault_refuse_alloc(void)
@@ -93,6 +96,12 @@ void *__wrap_calloc(size_t n, size_t size)
 void *__wrap_realloc(void *p, size_t n)
 {
 	return fault_take(&fault_allocs_left) ? fault_refuse_alloc() : __real_realloc(p, n);
+}
+
+void *__wrap_aligned_alloc(size_t align, size_t n)
+{
+	return fault_take(&fault_allocs_left) ? fault_refuse_alloc()
+					      : __real_aligned_alloc(align, n);
 }
 
 int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)

@@ -31,7 +31,7 @@
  *                        it takes the instance list's lock, must not hand
  *                        on another thread's live arena that a new
  *                        instance allocated at the freed arena's address.
- *                        The test's calloc/free wrappers make the address
+ *                        The test's aligned_alloc/free wrappers make the address
  *                        come back, as an allocator with LIFO reuse would.
  *   destroy_vs_queued_run_of_attached_shard  a callback of an attached
  *                        shard, queued on the pool since before the attach,
@@ -50,6 +50,9 @@
  *                        handle). The owner cannot take the messages behind
  *                        the missing link; it must look again within 50 us,
  *                        not spin (next deadline 0) and not sleep on.
+ *   internal_structs_on_cache_lines  the instance, its shards, arenas and
+ *                        pool workers start on a cache line (their
+ *                        members aligned to one would be misaligned).
  */
 #include "service.h" /* struct arena, spoke_tls_arena: which arena a thread uses */
 #include "service_util.h"
@@ -499,11 +502,11 @@ static void attach_from_pool_vs_managed_turn(void **state)
 /* --- an arena handed on at thread exit ------------------------------------ */
 
 /*
- * calloc/free wrappers (linked with --wrap): while `quarantine_target` is
- * set, freeing it keeps the block, and the next calloc of the same size gets
+ * aligned_alloc/free wrappers (linked with --wrap): while `quarantine_target`
+ * is set, freeing it keeps the block, and the next aligned_alloc of the same size gets
  * it back, so a new arena lands exactly where a freed one was.
  */
-void *__real_calloc(size_t n, size_t size);
+void *__real_aligned_alloc(size_t align, size_t size);
 void __real_free(void *p);
 static void *_Atomic quarantine_target;
 static void *_Atomic quarantined;
@@ -520,14 +523,13 @@ void __wrap_free(void *p)
 	__real_free(p);
 }
 
-void *__wrap_calloc(size_t n, size_t size)
+void *__wrap_aligned_alloc(size_t align, size_t size)
 {
 	void *q = atomic_load(&quarantined);
 
-	if (q && n == 1 && size == quarantine_size &&
-	    atomic_compare_exchange_strong(&quarantined, &q, NULL))
-		return memset(q, 0, size);
-	return __real_calloc(n, size);
+	if (q && size == quarantine_size && atomic_compare_exchange_strong(&quarantined, &q, NULL))
+		return q;
+	return __real_aligned_alloc(align, size);
 }
 
 /* The calling thread's home arena on s (after at least one call on s). */
@@ -790,6 +792,37 @@ static void blocked_inbox_caps_the_wait(void **state)
 	free(dummy);
 }
 
+/* --- memory layout ------------------------------------------------------------ */
+
+static bool on_line(const void *p)
+{
+	return (uintptr_t)p % SPOKE_CACHELINE == 0;
+}
+
+/*
+ * The structures that declare cache-line-aligned members must start on a
+ * line: off it, their members are misaligned (undefined behaviour) and
+ * share lines they were laid out not to share. malloc only promises 16.
+ */
+static void internal_structs_on_cache_lines(void **state)
+{
+	struct spoke *s[4];
+	struct arena *a;
+
+	(void)state;
+	for (unsigned i = 0; i < ARRAY_SIZE(s); i++) {
+		s[i] = svc_new(1 + i, 1 * MS, 1 + i % 2);
+		assert_int_equal(start_cancel_on(s[i], &a), 0);
+		assert_true(on_line(s[i]));
+		assert_true(on_line(a));
+		assert_true(on_line(s[i]->workers));
+		for (unsigned k = 0; k < spoke_shards(s[i]); k++)
+			assert_true(on_line(&s[i]->shards[k]));
+	}
+	for (unsigned i = 0; i < ARRAY_SIZE(s); i++)
+		svc_destroy(s[i]);
+}
+
 #define HOOK_TEST(f) cmocka_unit_test_setup_teardown(f, hooks_setup, hooks_teardown)
 
 int main(int argc, char **argv)
@@ -803,6 +836,7 @@ int main(int argc, char **argv)
 		HOOK_TEST(thread_exit_late_call_own_arena),
 		HOOK_TEST(thread_exit_vs_arena_at_same_address),
 		HOOK_TEST(blocked_inbox_caps_the_wait),
+		HOOK_TEST(internal_structs_on_cache_lines),
 	};
 
 	return svc_main(argc, argv, "hook_races", all, ARRAY_SIZE(all));
