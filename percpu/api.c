@@ -639,7 +639,7 @@ static void reset_publish(struct shard *sh, struct spoke_handle *h, uint64_t d)
 		else if (spoke_st_status(st) == SPOKE_ST_ARMED)
 			next |= SPOKE_ST_RESET | SPOKE_ST_INBOX;
 		else if (spoke_st_status(st) != SPOKE_ST_CANCELLED)
-			next |= SPOKE_ST_RESET; /* periodic, running: applied at re-arm */
+			next |= SPOKE_ST_RESET; /* dispatched: undispatch; running: its re-arm */
 	} while (!atomic_compare_exchange_weak_explicit(&h->state, &st, next, memory_order_acq_rel,
 							memory_order_acquire));
 	if (st & SPOKE_ST_ORPHAN)
@@ -672,6 +672,10 @@ static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint
 			return reset_direct(sh, h, st, d);
 		break;
 	case SPOKE_ST_DISPATCHED:
+		/* Due, its callback not started: the runner hands it back (pool.c undispatch). */
+		if (st & SPOKE_ST_WRITING)
+			return 0;
+		break;
 	case SPOKE_ST_RUNNING:
 		/* A periodic timer between runs: the reset moves its next run. */
 		if (!periodic || (st & SPOKE_ST_STOP))

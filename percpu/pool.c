@@ -8,7 +8,10 @@
  * queue only while DISPATCHED; a cancel that wins in that window
  * (DISPATCHED -> CANCELLED) prevents the run, and the worker then just frees
  * it. So a callback that cancel_syncs a timer still queued does not wait:
- * that timer is not running, and the cancel wins. A worker runs a callback
+ * that timer is not running, and the cancel wins. A reset that wins there
+ * (RESET) moves the run: the worker hands the handle back to its owner,
+ * armed for the reset's deadline. A timer is pending until its callback
+ * starts, for cancel and reset alike. A worker runs a callback
  * only if its shard is managed; else (attached, being attached or detached,
  * unowned: spoke_shard_takes_back_runs) it hands the handle back to the
  * shard (spoke_shard_recall), whose owner runs it inline.
@@ -21,6 +24,7 @@
  */
 #define _GNU_SOURCE
 #include "service.h"
+#include "test_hooks.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -85,24 +89,60 @@ static void finish_run(struct spoke *s, struct spoke_handle *h)
 	}
 }
 
-/* Run h's callback on this thread (h is DISPATCHED, taken off any queue). */
-void spoke_run_callback(struct spoke *s, struct spoke_handle *h)
+/*
+ * A reset won against this run before it started (RESET, or WRITING while
+ * the reset stores its deadline): the timer is pending again, at the reset's
+ * deadline. h goes back to its owner as a start travels (ARMED | INBOX,
+ * RESET kept); a reset still writing sees INBOX when it publishes and rides
+ * on this message. false: the word changed, look again.
+ */
+static bool undispatch(struct shard *sh, struct spoke_handle *h, uint64_t *st)
+{
+	if (!atomic_compare_exchange_weak_explicit(
+		    &h->state, st, spoke_st_with_status(*st, SPOKE_ST_ARMED) | SPOKE_ST_INBOX,
+		    memory_order_acq_rel, memory_order_acquire))
+		return false;
+	spoke_shard_post(sh, h, atomic_load_explicit(&h->deadline_ns, memory_order_relaxed));
+	return true;
+}
+
+/*
+ * Claim h's run: DISPATCHED -> RUNNING. false if a cancel (h retired here)
+ * or a reset (h handed back, undispatch) won first. Every failed CAS reloads
+ * the word and decides again: a cancelled word may still change (the reset
+ * holding WRITING clears it), and must never be taken for a runnable one.
+ */
+static bool claim_run(struct shard *sh, struct spoke_handle *h)
 {
 	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
-	struct shard *sh = &s->shards[spoke_st_shard(st)];
+
+	SPOKE_HOOK(SPOKE_HOOK_RUN_LOADED);
+	for (;;) {
+		if (spoke_st_status(st) == SPOKE_ST_CANCELLED) {
+			if (spoke_handle_try_retire(sh->s, h, &st)) {
+				spoke_count(sh, CTR_CANCELLED, spoke_shard_owned_by_me(sh));
+				return false;
+			}
+		} else if (st & (SPOKE_ST_RESET | SPOKE_ST_WRITING)) {
+			if (undispatch(sh, h, &st))
+				return false;
+		} else if (atomic_compare_exchange_weak_explicit(
+				   &h->state, &st, spoke_st_with_status(st, SPOKE_ST_RUNNING),
+				   memory_order_acq_rel, memory_order_acquire)) {
+			return true;
+		}
+	}
+}
+
+/* Run h's callback on this thread (h is DISPATCHED, taken off any queue); true if it ran. */
+bool spoke_run_callback(struct spoke *s, struct spoke_handle *h)
+{
+	struct shard *sh =
+		&s->shards[spoke_st_shard(atomic_load_explicit(&h->state, memory_order_acquire))];
 	const struct spoke_handle *outer;
 
-	do {
-		if (spoke_st_status(st) == SPOKE_ST_CANCELLED) {
-			/* A cancel won after dispatch: the run never happens. */
-			if (!spoke_handle_try_retire(s, h, &st))
-				continue;
-			spoke_count(sh, CTR_CANCELLED, spoke_shard_owned_by_me(sh));
-			return;
-		}
-	} while (!atomic_compare_exchange_weak_explicit(
-		&h->state, &st, spoke_st_with_status(st, SPOKE_ST_RUNNING), memory_order_acq_rel,
-		memory_order_acquire));
+	if (!claim_run(sh, h))
+		return false;
 	spoke_count(sh, CTR_FIRED, spoke_shard_owned_by_me(sh));
 	note_lateness(sh, h->base_ns);
 	outer = tls_running;
@@ -110,6 +150,7 @@ void spoke_run_callback(struct spoke *s, struct spoke_handle *h)
 	h->fn(h->arg);
 	tls_running = outer;
 	finish_run(s, h);
+	return true;
 }
 
 /* --- workers ---------------------------------------------------------------- */

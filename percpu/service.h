@@ -413,7 +413,7 @@ void spoke_ec_wake_word(_Atomic uint32_t *word);
 int spoke_pool_start(struct spoke *s);
 void spoke_pool_stop(struct spoke *s);
 void spoke_pool_dispatch(struct shard *sh, struct spoke_handle *h);
-void spoke_run_callback(struct spoke *s, struct spoke_handle *h);
+bool spoke_run_callback(struct spoke *s, struct spoke_handle *h);
 bool spoke_running_in_callback(const struct spoke_handle *h);
 bool spoke_on_pool_thread(const struct spoke *s);
 bool spoke_pool_busy_with(const struct shard *sh);

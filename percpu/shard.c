@@ -177,16 +177,17 @@ static void run_or_dispatch(struct shard *sh, struct spoke_handle *h)
 	if (mode == SHARD_ATTACHING_NOWAIT) {
 		spoke_shard_recall(sh, h);
 	} else if (sh->s->nworkers == 0 || spoke_shard_takes_back_runs(mode)) {
-		spoke_run_callback(sh->s, h);
-		sh->fired_inline++;
+		if (spoke_run_callback(sh->s, h))
+			sh->fired_inline++;
 	} else {
 		spoke_pool_dispatch(sh, h);
 	}
 }
 
 /*
- * A recalled run (DISPATCHED) keeps RESET: on a periodic timer between runs
- * it is a reset that its re-arm after the run applies (pool.c finish_run).
+ * A recalled run (DISPATCHED) keeps RESET: a reset won before the run
+ * started, and its runner hands it back armed for the reset's deadline
+ * (pool.c undispatch) instead of running it.
  */
 static void handle_message(struct shard *sh, struct spoke_handle *h)
 {

@@ -22,10 +22,12 @@
  * Status transitions (who makes them):
  *
  *   FREE --start--> ARMED --expiry (owner)--> DISPATCHED --run--> RUNNING
- *                     |                          |                  |
- *                   cancel                     cancel        done: FREE (gen+1)
- *                     v                          v           periodic: ARMED
- *                  CANCELLED --owner unlinks--> FREE (gen+1)
+ *                   |   ^                        |    |            |
+ *                   |   +--reset (the runner)----+    |     done: FREE (gen+1)
+ *                 cancel                           cancel  periodic: ARMED
+ *                   v                                 |
+ *                CANCELLED <--------------------------+
+ *                   +--owner unlinks--> FREE (gen+1)
  *
  * A handle is freed only while nobody holds WRITING: the reset holding it has
  * yet to store deadline_ns, and once the slot is reused that store would land
@@ -34,8 +36,10 @@
  * frees the handle as it publishes (api.c reset_publish).
  *
  * The side whose compare-and-swap wins decides: a cancel that moves ARMED or
- * DISPATCHED to CANCELLED returns 0 and the callback never runs; an expiry
- * that moves ARMED to DISPATCHED means the cancel gets -ENOENT. A message to
+ * DISPATCHED to CANCELLED returns 0 and the callback never runs; a runner
+ * that moves DISPATCHED to RUNNING means the cancel gets -ENOENT. A reset
+ * that wins on DISPATCHED (RESET) sends the run back: the runner turns the
+ * word into ARMED | INBOX and posts it to the owner (pool.c undispatch). A message to
  * the owner (start, reset, cancel, or a run a pool worker hands back because
  * the shard was attached: DISPATCHED | INBOX) is sent only by the thread that sets INBOX;
  * a second change while INBOX is set rides on the message already queued,

@@ -22,6 +22,9 @@
  *   SPOKE_HOOK_EXPIRY_CLAIMED an owner has claimed an expiring timer's run
  *                             (ARMED -> DISPATCHED) and not yet decided
  *                             where it runs (shard.c on_expire)
+ *   SPOKE_HOOK_RUN_LOADED     a thread about to run a claimed callback has
+ *                             read the state word and not yet moved it to
+ *                             RUNNING (pool.c claim_run)
  *   SPOKE_HOOK_SHARDS_STOPPED spoke_destroy has stopped every shard (all
  *                             STOPPING) and not yet the pool (api.c
  *                             stop_threads)
@@ -35,6 +38,7 @@ enum spoke_hook {
 	SPOKE_HOOK_THREAD_EXIT_BEGIN,
 	SPOKE_HOOK_SHARDS_STOPPED,
 	SPOKE_HOOK_EXPIRY_CLAIMED,
+	SPOKE_HOOK_RUN_LOADED,
 };
 
 #ifdef SPOKE_TEST_HOOKS

@@ -141,8 +141,10 @@ int spoke_start_periodic(struct spoke *s, uint64_t period_ns, spoke_fn *fn, void
 int spoke_start_ttl(struct spoke *s, uint64_t ttl_ns, spoke_fn *fn, void *arg, spoke_id *id);
 
 /*
- * Move a pending timer's next run to now + delay_ns. -ENOENT if it is no
- * longer pending (fired, running one-shot, cancelled, stale id).
+ * Move a pending timer's next run to now + delay_ns. A timer is pending until
+ * its callback starts (one due and waiting for a pool thread still is).
+ * -ENOENT if it is no longer pending (one-shot started or done, cancelled,
+ * stale id).
  */
 int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns);
 

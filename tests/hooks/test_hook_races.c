@@ -50,6 +50,10 @@
  *                        handle). The owner cannot take the messages behind
  *                        the missing link; it must look again within 50 us,
  *                        not spin (next deadline 0) and not sleep on.
+ *   cancel_vs_reset_publish_seen_by_runner  a queued run whose cancel won
+ *                        while a reset held WRITING: the worker reads that
+ *                        word, then the reset clears WRITING; the worker's
+ *                        failed retire must not fall through to running it.
  *   internal_structs_on_cache_lines  the instance, its shards, arenas and
  *                        pool workers start on a cache line (their
  *                        members aligned to one would be misaligned).
@@ -65,21 +69,28 @@
 #define NEW_DELAY  (200 * MS)
 
 static _Thread_local int tl_stall_at = -1;
-/* The first thread of any kind (the service's own too) that reaches this point stalls. */
+/*
+ * The first thread of any kind (the service's own too) that reaches this
+ * point stalls. Its own semaphores: a test can hold one thread of each kind
+ * and let them go in the order it chooses.
+ */
 static atomic_int stall_any_at = -1;
-static sem_t stalled, resume;
+static sem_t stalled, resume, any_stalled, any_resume;
 
 static void stall_hook(enum spoke_hook point)
 {
 	int any = (int)point;
 
-	if ((int)point == tl_stall_at)
+	if ((int)point == tl_stall_at) {
 		tl_stall_at = -1;
-	else if (!atomic_compare_exchange_strong(&stall_any_at, &any, -1))
-		return;
-	sem_post(&stalled);
-	while (sem_wait(&resume) != 0)
-		;
+		sem_post(&stalled);
+		while (sem_wait(&resume) != 0)
+			;
+	} else if (atomic_compare_exchange_strong(&stall_any_at, &any, -1)) {
+		sem_post(&any_stalled);
+		while (sem_wait(&any_resume) != 0)
+			;
+	}
 }
 
 static int hooks_setup(void **state)
@@ -87,6 +98,8 @@ static int hooks_setup(void **state)
 	atomic_store(&stall_any_at, -1);
 	sem_init(&stalled, 0, 0);
 	sem_init(&resume, 0, 0);
+	sem_init(&any_stalled, 0, 0);
+	sem_init(&any_resume, 0, 0);
 	atomic_store(&spoke_test_hook, stall_hook);
 	return svc_test_setup(state);
 }
@@ -96,6 +109,8 @@ static int hooks_teardown(void **state)
 	atomic_store(&spoke_test_hook, NULL);
 	sem_destroy(&stalled);
 	sem_destroy(&resume);
+	sem_destroy(&any_stalled);
+	sem_destroy(&any_resume);
 	return svc_test_teardown(state);
 }
 
@@ -432,6 +447,58 @@ static void destroy_vs_queued_run_of_attached_shard(void **state)
 	assert_int_equal(atomic_load(&held.victim_ran), 0);
 }
 
+/* --- a cancel between a reset's claim and its publish, seen by the runner -- */
+
+static atomic_int wc_runs;
+
+static void wc_fn(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&wc_runs, 1);
+}
+
+/*
+ * T (one-shot, then periodic) is due and queued on the pool behind a held
+ * worker. A foreign reset claims WRITING on it and stalls; a cancel wins
+ * (CANCELLED | WRITING, 0); the worker, let go, takes T and stalls right
+ * after reading that word; the reset publishes (WRITING cleared) and
+ * returns; the worker goes on. Its retire CAS fails on the changed word:
+ * it must look at the word again and retire T, never run it - the cancel
+ * returned 0.
+ */
+static void cancel_vs_reset_publish_seen_by_runner(void **state)
+{
+	(void)state;
+	for (int periodic = 0; periodic < 2; periodic++) {
+		struct spoke *s = svc_new(1, 1 * MS, 1);
+		struct stalled_reset r;
+		spoke_id t;
+
+		atomic_store(&wc_runs, 0);
+		memset(&held, 0, sizeof(held));
+		assert_int_equal(spoke_start_on(s, 0, 0, held_blocker_fn, NULL, NULL), 0);
+		ASSERT_EVENTUALLY(atomic_load(&held.blocker_running), "the blocker on the pool");
+		if (periodic)
+			assert_int_equal(spoke_start_periodic(s, 2 * MS, wc_fn, NULL, &t), 0);
+		else
+			assert_int_equal(spoke_start_on(s, 0, 2 * MS, wc_fn, NULL, &t), 0);
+		ASSERT_EVENTUALLY(stats_pending(s) == 0 && stats_started(s) == 2,
+				  "T due, and queued on the pool");
+		stalled_reset_begin(&r, s, t);
+		assert_int_equal(spoke_cancel(s, t), 0);
+		atomic_store(&stall_any_at, SPOKE_HOOK_RUN_LOADED);
+		atomic_store(&held.release, 1);
+		while (sem_wait(&any_stalled) != 0)
+			;
+		assert_int_equal(stalled_reset_finish(&r), 0);
+		sem_post(&any_resume);
+		ASSERT_EVENTUALLY(stats_settled(s, 2, 0), "T retired");
+		sleep_ms(20);
+		assert_int_equal(atomic_load(&wc_runs), 0);
+		svc_destroy(s);
+	}
+}
+
 /* --- a pool callback attaches a shard whose thread is mid-turn ------------ */
 
 struct mid_turn {
@@ -485,12 +552,12 @@ static void attach_from_pool_vs_managed_turn(void **state)
 	ASSERT_EVENTUALLY(atomic_load(&mt.p_running), "P on the pool");
 	atomic_store(&stall_any_at, SPOKE_HOOK_EXPIRY_CLAIMED);
 	assert_int_equal(spoke_start_on(mt.s, 1, 0, mt_q_fn, NULL, NULL), 0);
-	while (sem_wait(&stalled) != 0)
+	while (sem_wait(&any_stalled) != 0)
 		;
 	atomic_store(&mt.go_attach, 1);
 	ASSERT_EVENTUALLY(atomic_load(&mt.attaching), "P to attach");
 	sleep_ms(20); /* P is in spoke_attach, waiting for the stalled thread */
-	sem_post(&resume);
+	sem_post(&any_resume);
 	ASSERT_EVENTUALLY(atomic_load(&mt.p_done), "P's attach and detach");
 	assert_int_equal(atomic_load(&mt.attach_rc), 0);
 	assert_int_equal(atomic_load(&mt.detach_rc), 0);
@@ -837,6 +904,7 @@ int main(int argc, char **argv)
 		HOOK_TEST(thread_exit_vs_arena_at_same_address),
 		HOOK_TEST(blocked_inbox_caps_the_wait),
 		HOOK_TEST(internal_structs_on_cache_lines),
+		HOOK_TEST(cancel_vs_reset_publish_seen_by_runner),
 	};
 
 	return svc_main(argc, argv, "hook_races", all, ARRAY_SIZE(all));

@@ -294,6 +294,17 @@ static inline struct spoke_stats *stats_new(void)
 	return st;
 }
 
+static inline uint64_t stats_started(struct spoke *s)
+{
+	struct spoke_stats *st = stats_new();
+	uint64_t n;
+
+	spoke_stats(s, st);
+	n = st->total.started;
+	free(st);
+	return n;
+}
+
 static inline uint64_t stats_pending(struct spoke *s)
 {
 	struct spoke_stats *st = stats_new();

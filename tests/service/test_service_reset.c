@@ -14,6 +14,9 @@
  *                                               earlier deadline that rides on a
  *                                               message already queued still wakes
  *                                               the owner in time
+ *   line5_reset_moves_run_queued_on_pool     5  (+ line 3) due, its callback queued
+ *                                               on the pool, not started: reset
+ *                                               moves it, as cancel prevents it
  *   line6_stale_id_after_cancel              6  generations under slot reuse
  *   line6_stale_id_after_fire                6
  *   line6_stale_ids_many_threads             6  (+ pitfall) stale ids vs new timers
@@ -737,6 +740,88 @@ static void line5_reset_riding_wakes_owner(void **state)
 	svc_destroy(s);
 }
 
+/*
+ * A timer is pending until its callback starts, for reset as for cancel.
+ * With one pool worker held by a blocker, T comes due and waits on the pool
+ * queue (its shard has taken it, `started`, and it has left the wheel,
+ * `pending` 0). A reset then returns 0 and moves the run: T runs once, at
+ * or after the reset time + 30 ms, not when the worker comes free. Once
+ * more with a cancel after the reset: 0, and T never runs. Each kind.
+ */
+#define L5Q_DELAY (30 * MS)
+
+static struct trec l5q_rec;
+static _Atomic uint64_t l5q_first_run;
+
+static void l5q_fn(void *arg)
+{
+	uint64_t zero = 0;
+
+	(void)arg;
+	atomic_compare_exchange_strong(&l5q_first_run, &zero, spoke_now_ns());
+	atomic_fetch_add(&l5q_rec.fired, 1);
+}
+
+static int l5q_start(struct spoke *s, int kind, spoke_id *id)
+{
+	switch (kind) {
+	case 0:
+		return spoke_start_on(s, 0, 2 * MS, l5q_fn, NULL, id);
+	case 1:
+		return spoke_start_ttl(s, 2 * MS, l5q_fn, NULL, id);
+	default:
+		return spoke_start_periodic(s, 2 * MS, l5q_fn, NULL, id);
+	}
+}
+
+/* Blocker on the only worker, then T due and queued behind it. */
+static void l5q_queue_behind_blocker(struct spoke *s, int kind, spoke_id *id)
+{
+	uint64_t started = stats_started(s);
+
+	memset(&held, 0, sizeof(held));
+	assert_int_equal(spoke_start_on(s, 0, 0, held_blocker_fn, NULL, NULL), 0);
+	ASSERT_EVENTUALLY(atomic_load(&held.blocker_running), "the blocker on the pool");
+	atomic_store(&l5q_rec.fired, 0);
+	atomic_store(&l5q_first_run, 0);
+	assert_int_equal(l5q_start(s, kind, id), 0);
+	ASSERT_EVENTUALLY(stats_started(s) == started + 2 && stats_pending(s) == 0,
+			  "T due, and queued on the pool");
+}
+
+static void line5_reset_moves_run_queued_on_pool(void **state)
+{
+	(void)state;
+	for (int kind = 0; kind < 3; kind++) {
+		struct spoke *s = svc_new(1, 1 * MS, 1);
+		uint64_t t_reset;
+		spoke_id id;
+
+		l5q_queue_behind_blocker(s, kind, &id);
+		t_reset = spoke_now_ns();
+		assert_int_equal(spoke_reset(s, id, L5Q_DELAY), 0);
+		atomic_store(&held.release, 1);
+		ASSERT_EVENTUALLY(atomic_load(&l5q_rec.fired) >= 1, "T's run, moved");
+		assert_true(atomic_load(&l5q_first_run) >= t_reset + L5Q_DELAY);
+		if (kind == 2) {
+			assert_int_equal(spoke_cancel_sync(s, id), 0);
+		} else {
+			sleep_ms(20);
+			assert_int_equal(atomic_load(&l5q_rec.fired), 1);
+			assert_int_equal(spoke_cancel(s, id), -ENOENT);
+		}
+
+		l5q_queue_behind_blocker(s, kind, &id);
+		assert_int_equal(spoke_reset(s, id, L5Q_DELAY), 0);
+		assert_int_equal(spoke_cancel(s, id), 0);
+		atomic_store(&held.release, 1);
+		sleep_ms(50);
+		assert_int_equal(atomic_load(&l5q_rec.fired), 0);
+		assert_int_equal(spoke_reset(s, id, 0), -ENOENT);
+		svc_destroy(s);
+	}
+}
+
 /* ==== line 6: stale ids ========================================================== */
 
 /*
@@ -959,6 +1044,7 @@ int main(int argc, char **argv)
 		SVC_TEST(line5_periodic_cancel_from_own_callback),
 		SVC_TEST(line5_periodic_no_drift_skip_missed),
 		SVC_TEST(line5_reset_riding_wakes_owner),
+		SVC_TEST(line5_reset_moves_run_queued_on_pool),
 		SVC_TEST(line6_stale_id_after_cancel),
 		SVC_TEST(line6_stale_id_after_fire),
 		SVC_TEST(line6_stale_ids_many_threads),
