@@ -294,26 +294,26 @@ static inline struct spoke_stats *stats_new(void)
 	return st;
 }
 
-static inline uint64_t stats_started(struct spoke *s)
+/* The instance's totals, now. */
+static inline struct spoke_shard_stats stats_total(struct spoke *s)
 {
 	struct spoke_stats *st = stats_new();
-	uint64_t n;
+	struct spoke_shard_stats t;
 
 	spoke_stats(s, st);
-	n = st->total.started;
+	t = st->total;
 	free(st);
-	return n;
+	return t;
+}
+
+static inline uint64_t stats_started(struct spoke *s)
+{
+	return stats_total(s).started;
 }
 
 static inline uint64_t stats_pending(struct spoke *s)
 {
-	struct spoke_stats *st = stats_new();
-	uint64_t p;
-
-	spoke_stats(s, st);
-	p = st->total.pending;
-	free(st);
-	return p;
+	return stats_total(s).pending;
 }
 
 /*
