@@ -107,29 +107,31 @@ static bool undispatch(struct shard *sh, struct spoke_handle *h, uint64_t *st)
 }
 
 /*
- * Claim h's run: DISPATCHED -> RUNNING. false if a cancel (h retired here)
- * or a reset (h handed back, undispatch) won first. Every failed CAS reloads
- * the word and decides again: a cancelled word may still change (the reset
- * holding WRITING clears it), and must never be taken for a runnable one.
+ * Claim h's run (st: its word, just read): DISPATCHED -> RUNNING. false if
+ * a cancel (h retired here) or a reset (h handed back, undispatch) won
+ * first. Every failed CAS reloads the word and decides again: a cancelled
+ * word may still change (the reset holding WRITING clears it), and must
+ * never be taken for a runnable one. The plain DISPATCHED word comes first:
+ * it is the one every run meets.
  */
-static bool claim_run(struct shard *sh, struct spoke_handle *h)
+static bool claim_run(struct shard *sh, struct spoke_handle *h, uint64_t st)
 {
-	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
-
 	SPOKE_HOOK(SPOKE_HOOK_RUN_LOADED);
 	for (;;) {
-		if (spoke_st_status(st) == SPOKE_ST_CANCELLED) {
+		if (__builtin_expect(spoke_st_status(st) == SPOKE_ST_DISPATCHED &&
+					     !(st & (SPOKE_ST_RESET | SPOKE_ST_WRITING)),
+				     1)) {
+			if (atomic_compare_exchange_weak_explicit(
+				    &h->state, &st, spoke_st_with_status(st, SPOKE_ST_RUNNING),
+				    memory_order_acq_rel, memory_order_acquire))
+				return true;
+		} else if (spoke_st_status(st) == SPOKE_ST_CANCELLED) {
 			if (spoke_handle_try_retire(sh->s, h, &st)) {
 				spoke_count(sh, CTR_CANCELLED, spoke_shard_owned_by_me(sh));
 				return false;
 			}
-		} else if (st & (SPOKE_ST_RESET | SPOKE_ST_WRITING)) {
-			if (undispatch(sh, h, &st))
-				return false;
-		} else if (atomic_compare_exchange_weak_explicit(
-				   &h->state, &st, spoke_st_with_status(st, SPOKE_ST_RUNNING),
-				   memory_order_acq_rel, memory_order_acquire)) {
-			return true;
+		} else if (undispatch(sh, h, &st)) {
+			return false;
 		}
 	}
 }
@@ -137,11 +139,11 @@ static bool claim_run(struct shard *sh, struct spoke_handle *h)
 /* Run h's callback on this thread (h is DISPATCHED, taken off any queue); true if it ran. */
 bool spoke_run_callback(struct spoke *s, struct spoke_handle *h)
 {
-	struct shard *sh =
-		&s->shards[spoke_st_shard(atomic_load_explicit(&h->state, memory_order_acquire))];
+	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
+	struct shard *sh = &s->shards[spoke_st_shard(st)];
 	const struct spoke_handle *outer;
 
-	if (!claim_run(sh, h))
+	if (!claim_run(sh, h, st))
 		return false;
 	spoke_count(sh, CTR_FIRED, spoke_shard_owned_by_me(sh));
 	note_lateness(sh, h->base_ns);
