@@ -97,7 +97,7 @@ struct arena {
  * Who drives a shard. MANAGED -> ATTACHING -> ATTACHED (spoke_attach: the
  * managed thread is joined in between), ATTACHED -> DETACHING -> MANAGED
  * (spoke_detach, or the attached thread's exit: a new managed thread is
- * started in between, and runs while DETACHING), ATTACHED -> UNOWNED (the
+ * started in between, and waits for MANAGED before its first turn), ATTACHED -> UNOWNED (the
  * attached thread exited and no thread could be started) -> ATTACHING,
  * any -> STOPPING (destroy). Only MANAGED and UNOWNED can be attached, so a
  * shard never has two owners. Pool workers hand back, rather than run, the

@@ -40,6 +40,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 _Thread_local struct spoke_tls_owner spoke_tls_owner;
@@ -594,6 +595,27 @@ static void pin_to_cpu(int cpu)
 	(void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
+/*
+ * A thread that spoke_detach started: no turn before the detach is done
+ * (MANAGED). While DETACHING the pool hands the shard's callbacks back (the
+ * thread could still have failed to start), so a turn here would run them
+ * inline, and a callback that waits for a later timer of its own shard, as
+ * pool callbacks may, would hold the shard. The detach stores MANAGED right
+ * after pthread_create returns: a short wait.
+ */
+static void wait_detach_done(struct shard *sh)
+{
+	const struct timespec pause = {.tv_nsec = 20000};
+
+	for (unsigned i = 0;
+	     atomic_load_explicit(&sh->mode, memory_order_acquire) == SHARD_DETACHING; i++) {
+		if (i < 16)
+			sched_yield();
+		else
+			nanosleep(&pause, NULL);
+	}
+}
+
 static void *shard_main(void *arg)
 {
 	struct shard *sh = arg;
@@ -602,6 +624,7 @@ static void *shard_main(void *arg)
 		pin_to_cpu(sh->cpu);
 	/* Wake at the tick, not up to 50 us later (Linux's default timer slack). */
 	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	wait_detach_done(sh);
 	become_owner(sh);
 	while (!managed_may_leave(sh)) {
 		int64_t wait_ns;
@@ -763,6 +786,7 @@ int spoke_shard_detach(struct shard *sh)
 	drop_owner();
 	atomic_store_explicit(&sh->mode, SHARD_DETACHING, memory_order_relaxed);
 	err = spoke_shard_launch(sh);
+	SPOKE_HOOK(SPOKE_HOOK_DETACH_LAUNCHED);
 	if (err) {
 		atomic_store_explicit(&sh->mode, SHARD_ATTACHED, memory_order_relaxed);
 		atomic_store_explicit(&sh->wake_fd, fd, memory_order_relaxed);

@@ -25,6 +25,9 @@
  *   SPOKE_HOOK_RUN_LOADED     a thread about to run a claimed callback has
  *                             read the state word and not yet moved it to
  *                             RUNNING (pool.c claim_run)
+ *   SPOKE_HOOK_DETACH_LAUNCHED spoke_detach has tried to start the new
+ *                             managed thread and not yet recorded the
+ *                             outcome (shard.c spoke_shard_detach)
  *   SPOKE_HOOK_SHARDS_STOPPED spoke_destroy has stopped every shard (all
  *                             STOPPING) and not yet the pool (api.c
  *                             stop_threads)
@@ -39,6 +42,7 @@ enum spoke_hook {
 	SPOKE_HOOK_SHARDS_STOPPED,
 	SPOKE_HOOK_EXPIRY_CLAIMED,
 	SPOKE_HOOK_RUN_LOADED,
+	SPOKE_HOOK_DETACH_LAUNCHED,
 };
 
 #ifdef SPOKE_TEST_HOOKS

@@ -54,6 +54,10 @@
  *                        while a reset held WRITING: the worker reads that
  *                        word, then the reset clears WRITING; the worker's
  *                        failed retire must not fall through to running it.
+ *   detach_runs_go_to_pool  spoke_detach holds after starting the new managed
+ *                        thread, before it records it (MANAGED), with a
+ *                        callback due that waits for a later timer of its
+ *                        shard: the new thread must not run it inline.
  *   internal_structs_on_cache_lines  the instance, its shards, arenas and
  *                        pool workers start on a cache line (their
  *                        members aligned to one would be misaligned).
@@ -91,6 +95,18 @@ static void stall_hook(enum spoke_hook point)
 		while (sem_wait(&any_resume) != 0)
 			;
 	}
+}
+
+/* Waits for sem, failing the test after EVENTUALLY_NS rather than hanging the suite. */
+static void sem_wait_or_fail(sem_t *sem, const char *what)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += (time_t)(EVENTUALLY_NS / SEC);
+	while (sem_timedwait(sem, &until) != 0)
+		if (errno == ETIMEDOUT)
+			fail_msg("timed out waiting for %s", what);
 }
 
 static int hooks_setup(void **state)
@@ -488,8 +504,7 @@ static void cancel_vs_reset_publish_seen_by_runner(void **state)
 		assert_int_equal(spoke_cancel(s, t), 0);
 		atomic_store(&stall_any_at, SPOKE_HOOK_RUN_LOADED);
 		atomic_store(&held.release, 1);
-		while (sem_wait(&any_stalled) != 0)
-			;
+		sem_wait_or_fail(&any_stalled, "the worker at RUN_LOADED");
 		assert_int_equal(stalled_reset_finish(&r), 0);
 		sem_post(&any_resume);
 		ASSERT_EVENTUALLY(stats_settled(s, 2, 0), "T retired");
@@ -497,6 +512,73 @@ static void cancel_vs_reset_publish_seen_by_runner(void **state)
 		assert_int_equal(atomic_load(&wc_runs), 0);
 		svc_destroy(s);
 	}
+}
+
+/* --- the runs of a shard being detached --------------------------------------- */
+
+struct detach_runs {
+	struct spoke *s;
+	atomic_int a_started, a_saw_b, b_ran;
+	int detach_rc;
+};
+
+static struct detach_runs dr;
+
+/* A: waits up to 2 s for B, a later timer of its own shard, as a pool callback may. */
+static void dr_a_fn(void *arg)
+{
+	(void)arg;
+	atomic_store(&dr.a_started, 1);
+	atomic_store(&dr.a_saw_b, WAIT_UNTIL(atomic_load(&dr.b_ran), 2 * SEC));
+}
+
+static void dr_b_fn(void *arg)
+{
+	(void)arg;
+	atomic_store(&dr.b_ran, 1);
+}
+
+/* Agent: attach shard 0, start A (due now) and B (in 20 ms) on it, detach (stalls). */
+static void dr_attach_start_detach(void *arg)
+{
+	(void)arg;
+	BG_CHECK_INT(spoke_attach(dr.s, 0), ==, 0);
+	BG_CHECK_INT(spoke_start(dr.s, 0, dr_a_fn, NULL, NULL), ==, 0);
+	BG_CHECK_INT(spoke_start(dr.s, 20 * MS, dr_b_fn, NULL, NULL), ==, 0);
+	tl_stall_at = SPOKE_HOOK_DETACH_LAUNCHED;
+	dr.detach_rc = spoke_detach(dr.s);
+}
+
+/*
+ * spoke_detach stalls after starting the new managed thread and before it
+ * stores MANAGED, with A already due. A must not run on that thread during
+ * the window (inline, where it would wait for B, which that same thread
+ * must fire): after the detach A runs on the pool and sees B.
+ */
+static void detach_runs_go_to_pool(void **state)
+{
+	struct agent ag;
+	int a_early;
+
+	(void)state;
+	memset(&dr, 0, sizeof(dr));
+	dr.detach_rc = 1;
+	dr.s = svc_new(1, 1 * MS, 2);
+	agent_begin(&ag);
+	agent_post(&ag, dr_attach_start_detach, NULL);
+	while (sem_wait(&stalled) != 0)
+		;
+	sleep_ms(50); /* A is due; the new thread is up, B is not due yet */
+	a_early = atomic_load(&dr.a_started);
+	sem_post(&resume);
+	agent_wait(&ag);
+	assert_no_bg_failures();
+	assert_int_equal(a_early, 0);
+	assert_int_equal(dr.detach_rc, 0);
+	ASSERT_EVENTUALLY(atomic_load(&dr.a_started) && atomic_load(&dr.b_ran), "A and B");
+	ASSERT_EVENTUALLY(atomic_load(&dr.a_saw_b), "A to see B");
+	agent_end(&ag);
+	svc_destroy(dr.s);
 }
 
 /* --- a pool callback attaches a shard whose thread is mid-turn ------------ */
@@ -905,6 +987,7 @@ int main(int argc, char **argv)
 		HOOK_TEST(blocked_inbox_caps_the_wait),
 		HOOK_TEST(internal_structs_on_cache_lines),
 		HOOK_TEST(cancel_vs_reset_publish_seen_by_runner),
+		HOOK_TEST(detach_runs_go_to_pool),
 	};
 
 	return svc_main(argc, argv, "hook_races", all, ARRAY_SIZE(all));
