@@ -247,6 +247,41 @@ static int build_maps(struct spoke *s)
 	return 0;
 }
 
+/*
+ * What every thread spoke starts inherits from the thread that calls
+ * spoke_create, written down now rather than inherited from whichever
+ * thread starts it, so that a managed thread that spoke_detach starts on a
+ * server's loop thread (its own policy, priority or CPUs) is like the ones
+ * spoke_create starts. The CPUs go into the thread attributes; the policy
+ * is applied by the thread itself as it starts (spoke_thread_adopt_sched),
+ * since thread attributes cannot carry SCHED_BATCH or SCHED_IDLE. An
+ * affinity glibc cannot read (more CPUs than a cpu_set_t holds) is left to
+ * inheritance.
+ */
+static int thread_attr_init(struct spoke *s)
+{
+	cpu_set_t cpus;
+	int err = pthread_attr_init(&s->thread_attr);
+
+	if (err)
+		return -err;
+	s->thread_attr_live = true;
+	err = pthread_getschedparam(pthread_self(), &s->sched_policy, &s->sched_param);
+	if (!err && pthread_getaffinity_np(pthread_self(), sizeof(cpus), &cpus) == 0)
+		err = pthread_attr_setaffinity_np(&s->thread_attr, sizeof(cpus), &cpus);
+	return -err;
+}
+
+/*
+ * A thread spoke started, first thing: take the creator's policy. Best
+ * effort: raising it (to a real-time one) may need a privilege that the
+ * process has lost since; the thread then keeps the starter's.
+ */
+void spoke_thread_adopt_sched(const struct spoke *s)
+{
+	(void)pthread_setschedparam(pthread_self(), s->sched_policy, &s->sched_param);
+}
+
 static void free_all(struct spoke *s)
 {
 	if (s->shards)
@@ -259,6 +294,8 @@ static void free_all(struct spoke *s)
 	spoke_arenas_free(s);
 	if (s->arena_key_live)
 		spoke_arena_key_delete(s);
+	if (s->thread_attr_live)
+		pthread_attr_destroy(&s->thread_attr);
 	free(s);
 }
 
@@ -305,8 +342,10 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg)
 		return err;
 	}
 	s->arena_key_live = true;
+	err = thread_attr_init(s);
 	s->shards = spoke_zalloc_lines(s->nshards, sizeof(*s->shards));
-	err = s->shards ? 0 : -ENOMEM;
+	if (!err && !s->shards)
+		err = -ENOMEM;
 	s->ncpus = online_cpus();
 	s->cfg.shard_overrides = cfg->shard_overrides;
 	for (unsigned k = 0; !err && k < s->nshards; k++)

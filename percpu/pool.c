@@ -259,6 +259,7 @@ static void *worker_main(void *arg)
 	struct spoke *s = w->s;
 
 	tls_pool_serial = s->serial;
+	spoke_thread_adopt_sched(s);
 	while (!atomic_load_explicit(&s->pool_stop, memory_order_acquire)) {
 		bool linking;
 		struct spoke_handle *h = pool_take(&s->pool, &linking);
@@ -289,7 +290,7 @@ int spoke_pool_start(struct spoke *s)
 		int err;
 
 		w->s = s;
-		err = spoke_thread_start(&w->thread, worker_main, w);
+		err = spoke_thread_start(s, &w->thread, worker_main, w);
 		if (err) {
 			spoke_pool_stop(s);
 			return err;

@@ -220,8 +220,14 @@ struct spoke {
 	unsigned nworkers;
 	struct pool_worker *workers; /* spoke_zalloc_lines */
 	struct pool_queue pool;
-	_Atomic int stopping;	   /* spoke_destroy() has begun */
-	bool asym_fence;	   /* membarrier registered: see api.c */
+	_Atomic int stopping; /* spoke_destroy() has begun */
+	bool asym_fence;      /* membarrier registered: see api.c */
+	/* Every thread spoke starts gets the scheduling and CPU affinity of the thread
+	 * that called spoke_create, whoever starts it later (api.c thread_attr_init). */
+	pthread_attr_t thread_attr; /* the affinity */
+	bool thread_attr_live;
+	int sched_policy; /* applied by each thread as it starts: spoke_thread_adopt_sched */
+	struct sched_param sched_param;
 	_Atomic unsigned entering; /* first calls setting up their arena (api.c) */
 	_Atomic int pool_stop;
 	pthread_key_t arena_key;
@@ -394,7 +400,8 @@ int64_t spoke_shard_next_ns(struct shard *sh);
 int spoke_shard_attach(struct shard *sh, bool from_pool);
 int spoke_shard_detach(struct shard *sh);
 void spoke_shard_abandon(struct shard *sh);
-int spoke_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
+int spoke_thread_start(const struct spoke *s, pthread_t *t, void *(*fn)(void *), void *arg);
+void spoke_thread_adopt_sched(const struct spoke *s);
 int spoke_shard_wake_fd(struct shard *sh);
 int64_t spoke_shard_attached_sleep(struct shard *sh, int64_t wait_ns);
 void spoke_shard_attached_awake(struct shard *sh);

@@ -624,6 +624,7 @@ static void *shard_main(void *arg)
 		pin_to_cpu(sh->cpu);
 	/* Wake at the tick, not up to 50 us later (Linux's default timer slack). */
 	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	spoke_thread_adopt_sched(sh->s);
 	wait_detach_done(sh);
 	become_owner(sh);
 	while (!managed_may_leave(sh)) {
@@ -695,21 +696,21 @@ void spoke_shard_fini(struct shard *sh)
  * and so that a thread started by spoke_detach does not take on the mask of
  * the event loop that detached. Returns 0 or -errno of pthread_create.
  */
-int spoke_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+int spoke_thread_start(const struct spoke *s, pthread_t *t, void *(*fn)(void *), void *arg)
 {
 	sigset_t all, old;
 	int err;
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(t, NULL, fn, arg);
+	err = pthread_create(t, &s->thread_attr, fn, arg);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return -err;
 }
 
 int spoke_shard_launch(struct shard *sh)
 {
-	int err = spoke_thread_start(&sh->thread, shard_main, sh);
+	int err = spoke_thread_start(sh->s, &sh->thread, shard_main, sh);
 
 	if (err)
 		return err;

@@ -176,8 +176,9 @@ int spoke_attach(struct spoke *s, unsigned shard);
 /*
  * Attached thread only: give the shard back to a managed thread (started by
  * this call like those of spoke_create: pinned if pin_threads, all signals
- * blocked). Its pending timers keep their deadlines and from then on run on
- * the callback pool (inline on that thread with callback_threads = 0); the
+ * blocked, with the scheduling policy and CPUs of spoke_create's caller).
+ * Its pending timers keep their deadlines and from then on run on the
+ * callback pool (inline on that thread with callback_threads = 0); the
  * caller may attach again later. Its wake fd stops being signalled (a
  * message racing the detach may still make it readable once: take it out
  * of the loop's poll set) and stays open until spoke_destroy; a later owner

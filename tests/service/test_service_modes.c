@@ -24,6 +24,8 @@
  *   config_lawn_shards_mask              lawn_shards picks the TTL shards
  *   config_inline_callbacks_on_shard_thread  callback_threads = 0
  *   config_service_threads_block_signals     shard and pool threads block signals
+ *   config_threads_like_creator          every service thread has the creator's policy and
+ *                                        CPUs, also one that spoke_detach starts
  *
  * Usage: test_service_modes [test name...]   (no name: all)
  */
@@ -1654,6 +1656,78 @@ static void config_service_threads_block_signals(void **state)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* ==== the service's threads are like the creator's ===========================================
+ */
+
+struct schedrec {
+	atomic_uint runs,
+		unlike; /* runs on a thread whose policy or CPUs differ from the creator's */
+	cpu_set_t cpus; /* the creator's */
+};
+
+static void sched_fn(void *arg)
+{
+	struct schedrec *r = arg;
+	cpu_set_t cur;
+
+	if (sched_getaffinity(0, sizeof(cur), &cur) != 0 || !CPU_EQUAL(&cur, &r->cpus) ||
+	    sched_getscheduler(0) != SCHED_BATCH)
+		atomic_fetch_add(&r->unlike, 1);
+	atomic_fetch_add(&r->runs, 1);
+}
+
+/* The creator: SCHED_BATCH (no privilege needed), on the last CPU it may use only. */
+static void *sched_creator(void *arg)
+{
+	struct schedrec *r = arg;
+	struct sched_param none = {0};
+	struct spoke_config c;
+	struct spoke *s = NULL;
+	cpu_set_t allowed;
+	int last = 0;
+
+	BG_CHECK_INT(sched_getaffinity(0, sizeof(allowed), &allowed), ==, 0);
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, &allowed))
+			last = cpu;
+	CPU_ZERO(&r->cpus);
+	CPU_SET(last, &r->cpus);
+	BG_CHECK_INT(pthread_setschedparam(pthread_self(), SCHED_BATCH, &none), ==, 0);
+	BG_CHECK_INT(pthread_setaffinity_np(pthread_self(), sizeof(r->cpus), &r->cpus), ==, 0);
+	svc_config(&c, 2, 250 * US, 0);
+	c.pin_threads = false;
+	BG_CHECK_INT(spoke_create(&s, &c), ==, 0);
+	return s;
+}
+
+/*
+ * Every thread spoke starts has the scheduling policy and CPUs of the thread
+ * that called spoke_create, also the managed thread that a spoke_detach
+ * starts from a loop thread with other ones (default policy, every CPU):
+ * callbacks run inline on the shard threads (callback_threads = 0), on
+ * both shards, one of them handed back by this thread.
+ */
+static void config_threads_like_creator(void **state)
+{
+	struct schedrec r = {0};
+	struct spoke *s;
+	void *ret;
+
+	(void)state;
+	pthread_join(thread_start(sched_creator, &r), &ret);
+	assert_no_bg_failures();
+	s = ret;
+	svc_register(s);
+	assert_int_equal(spoke_start_on(s, 0, MS, sched_fn, &r, NULL), 0);
+	ASSERT_EVENTUALLY(atomic_load(&r.runs) == 1, "the callback on shard 0");
+	assert_int_equal(spoke_attach(s, 1), 0);
+	assert_int_equal(spoke_detach(s), 0); /* shard 1's new thread: started from here */
+	assert_int_equal(spoke_start_on(s, 1, MS, sched_fn, &r, NULL), 0);
+	ASSERT_EVENTUALLY(atomic_load(&r.runs) == 2, "the callback on shard 1");
+	assert_int_equal(atomic_load(&r.unlike), 0);
+	svc_destroy(s);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest tests[] = {
@@ -1677,6 +1751,7 @@ int main(int argc, char **argv)
 		SVC_TEST(config_lawn_shards_mask),
 		SVC_TEST(config_inline_callbacks_on_shard_thread),
 		SVC_TEST(config_service_threads_block_signals),
+		SVC_TEST(config_threads_like_creator),
 	};
 
 	return svc_main(argc, argv, "service modes", tests, ARRAY_SIZE(tests));
