@@ -500,9 +500,7 @@ static void cancel_vs_reset_publish_seen_by_runner(void **state)
 		spoke_id t;
 
 		atomic_store(&wc_runs, 0);
-		memset(&held, 0, sizeof(held));
-		assert_int_equal(spoke_start_on(s, 0, 0, held_blocker_fn, NULL, NULL), 0);
-		ASSERT_EVENTUALLY(atomic_load(&held.blocker_running), "the blocker on the pool");
+		held_blocker_begin(s, 0);
 		if (periodic)
 			assert_int_equal(spoke_start_periodic(s, 2 * MS, wc_fn, NULL, &t), 0);
 		else

@@ -483,12 +483,18 @@ static inline void held_victim_fn(void *arg)
 	atomic_store(&held.victim_ran, 1);
 }
 
-static inline void held_pool_begin(struct spoke *s, unsigned bk, unsigned vk)
+/* Just the blocker, on shard bk, running when this returns. */
+static inline void held_blocker_begin(struct spoke *s, unsigned bk)
 {
 	memset(&held, 0, sizeof(held));
 	held.main = pthread_self();
 	assert_int_equal(spoke_start_on(s, bk, 0, held_blocker_fn, NULL, NULL), 0);
 	ASSERT_EVENTUALLY(atomic_load(&held.blocker_running), "the blocker on the pool");
+}
+
+static inline void held_pool_begin(struct spoke *s, unsigned bk, unsigned vk)
+{
+	held_blocker_begin(s, bk);
 	assert_int_equal(spoke_start_on(s, vk, 0, held_victim_fn, NULL, NULL), 0);
 	sleep_ms(5); /* the victim expires, and waits on the pool behind the blocker */
 }

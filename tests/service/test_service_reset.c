@@ -779,9 +779,7 @@ static void l5q_queue_behind_blocker(struct spoke *s, int kind, spoke_id *id)
 {
 	uint64_t started = stats_started(s);
 
-	memset(&held, 0, sizeof(held));
-	assert_int_equal(spoke_start_on(s, 0, 0, held_blocker_fn, NULL, NULL), 0);
-	ASSERT_EVENTUALLY(atomic_load(&held.blocker_running), "the blocker on the pool");
+	held_blocker_begin(s, 0);
 	atomic_store(&l5q_rec.fired, 0);
 	atomic_store(&l5q_first_run, 0);
 	assert_int_equal(l5q_start(s, kind, id), 0);
