@@ -13,7 +13,8 @@
  * tells it apart. A thread that frees a handle of its own arena pushes it on
  * the private list; any other thread enqueues it on the arena's return queue
  * (wait-free). So the free list needs no ABA-prone lock-free pop, and the
- * memory held is bounded by the most timers each thread had live at once.
+ * memory held is bounded by the most timers each thread had live at once
+ * (plus one handle per 2^32 - 1 timers of a slot: spoke_handle_release).
  *
  * An id is generation << 32 | arena << 20 | slot. An arena holds up to 2^20
  * handles; a thread that needs more chains further arenas ("spills") to its
@@ -118,13 +119,18 @@ struct spoke_handle *spoke_handle_alloc(struct arena *home)
 
 /*
  * Give a handle back to its arena. The caller has already moved its state to
- * FREE (new generation) and guarantees the queue node is in no queue.
+ * FREE (new generation) and guarantees the queue node is in no queue. A
+ * handle whose generations are used up (state.h) stays out of every list,
+ * one handle lost per 2^32 - 1 timers of its slot, so that an id kept for
+ * hours can never name a new timer.
  */
 void spoke_handle_release(struct spoke *s, struct spoke_handle *h)
 {
-	struct arena *a = atomic_load_explicit(&s->arenas[h->slot_id >> SPOKE_ARENA_SHIFT],
-					       memory_order_acquire);
+	struct arena *a;
 
+	if (spoke_st_gen(atomic_load_explicit(&h->state, memory_order_relaxed)) == 0)
+		return;
+	a = atomic_load_explicit(&s->arenas[h->slot_id >> SPOKE_ARENA_SHIFT], memory_order_acquire);
 	if (spoke_tls_arena.serial == s->serial && spoke_tls_arena.arena == a->home) {
 		h->qnode.next = (struct cds_wfcq_node *)a->free_list;
 		a->free_list = h;

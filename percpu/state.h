@@ -5,7 +5,10 @@
  *
  *   bits 63..32  generation: bumped when the handle is freed; an id carries
  *                the generation it was issued with, so a stale id never
- *                matches a later timer in the same slot.
+ *                matches a later timer in the same slot. Generation 0 is in
+ *                no id: a handle freed with its last generation wraps to 0
+ *                and is spent, never handed out again (arena.c), so no
+ *                (generation, slot) pair ever names two timers.
  *   bit   30     ORPHAN   the timer is over, but a reset still holds WRITING:
  *                that reset frees the handle when it clears WRITING
  *   bit   29     WRITING  a reset from another thread is storing deadline_ns
@@ -112,13 +115,11 @@ static inline uint64_t spoke_st_armed(uint32_t gen, unsigned kind, unsigned shar
 	       ((uint64_t)kind << SPOKE_ST_KIND_SHIFT) | SPOKE_ST_ARMED;
 }
 
-/* The FREE word that ends generation gen (0 is skipped: ids are never 0). */
+/* FREE with the next generation; 0 after the last one: spent (see the top). */
 static inline uint64_t spoke_st_freed(uint64_t s)
 {
 	uint32_t gen = spoke_st_gen(s) + 1;
 
-	if (gen == 0)
-		gen = 1;
 	return (uint64_t)gen << SPOKE_ST_GEN_SHIFT;
 }
 

@@ -61,6 +61,12 @@
  *   internal_structs_on_cache_lines  the instance, its shards, arenas and
  *                        pool workers start on a cache line (their
  *                        members aligned to one would be misaligned).
+ *   generation_wrap_spends_slot  a slot whose 32-bit generation is used up
+ *                        is never handed out again: with the wrap, its next
+ *                        timer would get the id of the slot's first timer,
+ *                        which a stale cancel would then stop. The test
+ *                        moves the slot to its last generation by hand
+ *                        (2^32 timers take minutes).
  */
 #include "service.h" /* struct arena, spoke_tls_arena: which arena a thread uses */
 #include "service_util.h"
@@ -979,6 +985,33 @@ static void internal_structs_on_cache_lines(void **state)
 		svc_destroy(s[i]);
 }
 
+static void generation_wrap_spends_slot(void **state)
+{
+	struct spoke *s = svc_new(1, 1 * MS, 0);
+	struct spoke_handle *h;
+	spoke_id first, last, later[4];
+
+	(void)state;
+	/* Attached: a cancel frees at once, onto this thread's LIFO free list. */
+	assert_int_equal(spoke_attach(s, 0), 0);
+	assert_int_equal(spoke_start(s, 10 * SEC, never_fn, NULL, &first), 0);
+	h = spoke_handle_lookup(s, first);
+	assert_int_equal(spoke_cancel(s, first), 0);
+	atomic_store(&h->state, (uint64_t)UINT32_MAX << SPOKE_ST_GEN_SHIFT); /* FREE, last gen */
+	assert_int_equal(spoke_start(s, 10 * SEC, never_fn, NULL, &last), 0);
+	assert_true(last == spoke_make_id(UINT32_MAX, (uint32_t)first)); /* the same slot */
+	assert_int_equal(spoke_cancel(s, last), 0);
+	for (unsigned i = 0; i < ARRAY_SIZE(later); i++) {
+		assert_int_equal(spoke_start(s, 10 * SEC, never_fn, NULL, &later[i]), 0);
+		assert_true((uint32_t)later[i] != (uint32_t)first);
+	}
+	assert_int_equal(spoke_cancel(s, first), -ENOENT);
+	assert_int_equal(spoke_cancel(s, last), -ENOENT);
+	for (unsigned i = 0; i < ARRAY_SIZE(later); i++)
+		assert_int_equal(spoke_cancel(s, later[i]), 0);
+	svc_destroy(s);
+}
+
 #define HOOK_TEST(f) cmocka_unit_test_setup_teardown(f, hooks_setup, hooks_teardown)
 
 int main(int argc, char **argv)
@@ -995,6 +1028,7 @@ int main(int argc, char **argv)
 		HOOK_TEST(internal_structs_on_cache_lines),
 		HOOK_TEST(cancel_vs_reset_publish_seen_by_runner),
 		HOOK_TEST(detach_runs_go_to_pool),
+		HOOK_TEST(generation_wrap_spends_slot),
 	};
 
 	return svc_main(argc, argv, "hook_races", all, ARRAY_SIZE(all));
