@@ -16,7 +16,8 @@
  * next_event() recomputes a stale value over the heads of all queues,
  * O(number of TTLs). collect() - the paper's
  * PerTickBookkeeping - returns at once if now < closest, else walks every
- * queue, moves the due heads to the due list, drops queues that became
+ * queue, moves the due heads to the due list in queue order (the timers of
+ * one TTL fire in the order they were started), drops queues that became
  * empty and recomputes closest on the way.
  *
  * Costs, n timers over q distinct TTLs: start and stop O(1) expected (one
@@ -358,6 +359,25 @@ static uint64_t lawn_next_event(struct spoke_engine *e)
 	return l->closest;
 }
 
+/*
+ * Move the due run at the head of q to the due list, keeping its FIFO
+ * order: the due list is pushed at its front and fired from there, so the
+ * run goes on from its last timer back to its head.
+ */
+static void queue_collect(struct spoke_engine *e, struct lawn_queue *q)
+{
+	struct spoke_timer *t = q->head, *last = NULL;
+
+	for (; t && t->sp_deadline <= e->now; t = t->sp_next)
+		last = t;
+	while (last) {
+		t = last;
+		last = (struct spoke_timer *)t->sp_link;
+		queue_unlink(q, t);
+		spoke_due_push(e, t);
+	}
+}
+
 /* PerTickBookkeeping: move the due heads of every queue to the due list. */
 static void lawn_collect(struct spoke_engine *e)
 {
@@ -371,10 +391,8 @@ static void lawn_collect(struct spoke_engine *e)
 		struct lawn_queue *next = q->live_next;
 		struct spoke_timer *t;
 
-		while ((t = q->head) != NULL && t->sp_deadline <= e->now) {
-			queue_unlink(q, t);
-			spoke_due_push(e, t);
-		}
+		queue_collect(e, q);
+		t = q->head;
 		if (!t)
 			queue_close(l, q);
 		else if (t->sp_deadline < min)

@@ -20,7 +20,9 @@
  *   lawn           5000 distinct TTLs plus thousands of timers sharing a few
  *                  TTLs, started at different ticks, stopped in the middle of
  *                  their queues, re-armed into other queues, queues emptying
- *                  (by firing and by stops) and being created again.
+ *                  (by firing and by stops) and being created again; the
+ *                  timers of one TTL due at one tick fire in start order
+ *                  (FIFO), also when only the head of a queue is due.
  *
  * Usage: test_engine_schemes [hierarchical | hashed | hashed-sorted | lawn].
  */
@@ -470,12 +472,67 @@ static int run_hashed(const char *scheme)
 	return failed;
 }
 
+/* The order in which the timers of one array fired, as indices. */
+struct fire_order {
+	struct spoke_timer *base;
+	size_t n, idx[64];
+};
+
+static void note_fire_order(void *ctx, struct spoke_timer *t)
+{
+	struct fire_order *f = ctx;
+
+	if (f->n < ARRAY_SIZE(f->idx))
+		f->idx[f->n] = (size_t)(t - f->base);
+	f->n++;
+}
+
+/*
+ * The Lawn is FIFO per TTL (the paper's queues): timers of one TTL due at one
+ * tick fire in the order they were started, with another TTL's timers due at
+ * the same tick in between and a later part of the queue not yet due.
+ */
+static void test_lawn_fifo_within_tick(void **state)
+{
+	struct spoke_timer t[24];
+	struct fire_order f = {.base = t};
+	struct spoke_engine *e;
+	size_t ttl5 = 0;
+
+	(void)state;
+	assert_int_equal(spoke_engine_new(&e, "lawn", NULL), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(t); i++)
+		spoke_timer_init(&t[i]);
+	/* Tick 0: 0..7 with TTL 5, 8..11 with TTL 4 after one advance (also due at 5). */
+	for (size_t i = 0; i < 8; i++)
+		assert_int_equal(spoke_engine_start(e, &t[i], 5), 0);
+	assert_int_equal(spoke_engine_advance(e, 1, note_fire_order, &f), 0);
+	for (size_t i = 8; i < 12; i++)
+		assert_int_equal(spoke_engine_start(e, &t[i], 4), 0);
+	/* Tick 1: 12..23 with TTL 5, due at 6: the queue of 0..7 is due only in part at 5. */
+	for (size_t i = 12; i < ARRAY_SIZE(t); i++)
+		assert_int_equal(spoke_engine_start(e, &t[i], 5), 0);
+	assert_int_equal(spoke_engine_advance(e, 4, note_fire_order, &f), 12);
+	assert_int_equal(spoke_engine_advance(e, 1, note_fire_order, &f), 12);
+	assert_int_equal(f.n, ARRAY_SIZE(t));
+	for (size_t k = 0; k < f.n; k++) {
+		if (f.idx[k] >= 8 && f.idx[k] < 12)
+			continue; /* the other TTL: any place among them */
+		if (f.idx[k] != (ttl5 < 8 ? ttl5 : ttl5 + 4))
+			fail_msg("fired %zu as TTL-5 timer number %zu", f.idx[k], ttl5);
+		ttl5++;
+	}
+	assert_int_equal(ttl5, 20);
+	spoke_engine_free(e);
+}
+
 static int run_lawn(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_lawn_distinct_ttls, oracle_teardown),
 		cmocka_unit_test_teardown(test_lawn_shared_ttls, oracle_teardown),
 		cmocka_unit_test_teardown(test_lawn_mixed, oracle_teardown),
+		cmocka_unit_test(test_lawn_fifo_within_tick),
 	};
 
 	print_message("[ GROUP    ] lawn\n");

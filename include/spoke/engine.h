@@ -16,7 +16,8 @@
  * function); starting a timer allocates nothing, except that `heap` grows its
  * array (doubling) and `lawn` its hash table (doubling) and its pool of TTL
  * queues (in chunks) as needed, so a start there may return -ENOMEM.
- * Timers due at the same tick fire in an unspecified order.
+ * Timers due at the same tick fire in an unspecified order, except that
+ * `lawn` fires the timers of one TTL in the order they were started.
  *
  * spoke_engine_free() forgets pending timers without touching them: call
  * spoke_timer_init() on a timer before using it with another engine.

@@ -17,6 +17,7 @@
  *   attached_attach_cross_from_pool_callbacks  two pool callbacks attach each other's shard
  *   lawn_ttl_few_distinct                Lawn: many timers, 3 TTLs
  *   lawn_ttl_many_distinct               Lawn: thousands of distinct TTLs
+ *   lawn_ttl_fifo_per_ttl                Lawn: one TTL's timers fire in start order
  *   config_defaults                      spoke_config_init / create(NULL) / shards 0
  *   config_now_is_monotonic_clock        spoke_now_ns is CLOCK_MONOTONIC
  *   config_per_shard_overrides           per-shard tick and engine
@@ -1220,6 +1221,51 @@ static void lawn_ttl_many_distinct(void **state)
 	lw_run(true, SCALE(1500), 4);
 }
 
+/*
+ * Lawn TTL timers fire in start order per TTL (the paper's FIFO queues): an
+ * attached thread starts 32 timers of one TTL, with 8 of another TTL in
+ * between, before it polls; the 32 run in the order they were started.
+ * (The engine's collect once pushed each queue's due run onto the due list
+ * one by one at its front, so a burst fired newest first.)
+ */
+static struct {
+	unsigned n, order[40];
+} lf;
+
+static void lf_fire(void *arg)
+{
+	if (lf.n < ARRAY_SIZE(lf.order))
+		lf.order[lf.n] = (unsigned)(uintptr_t)arg;
+	lf.n++;
+}
+
+static void lawn_ttl_fifo_per_ttl(void **state)
+{
+	struct spoke *s = svc_new(1, 1 * MS, 0);
+	unsigned next = 0;
+
+	(void)state;
+	memset(&lf, 0, sizeof(lf));
+	assert_int_equal(spoke_attach(s, 0), 0);
+	for (uintptr_t i = 0; i < 32; i++) {
+		assert_int_equal(spoke_start_ttl(s, 3 * MS, lf_fire, (void *)i, NULL), 0);
+		if (i % 4 == 1)
+			assert_int_equal(
+				spoke_start_ttl(s, 2 * MS, lf_fire, (void *)(100 + i), NULL), 0);
+	}
+	ASSERT_EVENTUALLY(spoke_poll(s) >= 0 && lf.n >= ARRAY_SIZE(lf.order), "all 40 to run");
+	assert_int_equal(lf.n, ARRAY_SIZE(lf.order));
+	for (unsigned k = 0; k < lf.n; k++) {
+		if (lf.order[k] >= 100)
+			continue;
+		if (lf.order[k] != next)
+			fail_msg("run %u was TTL timer %u, expected %u", k, lf.order[k], next);
+		next++;
+	}
+	assert_int_equal(next, 32);
+	svc_destroy(s);
+}
+
 /* ==== configuration ==================================================================== */
 
 /*
@@ -1744,6 +1790,7 @@ int main(int argc, char **argv)
 		SVC_TEST(attached_attach_cross_from_pool_callbacks),
 		SVC_TEST(lawn_ttl_few_distinct),
 		SVC_TEST(lawn_ttl_many_distinct),
+		SVC_TEST(lawn_ttl_fifo_per_ttl),
 		SVC_TEST(config_defaults),
 		SVC_TEST(config_now_is_monotonic_clock),
 		SVC_TEST(config_per_shard_overrides),
