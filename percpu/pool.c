@@ -56,13 +56,39 @@ static void note_lateness(struct shard *sh, uint64_t deadline_ns)
 		;
 }
 
-/* After the run: free a one-shot (or a stopped periodic), re-arm a periodic. */
+/*
+ * Next deadline of a periodic timer after a run: base + period, skipping
+ * periods that already passed (it runs once, then keeps its phase).
+ */
+static uint64_t periodic_next_ns(uint64_t base, uint64_t period, uint64_t now)
+{
+	uint64_t next, k;
+
+	if (__builtin_add_overflow(base, period, &next))
+		return UINT64_MAX;
+	if (next > now)
+		return next;
+	k = (now - base) / period + 1;
+	if (__builtin_mul_overflow(k, period, &next) || __builtin_add_overflow(next, base, &next))
+		return UINT64_MAX;
+	return next;
+}
+
+/*
+ * After the run: free a one-shot (or a stopped periodic), re-arm a periodic.
+ * Which periods were missed is decided here, on the clock of the run's end:
+ * an owner that takes the re-arm message late then runs the next period
+ * late instead of skipping it. base_ns is the runner's while RUNNING; the
+ * CAS that publishes ARMED hands it to the owner.
+ */
 static void finish_run(struct spoke *s, struct spoke_handle *h)
 {
 	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire), next;
 	struct shard *sh = &s->shards[spoke_st_shard(st)];
 	bool rearm, direct = spoke_shard_owned_by_me(sh);
 
+	if (spoke_st_kind(st) == SPOKE_KIND_PERIODIC)
+		h->base_ns = periodic_next_ns(h->base_ns, h->period_ns, spoke_now_ns());
 	do {
 		rearm = spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP) &&
 			!atomic_load_explicit(&s->stopping, memory_order_relaxed);

@@ -7,7 +7,9 @@
  *   struct spoke_handle  one per timer, in a per-thread arena (arena.c).
  *                        Its 64-bit state word (state.h) is the only field
  *                        any thread may touch at any time; the engine node
- *                        and base_ns belong to the owner shard; fn, arg and
+ *                        and base_ns belong to the owner shard (base_ns to
+ *                        the runner while RUNNING, which hands the next
+ *                        deadline back with the re-arm); fn, arg and
  *                        period_ns are written by the starting thread before
  *                        the handle is published and read only by threads
  *                        that received it through a queue.
@@ -64,7 +66,7 @@ struct spoke_handle {
 	spoke_fn *fn;
 	void *arg;
 	_Atomic uint64_t deadline_ns; /* deadline asked by the last start or reset */
-	uint64_t base_ns;	      /* owner: deadline of the current/last run */
+	uint64_t base_ns;	      /* owner (runner while RUNNING): this run's deadline */
 	uint64_t period_ns;	      /* periodic: period */
 	uint32_t slot_id;	      /* arena << 20 | slot; immutable */
 	uint8_t owner_flags;	      /* owner: SPOKE_OWN_* */

@@ -129,28 +129,15 @@ void spoke_shard_note_started(struct shard *sh, struct spoke_handle *h)
 	}
 }
 
-/* Next deadline of a periodic timer after a run: base + period, skipping
- * periods that already passed (it runs once, then keeps its phase). */
-static uint64_t periodic_next_ns(uint64_t base, uint64_t period, uint64_t now)
-{
-	uint64_t next, k;
-
-	if (__builtin_add_overflow(base, period, &next))
-		return UINT64_MAX;
-	if (next > now)
-		return next;
-	k = (now - base) / period + 1;
-	if (__builtin_mul_overflow(k, period, &next) || __builtin_add_overflow(next, base, &next))
-		return UINT64_MAX;
-	return next;
-}
-
+/*
+ * Owner: put a periodic timer back for its next run, at base_ns (the runner
+ * set it as the run ended, pool.c finish_run) or, after a reset that came
+ * during the run, at the reset's deadline.
+ */
 void spoke_shard_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool reset)
 {
 	if (reset)
 		h->base_ns = atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
-	else
-		h->base_ns = periodic_next_ns(h->base_ns, h->period_ns, spoke_now_ns());
 	spoke_shard_arm(sh, h, h->base_ns);
 }
 

@@ -61,6 +61,11 @@
  *   internal_structs_on_cache_lines  the instance, its shards, arenas and
  *                        pool workers start on a cache line (their
  *                        members aligned to one would be misaligned).
+ *   periodic_rearm_taken_late_runs_late  a periodic run ends on the pool
+ *                        in time, but its owner takes the re-arm message
+ *                        only after the next deadline has passed: that
+ *                        period runs late, it is not skipped (the runner
+ *                        decides what was missed, on its clock).
  *   generation_wrap_spends_slot  a slot whose 32-bit generation is used up
  *                        is never handed out again: with the wrap, its next
  *                        timer would get the id of the slot's first timer,
@@ -985,6 +990,65 @@ static void internal_structs_on_cache_lines(void **state)
 		svc_destroy(s[i]);
 }
 
+static struct {
+	atomic_uint runs;
+	_Atomic uint64_t at[3];
+	atomic_int waiting;
+	sem_t go;
+} lr;
+
+static void lr_fn(void *arg)
+{
+	unsigned n = atomic_fetch_add(&lr.runs, 1);
+
+	(void)arg;
+	if (n < ARRAY_SIZE(lr.at))
+		atomic_store(&lr.at[n], spoke_now_ns());
+	if (n == 0) { /* hold the owner at its next expiry (Q's) */
+		atomic_store(&stall_any_at, SPOKE_HOOK_EXPIRY_CLAIMED);
+		atomic_store(&lr.waiting, 1);
+		while (sem_wait(&lr.go) != 0)
+			;
+	}
+}
+
+/*
+ * P (periodic, 100 ms) runs on the pool at 100 ms and ends at about 120 ms,
+ * while the owner is held claiming Q (due at 120 ms), until 320 ms. P's
+ * re-arm waits in the inbox meanwhile. Its run for 200 ms must come as soon
+ * as the owner goes on, not at 400 ms (which a skip decided by the owner's
+ * clock gave); the run after it keeps the phase (400 ms, 300 skipped).
+ */
+static void periodic_rearm_taken_late_runs_late(void **state)
+{
+	uint64_t t0 = spoke_now_ns(), release;
+	struct spoke *s = svc_new(1, 1 * MS, 1);
+	atomic_uint q_runs = 0;
+	spoke_id p;
+
+	(void)state;
+	memset(&lr, 0, sizeof(lr));
+	sem_init(&lr.go, 0, 0);
+	assert_int_equal(spoke_start_periodic(s, 100 * MS, lr_fn, NULL, &p), 0);
+	assert_int_equal(spoke_start(s, 120 * MS, count_fn, &q_runs, NULL), 0);
+	ASSERT_EVENTUALLY(atomic_load(&lr.waiting), "P's first run");
+	sem_wait_or_fail(&any_stalled, "the owner at Q's expiry");
+	sem_post(&lr.go);
+	sleep_ns(t0 + 320 * MS - spoke_now_ns());
+	release = spoke_now_ns();
+	sem_post(&any_resume);
+	ASSERT_EVENTUALLY(atomic_load(&lr.runs) >= 3, "P's next two runs");
+	assert_true(atomic_load(&lr.at[1]) >= t0 + 200 * MS);
+	if (atomic_load(&lr.at[1]) > release + 40 * MS)
+		fail_msg("P's run for 200 ms came %.1f ms after the owner went on",
+			 (double)(atomic_load(&lr.at[1]) - release) / 1e6);
+	assert_true(atomic_load(&lr.at[2]) >= t0 + 400 * MS);
+	assert_int_equal(atomic_load(&q_runs), 1);
+	assert_int_equal(spoke_cancel_sync(s, p), 0);
+	svc_destroy(s);
+	sem_destroy(&lr.go);
+}
+
 static void generation_wrap_spends_slot(void **state)
 {
 	struct spoke *s = svc_new(1, 1 * MS, 0);
@@ -1028,6 +1092,7 @@ int main(int argc, char **argv)
 		HOOK_TEST(internal_structs_on_cache_lines),
 		HOOK_TEST(cancel_vs_reset_publish_seen_by_runner),
 		HOOK_TEST(detach_runs_go_to_pool),
+		HOOK_TEST(periodic_rearm_taken_late_runs_late),
 		HOOK_TEST(generation_wrap_spends_slot),
 	};
 
