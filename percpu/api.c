@@ -788,7 +788,7 @@ int spoke_attach(struct spoke *s, unsigned shard)
 		return call_leave(a, -EBUSY);
 	/* It joins the managed thread, a cancellation point; no call may be cut short. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
-	err = spoke_shard_attach(&s->shards[shard], spoke_on_pool_thread(s));
+	err = spoke_shard_attach(&s->shards[shard], spoke_on_pool_thread());
 	pthread_setcancelstate(cancel_state, NULL);
 	return call_leave(a, err);
 }

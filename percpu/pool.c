@@ -30,16 +30,21 @@
 #include <stdlib.h>
 
 static _Thread_local const struct spoke_handle *tls_running;
-static _Thread_local uint64_t tls_pool_serial; /* a worker: its instance's serial */
+static _Thread_local bool tls_pool_worker; /* this thread is a pool worker */
 
 bool spoke_running_in_callback(const struct spoke_handle *h)
 {
 	return tls_running == h;
 }
 
-bool spoke_on_pool_thread(const struct spoke *s)
+/*
+ * Is the caller a pool worker, of any instance? A callback on one
+ * instance's pool that waited for another instance's pool (an attach) could
+ * be waited for by a callback there doing the same: the two never return.
+ */
+bool spoke_on_pool_thread(void)
 {
-	return tls_pool_serial == s->serial;
+	return tls_pool_worker;
 }
 
 static void note_lateness(struct shard *sh, uint64_t deadline_ns)
@@ -284,7 +289,7 @@ static void *worker_main(void *arg)
 	struct pool_worker *w = arg;
 	struct spoke *s = w->s;
 
-	tls_pool_serial = s->serial;
+	tls_pool_worker = true;
 	spoke_thread_adopt_sched(s);
 	while (!atomic_load_explicit(&s->pool_stop, memory_order_acquire)) {
 		bool linking;

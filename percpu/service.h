@@ -424,7 +424,7 @@ void spoke_pool_stop(struct spoke *s);
 void spoke_pool_dispatch(struct shard *sh, struct spoke_handle *h);
 bool spoke_run_callback(struct spoke *s, struct spoke_handle *h);
 bool spoke_running_in_callback(const struct spoke_handle *h);
-bool spoke_on_pool_thread(const struct spoke *s);
+bool spoke_on_pool_thread(void);
 bool spoke_pool_busy_with(const struct shard *sh);
 
 #endif /* SPOKE_PERCPU_SERVICE_H */

@@ -15,6 +15,7 @@
  *   attached_attach_recalls_queued_runs  ... but not for queued ones: they run in its poll
  *   attached_attach_from_pool_callback   a pool callback attaches its own shard: no deadlock
  *   attached_attach_cross_from_pool_callbacks  two pool callbacks attach each other's shard
+ *   attached_attach_cross_instances_from_pool  ... and so do two of two instances
  *   lawn_ttl_few_distinct                Lawn: many timers, 3 TTLs
  *   lawn_ttl_many_distinct               Lawn: thousands of distinct TTLs
  *   lawn_ttl_fifo_per_ttl                Lawn: one TTL's timers fire in start order
@@ -1078,7 +1079,8 @@ static void attached_attach_from_pool_callback(void **state)
 }
 
 struct ap_cross {
-	unsigned shard; /* the callback's own shard; it attaches the other one */
+	struct spoke *s; /* the callback's own shard: s, shard; it attaches the other one */
+	unsigned shard;
 	atomic_int running, attach_rc, detach_rc, done;
 };
 
@@ -1087,16 +1089,40 @@ static struct ap_cross ap_cross[2];
 /* Waits until the other callback runs too, then attaches its shard. */
 static void ap_cross_fn(void *arg)
 {
-	struct ap_cross *me = arg, *other = &ap_cross[1 - me->shard];
+	struct ap_cross *me = arg, *other = &ap_cross[me == &ap_cross[0]];
 
 	atomic_store(&me->running, 1);
 	WAIT_UNTIL(atomic_load(&other->running), 5 * SEC);
-	atomic_store(&me->attach_rc, spoke_attach(ap.s, other->shard));
+	atomic_store(&me->attach_rc, spoke_attach(other->s, other->shard));
 	if (atomic_load(&me->attach_rc) == 0) {
-		spoke_poll(ap.s);
-		atomic_store(&me->detach_rc, spoke_detach(ap.s));
+		spoke_poll(other->s);
+		atomic_store(&me->detach_rc, spoke_detach(other->s));
 	}
 	atomic_store(&me->done, 1);
+}
+
+/* A callback on shard k of s[k] (k = 0, 1) attaches the other's shard; both return. */
+static void ap_cross_run(struct spoke *s0, unsigned shard0, struct spoke *s1, unsigned shard1)
+{
+	memset(ap_cross, 0, sizeof(ap_cross));
+	ap_cross[0].s = s0;
+	ap_cross[0].shard = shard0;
+	ap_cross[1].s = s1;
+	ap_cross[1].shard = shard1;
+	for (unsigned k = 0; k < 2; k++) {
+		atomic_store(&ap_cross[k].attach_rc, 1);
+		atomic_store(&ap_cross[k].detach_rc, 1);
+		assert_int_equal(spoke_start_on(ap_cross[k].s, ap_cross[k].shard, 0, ap_cross_fn,
+						&ap_cross[k], NULL),
+				 0);
+	}
+	ASSERT_EVENTUALLY(atomic_load(&ap_cross[0].done) && atomic_load(&ap_cross[1].done),
+			  "both attaching callbacks");
+	for (unsigned k = 0; k < 2; k++) {
+		assert_true(atomic_load(&ap_cross[k].running));
+		assert_int_equal(atomic_load(&ap_cross[k].attach_rc), 0);
+		assert_int_equal(atomic_load(&ap_cross[k].detach_rc), 0);
+	}
 }
 
 /*
@@ -1108,22 +1134,25 @@ static void attached_attach_cross_from_pool_callbacks(void **state)
 {
 	(void)state;
 	memset(&ap, 0, sizeof(ap));
-	memset(ap_cross, 0, sizeof(ap_cross));
 	ap.s = svc_new(2, 250 * US, 2);
-	for (unsigned k = 0; k < 2; k++) {
-		ap_cross[k].shard = k;
-		atomic_store(&ap_cross[k].attach_rc, 1);
-		atomic_store(&ap_cross[k].detach_rc, 1);
-		assert_int_equal(spoke_start_on(ap.s, k, 0, ap_cross_fn, &ap_cross[k], NULL), 0);
-	}
-	ASSERT_EVENTUALLY(atomic_load(&ap_cross[0].done) && atomic_load(&ap_cross[1].done),
-			  "both attaching callbacks");
-	for (unsigned k = 0; k < 2; k++) {
-		assert_true(atomic_load(&ap_cross[k].running));
-		assert_int_equal(atomic_load(&ap_cross[k].attach_rc), 0);
-		assert_int_equal(atomic_load(&ap_cross[k].detach_rc), 0);
-	}
+	ap_cross_run(ap.s, 0, ap.s, 1);
 	svc_destroy(ap.s);
+}
+
+/*
+ * The same across two instances: a callback on A's pool attaches B's shard
+ * while one on B's pool attaches A's. The attach only skipped the wait for
+ * the pool when the caller was a worker of the same instance, so the two
+ * waited for each other for ever (found by a black-box run, 10 of 10).
+ */
+static void attached_attach_cross_instances_from_pool(void **state)
+{
+	struct spoke *a = svc_new(1, 250 * US, 2), *b = svc_new(1, 250 * US, 2);
+
+	(void)state;
+	ap_cross_run(a, 0, b, 0);
+	svc_destroy(a);
+	svc_destroy(b);
 }
 
 /* ==== Lawn TTL timers ==========================================================================
@@ -1788,6 +1817,7 @@ int main(int argc, char **argv)
 		SVC_TEST(attached_attach_recalls_queued_runs),
 		SVC_TEST(attached_attach_from_pool_callback),
 		SVC_TEST(attached_attach_cross_from_pool_callbacks),
+		SVC_TEST(attached_attach_cross_instances_from_pool),
 		SVC_TEST(lawn_ttl_few_distinct),
 		SVC_TEST(lawn_ttl_many_distinct),
 		SVC_TEST(lawn_ttl_fifo_per_ttl),
