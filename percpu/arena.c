@@ -246,6 +246,28 @@ static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct spoke *live_first;
 
 /*
+ * fork() copies live_lock as it is: had another thread held it (a create,
+ * a destroy, an exiting thread handing its shard to a new thread), the
+ * child's spoke_create would wait for ever. So a fork takes it first, and
+ * the child, the only thread left holding it, lets it go. Best effort: if
+ * pthread_atfork fails (ENOMEM), a fork is as unsafe as without it.
+ */
+static void live_lock_take(void)
+{
+	pthread_mutex_lock(&live_lock);
+}
+
+static void live_lock_give(void)
+{
+	pthread_mutex_unlock(&live_lock);
+}
+
+static void live_lock_guard_fork(void)
+{
+	(void)pthread_atfork(live_lock_take, live_lock_give, live_lock_give);
+}
+
+/*
  * Under live_lock: is a an arena of an instance whose key still exists, and
  * the calling thread's own? The destructor's pointer alone does not say: its
  * instance may have been destroyed (freeing a) before the destructor took
@@ -293,6 +315,9 @@ bool spoke_instance_live(uint64_t serial)
 /* Create the instance's thread key: a thread's exit hands its arena on. */
 int spoke_arena_key_create(struct spoke *s)
 {
+	static pthread_once_t fork_guarded = PTHREAD_ONCE_INIT;
+
+	(void)pthread_once(&fork_guarded, live_lock_guard_fork);
 	if (pthread_key_create(&s->arena_key, arena_thread_exit) != 0)
 		return -EAGAIN;
 	pthread_mutex_lock(&live_lock);
