@@ -164,8 +164,8 @@ unsigned spoke_shards(const struct spoke *s);
  * Make the calling thread the owner of shard k: its managed thread stops
  * driving it before this returns. Callbacks of the shard running on the
  * pool are waited for (the managed thread drives the shard meanwhile),
- * except by an attach from a pool callback; those queued on the pool come
- * back to the shard instead of running there.
+ * except by an attach from a pool callback (of any instance's pool); those
+ * queued on the pool come back to the shard instead of running there.
  * -EINVAL (k out of range), -EBUSY (shard already attached, or being handed
  * over by another thread's attach or detach at this moment, or this thread
  * already owns a shard, of this or of another live instance: a thread owns
