@@ -246,25 +246,27 @@ static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct spoke *live_first;
 
 /*
- * fork() copies live_lock as it is: had another thread held it (a create,
- * a destroy, an exiting thread handing its shard to a new thread), the
- * child's spoke_create would wait for ever. So a fork takes it first, and
- * the child, the only thread left holding it, lets it go. Best effort: if
- * pthread_atfork fails (ENOMEM), a fork is as unsafe as without it.
+ * fork() copies live_lock and the list as they are. The child has none of
+ * the threads: the lock may be held by one of them, and the instances on
+ * the list can never be used there (api.md), so the child starts with a
+ * fresh lock and an empty list. A child handler only: a prepare handler
+ * that took the lock would order it before any lock of the application's
+ * own prepare handlers, and a handler registered twice (a fork inside the
+ * pthread_once below makes the child run it again) would take it twice.
+ * This one can run twice. If pthread_atfork fails (ENOMEM), a child's
+ * spoke_create may wait for ever on a lock held at the fork.
  */
-static void live_lock_take(void)
+static void live_lock_reset_in_child(void)
 {
-	pthread_mutex_lock(&live_lock);
-}
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 
-static void live_lock_give(void)
-{
-	pthread_mutex_unlock(&live_lock);
+	live_lock = fresh;
+	live_first = NULL;
 }
 
 static void live_lock_guard_fork(void)
 {
-	(void)pthread_atfork(live_lock_take, live_lock_give, live_lock_give);
+	(void)pthread_atfork(NULL, NULL, live_lock_reset_in_child);
 }
 
 /*
