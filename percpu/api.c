@@ -764,14 +764,17 @@ int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
 /*
  * Does the calling thread own a shard of another live instance? Its owner
  * record holds one shard; a record left by an instance that has since been
- * destroyed does not count.
+ * destroyed does not count. A managed thread owns its shard until it ends,
+ * also while its instance is being destroyed (off the live list, the thread
+ * not yet joined): an attach from its inline callback then would be undone
+ * by the thread's exit, leaving the other shard attached to nobody.
  */
 static bool owns_shard_elsewhere(const struct spoke *s)
 {
 	uint64_t serial = spoke_tls_owner.serial;
 
 	return spoke_tls_owner.sh && serial != 0 && serial != s->serial &&
-	       spoke_instance_live(serial);
+	       (spoke_tls_owner.managed || spoke_instance_live(serial));
 }
 
 int spoke_attach(struct spoke *s, unsigned shard)

@@ -287,6 +287,7 @@ struct spoke_tls_arena {
 struct spoke_tls_owner {
 	uint64_t serial;
 	struct shard *sh;
+	bool managed; /* the shard's managed thread: owns it until it ends */
 };
 extern _Thread_local struct spoke_tls_arena spoke_tls_arena;
 extern _Thread_local struct spoke_tls_owner spoke_tls_owner;

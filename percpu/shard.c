@@ -55,6 +55,7 @@ static void drop_owner(void)
 {
 	spoke_tls_owner.serial = 0;
 	spoke_tls_owner.sh = NULL;
+	spoke_tls_owner.managed = false;
 }
 
 /* --- time ----------------------------------------------------------------- */
@@ -614,6 +615,7 @@ static void *shard_main(void *arg)
 	spoke_thread_adopt_sched(sh->s);
 	wait_detach_done(sh);
 	become_owner(sh);
+	spoke_tls_owner.managed = true;
 	while (!managed_may_leave(sh)) {
 		int64_t wait_ns;
 

@@ -16,6 +16,8 @@
  *   attached_attach_from_pool_callback   a pool callback attaches its own shard: no deadlock
  *   attached_attach_cross_from_pool_callbacks  two pool callbacks attach each other's shard
  *   attached_attach_cross_instances_from_pool  ... and so do two of two instances
+ *   attached_attach_from_dying_instance_callback  an inline callback of an instance being
+ *                                        destroyed cannot attach another's shard (-EBUSY)
  *   lawn_ttl_few_distinct                Lawn: many timers, 3 TTLs
  *   lawn_ttl_many_distinct               Lawn: thousands of distinct TTLs
  *   lawn_ttl_fifo_per_ttl                Lawn: one TTL's timers fire in start order
@@ -1155,6 +1157,65 @@ static void attached_attach_cross_instances_from_pool(void **state)
 	svc_destroy(b);
 }
 
+static struct {
+	struct spoke *a, *b;
+	atomic_int running, rc;
+} dy;
+
+/* Inline on A's managed thread: wait until A's destroy has begun and passed, then attach B's shard.
+ */
+static void dy_fn(void *arg)
+{
+	spoke_id id;
+
+	(void)arg;
+	atomic_store(&dy.running, 1);
+	for (int i = 0; i < 10000 && spoke_start(dy.a, 10 * SEC, never_fn, NULL, &id) == 0; i++) {
+		spoke_cancel(dy.a, id);
+		sleep_ms(1);
+	}
+	sleep_ms(50); /* destroy takes A off the live list, then waits to join this thread */
+	atomic_store(&dy.rc, spoke_attach(dy.b, 0));
+}
+
+static void *dy_destroyer(void *arg)
+{
+	(void)arg;
+	spoke_destroy(dy.a);
+	return NULL;
+}
+
+/*
+ * A callback running inline on instance A's managed thread while A is being
+ * destroyed attaches B's shard. A managed thread owns its shard until it
+ * ends, so that is -EBUSY, as at any other time; the check used to ask
+ * whether A was still live, and A is off that list before destroy joins the
+ * thread. The attach then succeeded, the thread's exit dropped it, and B's
+ * shard stayed attached to nobody (a reviewer's program): B's timers never
+ * ran again.
+ */
+static void attached_attach_from_dying_instance_callback(void **state)
+{
+	struct spoke_config c;
+	atomic_uint runs = 0;
+	pthread_t d;
+
+	(void)state;
+	memset(&dy, 0, sizeof(dy));
+	svc_config(&c, 1, 1 * MS, 0);
+	assert_int_equal(spoke_create(&dy.a, &c), 0); /* destroyed by dy_destroyer */
+	dy.b = svc_new(1, 1 * MS, 1);
+	atomic_store(&dy.rc, 1);
+	assert_int_equal(spoke_start(dy.a, 0, dy_fn, NULL, NULL), 0);
+	ASSERT_EVENTUALLY(atomic_load(&dy.running), "the callback on A");
+	d = thread_start(dy_destroyer, NULL);
+	pthread_join(d, NULL);
+	assert_int_equal(atomic_load(&dy.rc), -EBUSY);
+	assert_int_equal(spoke_start(dy.b, 1 * MS, count_fn, &runs, NULL), 0);
+	ASSERT_EVENTUALLY(atomic_load(&runs) == 1, "a timer of B");
+	svc_destroy(dy.b);
+}
+
 /* ==== Lawn TTL timers ==========================================================================
  */
 
@@ -1818,6 +1879,7 @@ int main(int argc, char **argv)
 		SVC_TEST(attached_attach_from_pool_callback),
 		SVC_TEST(attached_attach_cross_from_pool_callbacks),
 		SVC_TEST(attached_attach_cross_instances_from_pool),
+		SVC_TEST(attached_attach_from_dying_instance_callback),
 		SVC_TEST(lawn_ttl_few_distinct),
 		SVC_TEST(lawn_ttl_many_distinct),
 		SVC_TEST(lawn_ttl_fifo_per_ttl),
