@@ -92,7 +92,7 @@ static void finish_run(struct spoke *s, struct spoke_handle *h)
 	struct shard *sh = &s->shards[spoke_st_shard(st)];
 	bool rearm, direct = spoke_shard_owned_by_me(sh);
 
-	if (spoke_st_kind(st) == SPOKE_KIND_PERIODIC)
+	if (spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP))
 		h->base_ns = periodic_next_ns(h->base_ns, h->period_ns, spoke_now_ns());
 	do {
 		rearm = spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP) &&

@@ -45,10 +45,12 @@
 
 _Thread_local struct spoke_tls_owner spoke_tls_owner;
 
-static void become_owner(struct shard *sh)
+/* managed: the shard's own thread (shard_main), else an attached thread. */
+static void become_owner(struct shard *sh, bool managed)
 {
 	spoke_tls_owner.serial = sh->s->serial;
 	spoke_tls_owner.sh = sh;
+	spoke_tls_owner.managed = managed;
 }
 
 static void drop_owner(void)
@@ -614,8 +616,7 @@ static void *shard_main(void *arg)
 	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	spoke_thread_adopt_sched(sh->s);
 	wait_detach_done(sh);
-	become_owner(sh);
-	spoke_tls_owner.managed = true;
+	become_owner(sh, true);
 	while (!managed_may_leave(sh)) {
 		int64_t wait_ns;
 
@@ -754,7 +755,7 @@ int spoke_shard_attach(struct shard *sh, bool from_pool)
 	join_thread(sh);
 	atomic_store_explicit(&sh->attach_fenced, 0, memory_order_relaxed);
 	atomic_store_explicit(&sh->mode, SHARD_ATTACHED, memory_order_release);
-	become_owner(sh);
+	become_owner(sh, false);
 	return 0;
 }
 
@@ -780,7 +781,7 @@ int spoke_shard_detach(struct shard *sh)
 	if (err) {
 		atomic_store_explicit(&sh->mode, SHARD_ATTACHED, memory_order_relaxed);
 		atomic_store_explicit(&sh->wake_fd, fd, memory_order_relaxed);
-		become_owner(sh);
+		become_owner(sh, false);
 		return err;
 	}
 	atomic_store_explicit(&sh->mode, SHARD_MANAGED, memory_order_release);
