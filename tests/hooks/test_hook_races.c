@@ -1167,7 +1167,7 @@ static void lr_fn(void *arg)
  */
 static void periodic_rearm_taken_late_runs_late(void **state)
 {
-	uint64_t t0 = spoke_now_ns(), release;
+	uint64_t t0 = spoke_now_ns(), release, period3;
 	spoke_id p;
 
 	(void)state;
@@ -1178,9 +1178,15 @@ static void periodic_rearm_taken_late_runs_late(void **state)
 	ASSERT_EVENTUALLY(atomic_load(&lr.waiting), "P's first run");
 	sem_wait_or_fail(&any_stalled, "the owner at Q's expiry");
 	sem_post(&lr.go);
+	/*
+	 * P's runs are due at base + k periods, base a little after t0 (a
+	 * start can take ms under TSan on a loaded machine): its first run came
+	 * at or after base + 1 period, so this is past base + 3 periods.
+	 */
+	period3 = atomic_load(&lr.at[0]) + 2 * LR_PERIOD + 10 * MS;
 	release = spoke_now_ns();
-	if (release < t0 + 3 * LR_PERIOD + 10 * MS)
-		sleep_ns(t0 + 3 * LR_PERIOD + 10 * MS - release);
+	if (release < period3)
+		sleep_ns(period3 - release);
 	release = spoke_now_ns();
 	sem_post(&any_resume);
 	ASSERT_EVENTUALLY(atomic_load(&lr.runs) >= 3, "P's next two runs");
