@@ -460,19 +460,19 @@ static int start_timer(struct spoke *s, unsigned shard, unsigned kind, uint64_t 
 	h->arg = arg;
 	h->period_ns = period_ns;
 	h->base_ns = deadline;
-	h->owner_flags = 0;
 	spoke_timer_init(&h->node);
 	atomic_store_explicit(&h->deadline_ns, deadline, memory_order_relaxed);
 	st = spoke_st_armed(spoke_st_gen(atomic_load_explicit(&h->state, memory_order_relaxed)),
 			    kind, shard);
 	if (id)
-		*id = spoke_make_id(spoke_st_gen(st), h->slot_id);
+		*id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h));
 	if (direct) {
 		atomic_store_explicit(&h->state, st, memory_order_release);
-		spoke_shard_note_started(sh, h);
+		spoke_count(sh, CTR_STARTED, true);
 		spoke_shard_arm(sh, h, deadline);
 	} else {
-		atomic_store_explicit(&h->state, st | SPOKE_ST_INBOX | SPOKE_ST_RESET,
+		atomic_store_explicit(&h->state,
+				      st | SPOKE_ST_INBOX | SPOKE_ST_RESET | SPOKE_ST_FRESH,
 				      memory_order_release);
 		spoke_shard_post(sh, h, deadline);
 	}
@@ -539,7 +539,6 @@ static int cancel_direct(struct shard *sh, struct spoke_handle *h, uint64_t st)
 	if (!atomic_compare_exchange_strong_explicit(&h->state, &st, c, memory_order_acq_rel,
 						     memory_order_acquire))
 		return -EAGAIN;
-	spoke_shard_note_started(sh, h);
 	spoke_shard_disarm(sh, h);
 	spoke_count(sh, CTR_CANCELLED, true);
 	atomic_store_explicit(&h->state, spoke_st_freed(c), memory_order_release);
@@ -653,7 +652,6 @@ static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, u
 						     memory_order_acq_rel, memory_order_acquire))
 		return -EAGAIN;
 	atomic_store_explicit(&h->deadline_ns, d, memory_order_relaxed);
-	spoke_shard_note_started(sh, h);
 	h->base_ns = d;
 	spoke_shard_arm(sh, h, d);
 	return 0;

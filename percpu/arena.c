@@ -7,7 +7,7 @@
  * allocated from the calling thread's arena without any atomic operation:
  * from the arena's private free list, else from the handles other threads
  * returned (a liburcu wfcqueue the owner splices in one step, without
- * blocking), else from a fresh slot; chunks of 1024 handles are allocated as
+ * blocking), else from a fresh slot; chunks of 1023 handles are allocated as
  * slots run out and never freed before spoke_destroy, so memory is
  * type-stable: a stale id always points at a handle, whose generation then
  * tells it apart. A thread that frees a handle of its own arena pushes it on
@@ -16,13 +16,13 @@
  * memory held is bounded by the most timers each thread had live at once
  * (plus one handle per 2^32 - 1 timers of a slot: spoke_handle_release).
  *
- * An id is generation << 32 | arena << 20 | slot. An arena holds up to 2^20
- * handles; a thread that needs more chains further arenas ("spills") to its
- * first one (its "home"), so one thread may hold any number of live timers.
- * When a thread exits, its home (with its spills) is orphaned and the next
- * new thread adopts it whole, so a spill always belongs to its home and
- * "is this handle from my arenas" is one immutable pointer compare. At most
- * 4096 arenas per instance.
+ * An id is generation << 32 | arena << 20 | slot. A handle stores neither:
+ * its chunk (struct arena_chunk) is aligned to its own size and names both.
+ * An arena holds up to 1024 chunks of 1023 handles; a thread that needs more chains further arenas
+ * ("spills") to its first one (its "home"), so one thread may hold any number of live timers. When
+ * a thread exits, its home (with its spills) is orphaned and the next new thread adopts it whole,
+ * so a spill always belongs to its home and "is this handle from my arenas" is one immutable
+ * pointer compare. At most 4096 arenas per instance.
  */
 #include "service.h"
 #include "test_hooks.h"
@@ -32,16 +32,29 @@
 
 _Thread_local struct spoke_tls_arena spoke_tls_arena;
 
-static struct spoke_handle *chunk_new(struct arena *a, size_t first_slot)
+/*
+ * Chunks come SPOKE_CHUNKS_PER_SLAB to one allocation (a slab), carved and
+ * initialised one at a time as slots run out: malloc spends about two pages
+ * on every block this aligned, and a slab pays them once for eight chunks
+ * (the pages of chunks not carved yet are never touched).
+ */
+static struct arena_chunk *chunk_new(struct arena *a, size_t number)
 {
-	struct spoke_handle *c = calloc(SPOKE_ARENA_CHUNK, sizeof(*c));
+	struct arena_chunk *c;
 
+	if (number % SPOKE_CHUNKS_PER_SLAB == 0)
+		c = aligned_alloc(SPOKE_CHUNK_ALIGN, SPOKE_CHUNK_ALIGN * SPOKE_CHUNKS_PER_SLAB);
+	else
+		c = (struct arena_chunk *)((char *)atomic_load_explicit(&a->chunk[number - 1],
+									memory_order_relaxed) +
+					   SPOKE_CHUNK_ALIGN);
 	if (!c)
 		return NULL;
-	for (size_t i = 0; i < SPOKE_ARENA_CHUNK; i++) {
-		atomic_init(&c[i].state, spoke_st_freed(0)); /* generation 1, FREE */
-		c[i].slot_id = (uint32_t)(a->index << SPOKE_ARENA_SHIFT | (first_slot + i));
-	}
+	c->arena = a;
+	c->first_slot_id = (uint32_t)(a->index << SPOKE_ARENA_SHIFT | number * SPOKE_ARENA_CHUNK);
+	memset(c->h, 0, sizeof(c->h));
+	for (size_t i = 0; i < SPOKE_ARENA_CHUNK - 1; i++)
+		atomic_init(&c->h[i].state, spoke_st_freed(0)); /* generation 1, FREE */
 	return c;
 }
 
@@ -70,7 +83,7 @@ static void take_returned(struct arena *a)
 static struct spoke_handle *arena_take(struct arena *a)
 {
 	struct spoke_handle *h = a->free_list;
-	size_t slot;
+	size_t n, per_chunk = SPOKE_ARENA_CHUNK - 1;
 
 	if (!h) {
 		take_returned(a);
@@ -80,19 +93,19 @@ static struct spoke_handle *arena_take(struct arena *a)
 		a->free_list = (struct spoke_handle *)h->qnode.next;
 		return h;
 	}
-	slot = a->fresh;
-	if (slot >= SPOKE_ARENA_SLOTS)
+	n = a->fresh;
+	if (n >= SPOKE_ARENA_CHUNKS * per_chunk)
 		return NULL;
-	if (slot % SPOKE_ARENA_CHUNK == 0) {
-		struct spoke_handle *c = chunk_new(a, slot);
+	if (n % per_chunk == 0) {
+		struct arena_chunk *c = chunk_new(a, n / per_chunk);
 
 		if (!c)
 			return NULL;
-		atomic_store_explicit(&a->chunk[slot / SPOKE_ARENA_CHUNK], c, memory_order_release);
+		atomic_store_explicit(&a->chunk[n / per_chunk], c, memory_order_release);
 	}
-	a->fresh = slot + 1;
-	return &atomic_load_explicit(&a->chunk[slot / SPOKE_ARENA_CHUNK],
-				     memory_order_relaxed)[slot % SPOKE_ARENA_CHUNK];
+	a->fresh = n + 1;
+	return &atomic_load_explicit(&a->chunk[n / per_chunk], memory_order_relaxed)
+			->h[n % per_chunk];
 }
 
 static struct arena *arena_new(struct spoke *s, struct arena *home);
@@ -130,7 +143,7 @@ void spoke_handle_release(struct spoke *s, struct spoke_handle *h)
 
 	if (spoke_st_gen(atomic_load_explicit(&h->state, memory_order_relaxed)) == 0)
 		return;
-	a = atomic_load_explicit(&s->arenas[h->slot_id >> SPOKE_ARENA_SHIFT], memory_order_acquire);
+	a = spoke_chunk_of(h)->arena;
 	if (spoke_tls_arena.serial == s->serial && spoke_tls_arena.arena == a->home) {
 		h->qnode.next = (struct cds_wfcq_node *)a->free_list;
 		a->free_list = h;
@@ -143,19 +156,19 @@ void spoke_handle_release(struct spoke *s, struct spoke_handle *h)
 struct spoke_handle *spoke_handle_lookup(struct spoke *s, spoke_id id)
 {
 	uint32_t slot_id = (uint32_t)id;
+	uint32_t slot = slot_id & (SPOKE_ARENA_SLOTS - 1), i = slot % SPOKE_ARENA_CHUNK;
 	struct arena *a;
-	struct spoke_handle *c;
-	uint32_t slot = slot_id & (SPOKE_ARENA_SLOTS - 1);
+	struct arena_chunk *c;
 
-	if (spoke_st_gen(id) == 0)
-		return NULL;
+	if (spoke_st_gen(id) == 0 || i == 0)
+		return NULL; /* i == 0: a chunk header's slot, in no id */
 	a = atomic_load_explicit(&s->arenas[slot_id >> SPOKE_ARENA_SHIFT], memory_order_acquire);
 	if (!a)
 		return NULL;
 	c = atomic_load_explicit(&a->chunk[slot / SPOKE_ARENA_CHUNK], memory_order_acquire);
 	if (!c)
 		return NULL;
-	return &c[slot % SPOKE_ARENA_CHUNK];
+	return &c->h[i - 1];
 }
 
 /*
@@ -393,12 +406,13 @@ void spoke_arenas_free(struct spoke *s)
 		 */
 		(void)atomic_load_explicit(&a->owner, memory_order_acquire);
 		for (size_t c = 0; c < SPOKE_ARENA_CHUNKS; c++) {
-			struct spoke_handle *chunk =
+			struct arena_chunk *chunk =
 				atomic_load_explicit(&a->chunk[c], memory_order_relaxed);
 
 			if (!chunk)
 				break;
-			free(chunk);
+			if (c % SPOKE_CHUNKS_PER_SLAB == 0)
+				free(chunk); /* a slab (chunk_new) */
 		}
 		cds_wfcq_destroy(&a->ret_head, &a->ret_tail);
 		cds_wfcq_destroy(&a->taken_head, &a->taken_tail);

@@ -46,7 +46,7 @@
 #define SPOKE_ARENA_SHIFT  20 /* id bits 0..19: slot, 20..31: arena */
 #define SPOKE_ARENAS	   4096
 #define SPOKE_ARENA_SLOTS  (1u << SPOKE_ARENA_SHIFT)
-#define SPOKE_ARENA_CHUNK  1024u /* handles per chunk */
+#define SPOKE_ARENA_CHUNK  1024u /* slots per chunk: the first names the chunk (arena.c) */
 #define SPOKE_ARENA_CHUNKS (SPOKE_ARENA_SLOTS / SPOKE_ARENA_CHUNK)
 
 enum spoke_kind {
@@ -54,10 +54,6 @@ enum spoke_kind {
 	SPOKE_KIND_PERIODIC = 1,
 	SPOKE_KIND_TTL = 2,
 };
-
-/* Owner-private bits of spoke_handle.owner_flags. */
-#define SPOKE_OWN_SEEN	  1u /* counted in `started` */
-#define SPOKE_OWN_IN_LAWN 2u /* node is in the shard's lawn engine */
 
 struct spoke_handle {
 	struct spoke_timer node;    /* owner: position in an engine */
@@ -68,9 +64,40 @@ struct spoke_handle {
 	_Atomic uint64_t deadline_ns; /* deadline asked by the last start or reset */
 	uint64_t base_ns;	      /* owner (runner while RUNNING): this run's deadline */
 	uint64_t period_ns;	      /* periodic: period */
-	uint32_t slot_id;	      /* arena << 20 | slot; immutable */
-	uint8_t owner_flags;	      /* owner: SPOKE_OWN_* */
 };
+
+/*
+ * A block of handles (arena.c). It is aligned to its own power-of-two size,
+ * so a handle finds its chunk by masking its address, and there the arena
+ * it belongs to and its id: no handle stores either. Slot 0 of each chunk's
+ * range of ids is the header's, so handle i has slot first_slot + 1 + i.
+ */
+struct arena_chunk {
+	struct arena *arena;
+	uint32_t first_slot_id; /* arena << 20 | chunk number * SPOKE_ARENA_CHUNK */
+	struct spoke_handle h[SPOKE_ARENA_CHUNK - 1];
+};
+
+#define SPOKE_CHUNK_ALIGN                                                                          \
+	(sizeof(struct arena_chunk) <= (64u << 10)    ? (64u << 10)                                \
+	 : sizeof(struct arena_chunk) <= (128u << 10) ? (128u << 10)                               \
+						      : (256u << 10))
+_Static_assert(sizeof(struct arena_chunk) <= SPOKE_CHUNK_ALIGN, "a chunk fits its alignment");
+#define SPOKE_CHUNKS_PER_SLAB 8u /* chunks per allocation (arena.c chunk_new) */
+_Static_assert(SPOKE_ARENA_CHUNKS % SPOKE_CHUNKS_PER_SLAB == 0, "slabs tile an arena");
+
+static inline struct arena_chunk *spoke_chunk_of(const struct spoke_handle *h)
+{
+	return (struct arena_chunk *)((uintptr_t)h & ~(uintptr_t)(SPOKE_CHUNK_ALIGN - 1));
+}
+
+/* The arena << 20 | slot part of h's ids. */
+static inline uint32_t spoke_handle_slot_id(const struct spoke_handle *h)
+{
+	const struct arena_chunk *c = spoke_chunk_of(h);
+
+	return c->first_slot_id + 1 + (uint32_t)(h - c->h);
+}
 
 struct arena {
 	struct spoke *s;
@@ -91,7 +118,7 @@ struct arena {
 	struct cds_wfcq_tail ret_tail __attribute__((aligned(SPOKE_CACHELINE)));
 	/* Published with release; read by any thread resolving an id (own line: no
 	 * false sharing with ret_tail, which every returning thread writes). */
-	_Atomic(struct spoke_handle *) chunk[SPOKE_ARENA_CHUNKS]
+	_Atomic(struct arena_chunk *) chunk[SPOKE_ARENA_CHUNKS]
 		__attribute__((aligned(SPOKE_CACHELINE)));
 };
 
@@ -396,7 +423,6 @@ void spoke_shard_nudge(struct shard *sh, uint64_t due_ns);
 
 void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns);
 void spoke_shard_disarm(struct shard *sh, struct spoke_handle *h);
-void spoke_shard_note_started(struct shard *sh, struct spoke_handle *h);
 void spoke_shard_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool reset);
 int spoke_shard_turn(struct shard *sh);
 int64_t spoke_shard_next_ns(struct shard *sh);

@@ -97,39 +97,38 @@ static void publish_pending(struct shard *sh)
 	atomic_store_explicit(&sh->pending, n, memory_order_relaxed);
 }
 
+/*
+ * Which engine holds h: a TTL timer lives in the lawn. The rare start the
+ * lawn refuses (-ENOMEM) goes to the wheel and its kind becomes one-shot, so
+ * the kind in the state word always names the engine and the handle needs
+ * no flag of its own.
+ */
+static struct spoke_engine *engine_of(const struct shard *sh, uint64_t s)
+{
+	return spoke_st_kind(s) == SPOKE_KIND_TTL && sh->lawn ? sh->lawn : sh->wheel;
+}
+
 void spoke_shard_disarm(struct shard *sh, struct spoke_handle *h)
 {
-	struct spoke_engine *e = (h->owner_flags & SPOKE_OWN_IN_LAWN) ? sh->lawn : sh->wheel;
-
-	(void)spoke_engine_stop(e, &h->node);
-	h->owner_flags &= (uint8_t)~SPOKE_OWN_IN_LAWN;
+	(void)spoke_engine_stop(
+		engine_of(sh, atomic_load_explicit(&h->state, memory_order_relaxed)), &h->node);
 }
 
 /* Owner: put h in its engine for deadline_ns (moving it if pending). */
 void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns)
 {
 	uint64_t s = atomic_load_explicit(&h->state, memory_order_relaxed);
-	bool ttl = spoke_st_kind(s) == SPOKE_KIND_TTL && sh->lawn;
-	struct spoke_engine *e = ttl ? sh->lawn : sh->wheel;
+	struct spoke_engine *e = engine_of(sh, s);
 	uint64_t t = deadline_tick(sh, deadline_ns), now = spoke_engine_now(e);
 
 	if (spoke_timer_pending(&h->node))
-		spoke_shard_disarm(sh, h);
-	/* Only the lawn can refuse (-ENOMEM); the wheel then takes it. */
-	if (ttl && spoke_engine_start(e, &h->node, t > now ? t - now : 0) == 0) {
-		h->owner_flags |= SPOKE_OWN_IN_LAWN;
-	} else {
-		now = spoke_engine_now(sh->wheel);
-		(void)spoke_engine_start(sh->wheel, &h->node, t > now ? t - now : 0);
-	}
-}
-
-void spoke_shard_note_started(struct shard *sh, struct spoke_handle *h)
-{
-	if (!(h->owner_flags & SPOKE_OWN_SEEN)) {
-		h->owner_flags |= SPOKE_OWN_SEEN;
-		spoke_count(sh, CTR_STARTED, true);
-	}
+		(void)spoke_engine_stop(e, &h->node);
+	if (spoke_engine_start(e, &h->node, t > now ? t - now : 0) == 0)
+		return;
+	/* Only the lawn can refuse: the wheel takes it, as a one-shot from now on. */
+	atomic_fetch_and_explicit(&h->state, ~SPOKE_ST_KIND_MASK, memory_order_relaxed);
+	now = spoke_engine_now(sh->wheel);
+	(void)spoke_engine_start(sh->wheel, &h->node, t > now ? t - now : 0);
 }
 
 /*
@@ -182,14 +181,15 @@ static void run_or_dispatch(struct shard *sh, struct spoke_handle *h)
  */
 static void handle_message(struct shard *sh, struct spoke_handle *h)
 {
-	uint64_t clear = SPOKE_ST_INBOX | SPOKE_ST_RESET, s;
+	uint64_t clear = SPOKE_ST_INBOX | SPOKE_ST_RESET | SPOKE_ST_FRESH, s;
 
 	if (spoke_st_status(atomic_load_explicit(&h->state, memory_order_relaxed)) ==
 	    SPOKE_ST_DISPATCHED)
 		clear = SPOKE_ST_INBOX;
 	s = atomic_fetch_and_explicit(&h->state, ~clear, memory_order_acq_rel);
 
-	spoke_shard_note_started(sh, h);
+	if (s & SPOKE_ST_FRESH)
+		spoke_count(sh, CTR_STARTED, true);
 	switch (spoke_st_status(s)) {
 	case SPOKE_ST_ARMED:
 		if (s & SPOKE_ST_RESET) {
@@ -483,7 +483,6 @@ static void on_expire(void *ctx, struct spoke_timer *t)
 	struct spoke_handle *h = caa_container_of(t, struct spoke_handle, node);
 	uint64_t s = atomic_load_explicit(&h->state, memory_order_acquire);
 
-	h->owner_flags &= (uint8_t)~SPOKE_OWN_IN_LAWN;
 	do {
 		/* A queued message (reset, cancel) decides instead. */
 		if ((s & (SPOKE_ST_INBOX | SPOKE_ST_WRITING)) ||

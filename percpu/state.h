@@ -9,6 +9,10 @@
  *                no id: a handle freed with its last generation wraps to 0
  *                and is spent, never handed out again (arena.c), so no
  *                (generation, slot) pair ever names two timers.
+ *   bit   31     FRESH    a start from another thread that the owner has not
+ *                counted yet: set with the start message, cleared (and
+ *                counted in `started`) when the owner takes it, so a start
+ *                is counted once however many messages follow it
  *   bit   30     ORPHAN   the timer is over, but a reset still holds WRITING:
  *                that reset frees the handle when it clears WRITING
  *   bit   29     WRITING  a reset from another thread is storing deadline_ns
@@ -76,6 +80,7 @@ enum spoke_status {
 #define SPOKE_ST_SHARD_MASK  (0xffull << SPOKE_ST_SHARD_SHIFT)
 #define SPOKE_ST_WRITING     (1ull << 29) /* a foreign reset holds the right to store deadline_ns */
 #define SPOKE_ST_ORPHAN	     (1ull << 30) /* over; the WRITING reset frees it */
+#define SPOKE_ST_FRESH	     (1ull << 31) /* foreign start, not counted in `started` yet */
 #define SPOKE_ST_GEN_SHIFT   32
 
 static inline unsigned spoke_st_status(uint64_t s)
@@ -132,7 +137,8 @@ static inline uint64_t spoke_st_retired(uint64_t s)
 {
 	if (s & SPOKE_ST_WRITING)
 		return (spoke_st_with_status(s, SPOKE_ST_CANCELLED) | SPOKE_ST_ORPHAN) &
-		       ~(SPOKE_ST_WAITERS | SPOKE_ST_INBOX | SPOKE_ST_RESET | SPOKE_ST_STOP);
+		       ~(SPOKE_ST_WAITERS | SPOKE_ST_INBOX | SPOKE_ST_RESET | SPOKE_ST_STOP |
+			 SPOKE_ST_FRESH);
 	return spoke_st_freed(s);
 }
 

@@ -1065,7 +1065,7 @@ static void blocked_inbox_caps_the_wait(void **state)
 {
 	struct spoke *s = svc_new(1, 1 * MS, 1);
 	struct shard *sh = &s->shards[0];
-	/* FREE (state 0) and already counted: the owner takes it and ignores it. */
+	/* FREE (state 0, no FRESH: nothing to count): the owner takes it and ignores it. */
 	struct spoke_handle *dummy = calloc(1, sizeof(*dummy));
 	struct cds_wfcq_node *old;
 	spoke_id first;
@@ -1074,7 +1074,6 @@ static void blocked_inbox_caps_the_wait(void **state)
 
 	(void)state;
 	assert_non_null(dummy);
-	dummy->owner_flags = SPOKE_OWN_SEEN;
 	assert_int_equal(spoke_attach(s, 0), 0);
 	/* A start linked in the inbox, then a producer stuck behind it. */
 	pthread_join(thread_start(start_on_shard0, s), &ret);

@@ -503,6 +503,56 @@ static void start_functions_enomem(void **state)
 }
 
 /*
+ * Not an error: a TTL start the lawn cannot grow for (-ENOMEM) goes to the
+ * wheel instead, and from then on cancel, reset and expiry must find it
+ * there. The lawn's first hash table holds 32 TTLs; the next new TTL needs
+ * it doubled, which the armed fault refuses.
+ */
+#define LAWN_FIRST_TABLE_TTLS 32
+
+static void start_ttl_lawn_enomem_goes_to_wheel(void **state)
+{
+	struct spoke *s = svc_new(1, 1 * MS, 0);
+	spoke_id far[LAWN_FIRST_TABLE_TTLS], soon = 0, stopped = 0, moved = 0;
+	atomic_uint ran = 0, far_ran = 0;
+	unsigned long refused;
+	int rc[3];
+	uint64_t give_up;
+
+	(void)state;
+	assert_int_equal(spoke_attach(s, 0), 0);
+	for (unsigned i = 0; i < LAWN_FIRST_TABLE_TTLS; i++)
+		assert_int_equal(spoke_start_ttl(s, (3600 + i) * SEC, count_fn, &far_ran, &far[i]),
+				 0);
+	fault_alloc_after(0);
+	rc[0] = spoke_start_ttl(s, 5 * MS, count_fn, &ran, &soon);
+	rc[1] = spoke_start_ttl(s, 7200 * SEC, count_fn, &far_ran, &stopped);
+	rc[2] = spoke_start_ttl(s, 7300 * SEC, count_fn, &ran, &moved);
+	refused = fault_allocs_failed;
+	fault_off();
+	assert_true(refused > 0); /* the lawn did ask for memory */
+	for (unsigned i = 0; i < 3; i++)
+		assert_int_equal(rc[i], 0);
+	assert_int_equal(spoke_cancel(s, stopped), 0);
+	assert_int_equal(spoke_reset(s, moved, 10 * MS), 0);
+	give_up = mono_ns() + EVENTUALLY_NS;
+	while (atomic_load(&ran) < 2 && mono_ns() < give_up) {
+		assert_true(spoke_poll(s) >= 0);
+		sleep_ns(200 * US);
+	}
+	assert_int_equal(atomic_load(&ran), 2);
+	assert_int_equal(spoke_cancel(s, soon), -ENOENT);
+	assert_int_equal(spoke_cancel(s, moved), -ENOENT);
+	assert_int_equal(stats_pending(s), LAWN_FIRST_TABLE_TTLS);
+	for (unsigned i = 0; i < LAWN_FIRST_TABLE_TTLS; i++)
+		assert_int_equal(spoke_cancel(s, far[i]), 0);
+	assert_true(spoke_poll(s) >= 0);
+	assert_stats_settled(s, LAWN_FIRST_TABLE_TTLS + 3, 0);
+	assert_int_equal(atomic_load(&far_ran), 0);
+	assert_int_equal(spoke_detach(s), 0);
+}
+
+/*
  * -EAGAIN: a new thread whose arena cannot be allocated: every start
  * function is refused, *id untouched. (cancel, cancel_sync and reset give
  * -EAGAIN there too, which spoke.h does not say: they are checked to leave
@@ -579,6 +629,7 @@ static void id_calls_bad_ids_enoent(void **state)
 		bad[n++] = (gen << 32) | ((slot + 1000) & 0xffffffffu); /* same chunk or next */
 		bad[n++] = (gen << 32) | (slot ^ (1u << 20));		/* another arena */
 		bad[n++] = (gen << 32) | (slot | 0xfff00000u);		/* the last arena */
+		bad[n++] = (gen << 32) | (slot & ~1023u);		/* its chunk's header */
 		bad[n++] = gen << 32;
 		bad[n++] = slot;
 	}
@@ -1078,6 +1129,7 @@ int main(int argc, char **argv)
 		ERR_TEST(spoke_start_ttl_einval),
 		ERR_TEST(start_functions_enomem),
 		ERR_TEST(start_functions_eagain),
+		ERR_TEST(start_ttl_lawn_enomem_goes_to_wheel),
 		ERR_TEST(id_calls_null_service_einval),
 		ERR_TEST(id_calls_bad_ids_enoent),
 		ERR_TEST(spoke_attach_out_of_range_einval),

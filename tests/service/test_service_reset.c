@@ -19,6 +19,7 @@
  *                                               moves it, as cancel prevents it
  *   line6_stale_id_after_cancel              6  generations under slot reuse
  *   line6_stale_id_after_fire                6
+ *   line6_ids_across_chunks                  6  each of 3000 ids names its own timer
  *   line6_stale_ids_many_threads             6  (+ pitfall) stale ids vs new timers
  *
  * Usage: test_service_reset [test name...]   (no name: all)
@@ -910,6 +911,48 @@ static void line6_stale_id_after_fire(void **state)
 	free(live);
 }
 
+/*
+ * Contract line 6, across handle chunks (1023 handles each, arena.c): a
+ * thread holding 3000 timers gets 3000 ids, each naming its own timer. A
+ * third is reset to fire, a third cancelled, a third left: exactly the
+ * reset ones run, once each, with their own argument.
+ */
+#define L6C_TIMERS 3000
+
+static atomic_uint l6c_runs[L6C_TIMERS];
+
+static void l6c_fn(void *arg)
+{
+	atomic_fetch_add(&l6c_runs[(uintptr_t)arg], 1);
+}
+
+static void line6_ids_across_chunks(void **state)
+{
+	(void)state;
+	struct spoke *s = svc_new(1, 500 * US, 0);
+	spoke_id *id = calloc(L6C_TIMERS, sizeof(*id));
+
+	assert_non_null(id);
+	for (uintptr_t i = 0; i < L6C_TIMERS; i++) {
+		atomic_store(&l6c_runs[i], 0);
+		assert_int_equal(spoke_start(s, 3600 * SEC, l6c_fn, (void *)i, &id[i]), 0);
+	}
+	for (unsigned i = 0; i < L6C_TIMERS; i++) {
+		if (i % 3 == 0)
+			assert_int_equal(spoke_reset(s, id[i], 1 * MS), 0);
+		else if (i % 3 == 1)
+			assert_int_equal(spoke_cancel(s, id[i]), 0);
+	}
+	ASSERT_EVENTUALLY(stats_pending(s) == L6C_TIMERS / 3, "the reset timers to fire");
+	for (unsigned i = 0; i < L6C_TIMERS; i++) {
+		if (atomic_load(&l6c_runs[i]) != (i % 3 == 0))
+			fail_msg("timer %u ran %u times", i, atomic_load(&l6c_runs[i]));
+		assert_int_equal(spoke_cancel(s, id[i]), i % 3 == 2 ? 0 : -ENOENT);
+	}
+	svc_destroy(s);
+	free(id);
+}
+
 #define L6_THREADS  6
 #define L6_RING	    32
 #define L6_SENTRIES 8
@@ -1052,6 +1095,7 @@ int main(int argc, char **argv)
 		SVC_TEST(line5_reset_moves_run_queued_on_pool),
 		SVC_TEST(line6_stale_id_after_cancel),
 		SVC_TEST(line6_stale_id_after_fire),
+		SVC_TEST(line6_ids_across_chunks),
 		SVC_TEST(line6_stale_ids_many_threads),
 	};
 
