@@ -458,8 +458,16 @@ static int start_timer(struct spoke *s, unsigned shard, unsigned kind, uint64_t 
 		return call_leave(a, -ENOMEM);
 	h->fn = fn;
 	h->arg = arg;
-	h->period_ns = period_ns;
-	h->base_ns = deadline;
+	if (kind == SPOKE_KIND_PERIODIC) {
+		struct spoke_handle *aux = spoke_handle_alloc_aux(a);
+
+		if (!aux) {
+			spoke_handle_release(s, h, 0); /* never armed: its generation stays */
+			return call_leave(a, -ENOMEM);
+		}
+		aux->per = (struct spoke_periodic){period_ns, deadline, arg};
+		h->arg = aux;
+	}
 	spoke_timer_init(&h->node);
 	atomic_store_explicit(&h->deadline_ns, deadline, memory_order_relaxed);
 	st = spoke_st_armed(spoke_st_gen(atomic_load_explicit(&h->state, memory_order_relaxed)),
@@ -542,7 +550,7 @@ static int cancel_direct(struct shard *sh, struct spoke_handle *h, uint64_t st)
 	spoke_shard_disarm(sh, h);
 	spoke_count(sh, CTR_CANCELLED, true);
 	atomic_store_explicit(&h->state, spoke_st_freed(c), memory_order_release);
-	spoke_handle_release(sh->s, h);
+	spoke_handle_release(sh->s, h, c);
 	return 0;
 }
 
@@ -652,7 +660,7 @@ static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, u
 						     memory_order_acq_rel, memory_order_acquire))
 		return -EAGAIN;
 	atomic_store_explicit(&h->deadline_ns, d, memory_order_relaxed);
-	h->base_ns = d;
+	spoke_handle_set_base(h, st, d);
 	spoke_shard_arm(sh, h, d);
 	return 0;
 }
@@ -680,7 +688,7 @@ static void reset_publish(struct shard *sh, struct spoke_handle *h, uint64_t d)
 	} while (!atomic_compare_exchange_weak_explicit(&h->state, &st, next, memory_order_acq_rel,
 							memory_order_acquire));
 	if (st & SPOKE_ST_ORPHAN)
-		spoke_handle_release(sh->s, h);
+		spoke_handle_release(sh->s, h, st);
 	else if ((next & SPOKE_ST_INBOX) && !(st & SPOKE_ST_INBOX))
 		spoke_shard_post(sh, h, d);
 	else if ((next & SPOKE_ST_INBOX) && spoke_st_status(next) == SPOKE_ST_ARMED)

@@ -18,11 +18,12 @@
  *
  * An id is generation << 32 | arena << 20 | slot. A handle stores neither:
  * its chunk (struct arena_chunk) is aligned to its own size and names both.
- * An arena holds up to 1024 chunks of 1023 handles; a thread that needs more chains further arenas
- * ("spills") to its first one (its "home"), so one thread may hold any number of live timers. When
- * a thread exits, its home (with its spills) is orphaned and the next new thread adopts it whole,
- * so a spill always belongs to its home and "is this handle from my arenas" is one immutable
- * pointer compare. At most 4096 arenas per instance.
+ * An arena holds up to 1024 chunks of 1023 handles; a thread that needs more
+ * chains further arenas ("spills") to its first one (its "home"), so one
+ * thread may hold any number of live timers. When a thread exits, its home
+ * (with its spills) is orphaned and the next new thread adopts it whole, so
+ * a spill always belongs to its home and "is this handle from my arenas" is
+ * one immutable pointer compare. At most 4096 arenas per instance.
  */
 #include "service.h"
 #include "test_hooks.h"
@@ -137,7 +138,7 @@ struct spoke_handle *spoke_handle_alloc(struct arena *home)
  * one handle lost per 2^32 - 1 timers of its slot, so that an id kept for
  * hours can never name a new timer.
  */
-void spoke_handle_release(struct spoke *s, struct spoke_handle *h)
+static void handle_return(struct spoke *s, struct spoke_handle *h)
 {
 	struct arena *a;
 
@@ -151,6 +152,40 @@ void spoke_handle_release(struct spoke *s, struct spoke_handle *h)
 	}
 	cds_wfcq_node_init(&h->qnode);
 	cds_wfcq_enqueue(&a->ret_head, &a->ret_tail, &h->qnode);
+}
+
+/*
+ * End of a timer whose last word was old (its kind): give back its handle
+ * and, for a periodic timer, its SPOKE_ST_AUX slot, found before h can be
+ * taken again.
+ */
+void spoke_handle_release(struct spoke *s, struct spoke_handle *h, uint64_t old)
+{
+	struct spoke_handle *aux = spoke_st_kind(old) == SPOKE_KIND_PERIODIC ? h->arg : NULL;
+
+	handle_return(s, h);
+	if (aux) {
+		atomic_store_explicit(
+			&aux->state,
+			spoke_st_freed(atomic_load_explicit(&aux->state, memory_order_relaxed)),
+			memory_order_release);
+		handle_return(s, aux);
+	}
+}
+
+/* A periodic timer's second slot, from the caller's arenas (home); NULL: -ENOMEM. */
+struct spoke_handle *spoke_handle_alloc_aux(struct arena *home)
+{
+	struct spoke_handle *aux = spoke_handle_alloc(home);
+
+	if (aux)
+		atomic_store_explicit(
+			&aux->state,
+			spoke_st_with_status(
+				atomic_load_explicit(&aux->state, memory_order_relaxed),
+				SPOKE_ST_AUX),
+			memory_order_relaxed);
+	return aux;
 }
 
 struct spoke_handle *spoke_handle_lookup(struct spoke *s, spoke_id id)

@@ -92,8 +92,11 @@ static void finish_run(struct spoke *s, struct spoke_handle *h)
 	struct shard *sh = &s->shards[spoke_st_shard(st)];
 	bool rearm, direct = spoke_shard_owned_by_me(sh);
 
-	if (spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP))
-		h->base_ns = periodic_next_ns(h->base_ns, h->period_ns, spoke_now_ns());
+	if (spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP)) {
+		struct spoke_periodic *per = spoke_periodic_of(h);
+
+		per->base_ns = periodic_next_ns(per->base_ns, per->period_ns, spoke_now_ns());
+	}
 	do {
 		rearm = spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP) &&
 			!atomic_load_explicit(&s->stopping, memory_order_relaxed);
@@ -173,14 +176,21 @@ bool spoke_run_callback(struct spoke *s, struct spoke_handle *h)
 	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
 	struct shard *sh = &s->shards[spoke_st_shard(st)];
 	const struct spoke_handle *outer;
+	void *arg;
 
 	if (!claim_run(sh, h, st))
 		return false;
 	spoke_count(sh, CTR_FIRED, spoke_shard_owned_by_me(sh));
-	note_lateness(sh, h->base_ns);
+	if (spoke_st_kind(st) == SPOKE_KIND_PERIODIC) {
+		note_lateness(sh, spoke_periodic_of(h)->base_ns);
+		arg = spoke_periodic_of(h)->arg;
+	} else {
+		note_lateness(sh, atomic_load_explicit(&h->deadline_ns, memory_order_relaxed));
+		arg = h->arg;
+	}
 	outer = tls_running;
 	tls_running = h;
-	h->fn(h->arg);
+	h->fn(arg);
 	tls_running = outer;
 	finish_run(s, h);
 	return true;

@@ -4,15 +4,17 @@
  *
  * Who owns what:
  *
- *   struct spoke_handle  one per timer, in a per-thread arena (arena.c).
+ *   struct spoke_handle  one per timer (two for a periodic timer: struct
+ *                        spoke_periodic), in a per-thread arena (arena.c).
  *                        Its 64-bit state word (state.h) is the only field
  *                        any thread may touch at any time; the engine node
- *                        and base_ns belong to the owner shard (base_ns to
- *                        the runner while RUNNING, which hands the next
- *                        deadline back with the re-arm); fn, arg and
- *                        period_ns are written by the starting thread before
- *                        the handle is published and read only by threads
- *                        that received it through a queue.
+ *                        and a periodic timer's base_ns belong to the owner
+ *                        shard (base_ns to the runner while RUNNING, which
+ *                        hands the next deadline back with the re-arm); fn,
+ *                        arg and the periodic part are written by the
+ *                        starting thread before the handle is published and
+ *                        read only by threads that received it through a
+ *                        queue.
  *   struct shard         one per CPU: its engines belong to its owner thread
  *                        (managed thread, or the attached server thread);
  *                        any thread enqueues handles on its inbox (a
@@ -55,16 +57,49 @@ enum spoke_kind {
 	SPOKE_KIND_TTL = 2,
 };
 
+/*
+ * What a periodic timer needs beyond a one-shot. It lives in a second handle
+ * slot of its own (state SPOKE_ST_AUX, so no id ever acts on it), which the
+ * timer's handle points at in place of the caller's arg: a one-shot, by far
+ * the common timer, pays nothing for it. base_ns, the deadline of the run
+ * due or running, has the owner of `node` as its owner, the runner while
+ * RUNNING (it sets the next one and hands it back with the re-arm).
+ */
+struct spoke_periodic {
+	uint64_t period_ns;
+	uint64_t base_ns;
+	void *arg; /* the caller's */
+};
+
 struct spoke_handle {
-	struct spoke_timer node;    /* owner: position in an engine */
+	union {
+		struct spoke_timer node;   /* a timer: owner: position in an engine */
+		struct spoke_periodic per; /* SPOKE_ST_AUX: its periodic timer's */
+	};
 	_Atomic uint64_t state;	    /* state.h */
 	struct cds_wfcq_node qnode; /* inbox / pool / arena return queue */
 	spoke_fn *fn;
-	void *arg;
-	_Atomic uint64_t deadline_ns; /* deadline asked by the last start or reset */
-	uint64_t base_ns;	      /* owner (runner while RUNNING): this run's deadline */
-	uint64_t period_ns;	      /* periodic: period */
+	void *arg; /* the caller's; a periodic timer: its SPOKE_ST_AUX handle */
+	/*
+	 * The deadline asked by the last start or reset. A one-shot is never
+	 * reset once it runs (RUNNING: -ENOENT), so there it is also the
+	 * deadline of the run, which lateness is measured from.
+	 */
+	_Atomic uint64_t deadline_ns;
 };
+
+/* The periodic part of h (kind SPOKE_KIND_PERIODIC). */
+static inline struct spoke_periodic *spoke_periodic_of(const struct spoke_handle *h)
+{
+	return &((struct spoke_handle *)h->arg)->per;
+}
+
+/* Owner: h (word st) will run next at d; a periodic timer keeps its phase from there. */
+static inline void spoke_handle_set_base(struct spoke_handle *h, uint64_t st, uint64_t d)
+{
+	if (spoke_st_kind(st) == SPOKE_KIND_PERIODIC)
+		spoke_periodic_of(h)->base_ns = d;
+}
 
 /*
  * A block of handles (arena.c). It is aligned to its own power-of-two size,
@@ -272,7 +307,8 @@ void spoke_arena_key_delete(struct spoke *s);
 bool spoke_instance_live(uint64_t serial);
 struct arena *spoke_arena_mine_slow(struct spoke *s);
 struct spoke_handle *spoke_handle_alloc(struct arena *a);
-void spoke_handle_release(struct spoke *s, struct spoke_handle *h);
+struct spoke_handle *spoke_handle_alloc_aux(struct arena *home);
+void spoke_handle_release(struct spoke *s, struct spoke_handle *h, uint64_t old);
 struct spoke_handle *spoke_handle_lookup(struct spoke *s, spoke_id id);
 void spoke_arenas_free(struct spoke *s);
 
@@ -283,7 +319,7 @@ void spoke_arenas_free(struct spoke *s);
 static inline void spoke_handle_retired(struct spoke *s, struct spoke_handle *h, uint64_t old)
 {
 	if (!(old & SPOKE_ST_WRITING))
-		spoke_handle_release(s, h);
+		spoke_handle_release(s, h, old);
 }
 
 /*

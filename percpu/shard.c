@@ -138,9 +138,11 @@ void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline
  */
 void spoke_shard_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool reset)
 {
+	struct spoke_periodic *per = spoke_periodic_of(h);
+
 	if (reset)
-		h->base_ns = atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
-	spoke_shard_arm(sh, h, h->base_ns);
+		per->base_ns = atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
+	spoke_shard_arm(sh, h, per->base_ns);
 }
 
 /* Owner: end a cancelled handle's life (unlinked, counted, freed). */
@@ -193,15 +195,17 @@ static void handle_message(struct shard *sh, struct spoke_handle *h)
 	switch (spoke_st_status(s)) {
 	case SPOKE_ST_ARMED:
 		if (s & SPOKE_ST_RESET) {
-			h->base_ns = atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
-			spoke_shard_arm(sh, h, h->base_ns);
+			uint64_t d = atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
+
+			spoke_handle_set_base(h, s, d);
+			spoke_shard_arm(sh, h, d);
 		} else if (spoke_st_kind(s) == SPOKE_KIND_PERIODIC &&
 			   !spoke_timer_pending(&h->node)) {
 			spoke_shard_rearm_periodic(sh, h, false);
 		}
 		break;
 	case SPOKE_ST_CANCELLED:
-		retire_cancelled(sh, h, s & ~(SPOKE_ST_INBOX | SPOKE_ST_RESET));
+		retire_cancelled(sh, h, s & ~clear); /* the word as the fetch_and left it */
 		break;
 	case SPOKE_ST_DISPATCHED:
 		run_or_dispatch(sh, h); /* recalled from the pool (spoke_shard_recall) */

@@ -80,6 +80,13 @@
  *                        which a stale cancel would then stop. The test
  *                        moves the slot to its last generation by hand
  *                        (2^32 timers take minutes).
+ *   every_handle_comes_back  once every timer of a mixed load is over
+ *                        (one-shots fired and cancelled, periodic timers
+ *                        reset and cancelled while armed, queued or running,
+ *                        from their owner and from other threads), every
+ *                        handle slot ever handed out is FREE again: a
+ *                        periodic timer's second slot (SPOKE_ST_AUX) goes
+ *                        back with it on every path that ends a timer.
  */
 #include "service.h" /* struct arena, spoke_tls_arena: which arena a thread uses */
 #include "service_util.h"
@@ -1201,6 +1208,97 @@ static void periodic_rearm_taken_late_runs_late(void **state)
 	sem_destroy(&lr.go);
 }
 
+#define CB_THREADS 4
+#define CB_ROUNDS  SCALE(20)
+#define CB_EACH	   40
+
+/* Handle slots handed out by s's arenas that are not FREE; *aux: of them, SPOKE_ST_AUX. */
+static unsigned handles_not_free(struct spoke *s, unsigned *aux)
+{
+	unsigned n = 0, narenas = atomic_load(&s->narenas);
+
+	*aux = 0;
+	for (unsigned i = 0; i < narenas; i++) {
+		struct arena *a = atomic_load(&s->arenas[i]);
+		size_t fresh = a ? a->fresh : 0;
+
+		for (size_t k = 0; k < fresh; k++) {
+			struct arena_chunk *c = atomic_load(&a->chunk[k / (SPOKE_ARENA_CHUNK - 1)]);
+			unsigned status = spoke_st_status(
+				atomic_load(&c->h[k % (SPOKE_ARENA_CHUNK - 1)].state));
+
+			n += status != SPOKE_ST_FREE;
+			*aux += status == SPOKE_ST_AUX;
+		}
+	}
+	return n;
+}
+
+static void cb_tick_fn(void *arg)
+{
+	atomic_fetch_add((atomic_uint *)arg, 1);
+}
+
+/*
+ * One round: periodic timers (some reset) and one-shots, a millisecond of
+ * runs (polled, if attached), then cancel them all.
+ */
+static void cb_round(struct spoke *s, unsigned shard, atomic_uint *runs, bool attached)
+{
+	uint64_t until;
+	spoke_id p[CB_EACH], o[CB_EACH];
+
+	for (unsigned i = 0; i < CB_EACH; i++) {
+		BG_CHECK_INT(spoke_start_periodic(s, 300 * US, cb_tick_fn, runs, &p[i]), ==, 0);
+		BG_CHECK_INT(spoke_start_on(s, shard, (i % 4) * 500 * US, cb_tick_fn, runs, &o[i]),
+			     ==, 0);
+	}
+	for (unsigned i = 0; i < CB_EACH; i += 3)
+		BG_CHECK_INT(spoke_reset(s, p[i], 100 * US), ==, 0);
+	for (until = mono_ns() + 1 * MS; mono_ns() < until;) {
+		if (attached)
+			BG_CHECK(spoke_poll(s) >= 0);
+		sleep_ns(100 * US);
+	}
+	for (unsigned i = 0; i < CB_EACH; i++) {
+		BG_CHECK_INT(spoke_cancel(s, p[i]), ==, 0);
+		(void)spoke_cancel(s, o[i]); /* 0, or -ENOENT if it ran */
+	}
+}
+
+static atomic_uint cb_runs;
+
+static void cb_worker(unsigned idx, void *ctx)
+{
+	for (unsigned r = 0; r < CB_ROUNDS; r++)
+		cb_round(ctx, idx % 2, &cb_runs, false);
+}
+
+static void every_handle_comes_back(void **state)
+{
+	struct spoke *s = svc_new(2, 100 * US, 2);
+	unsigned aux, not_free;
+	atomic_uint own_runs = 0;
+
+	(void)state;
+	atomic_store(&cb_runs, 0);
+	run_workers(CB_THREADS, cb_worker, s);
+	/* The owner's own starts and cancels: the direct paths. */
+	assert_int_equal(spoke_attach(s, 0), 0);
+	for (unsigned r = 0; r < CB_ROUNDS; r++)
+		cb_round(s, 0, &own_runs, true);
+	assert_int_equal(spoke_detach(s), 0);
+	assert_no_bg_failures();
+	ASSERT_EVENTUALLY(handles_not_free(s, &aux) == 0, "every timer to end");
+	not_free = handles_not_free(s, &aux);
+	if (not_free)
+		fail_msg("%u handle slots not FREE, %u of them periodic slots", not_free, aux);
+	if (atomic_load(&cb_runs) == 0 || atomic_load(&own_runs) == 0)
+		fail_msg("no runs: %u on the pool, %u attached", atomic_load(&cb_runs),
+			 atomic_load(&own_runs));
+	svc_destroy(s);
+}
+
 static void generation_wrap_spends_slot(void **state)
 {
 	struct spoke *s = svc_new(1, 1 * MS, 0);
@@ -1246,6 +1344,7 @@ int main(int argc, char **argv)
 		HOOK_TEST(detach_runs_go_to_pool),
 		HOOK_TEST(periodic_rearm_taken_late_runs_late),
 		HOOK_TEST(generation_wrap_spends_slot),
+		HOOK_TEST(every_handle_comes_back),
 		HOOK_TEST(fork_while_lock_held_child_creates),
 		HOOK_TEST(fork_child_leaves_parent_instances_alone),
 	};
