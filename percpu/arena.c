@@ -30,21 +30,40 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 _Thread_local struct spoke_tls_arena spoke_tls_arena;
 
 /*
- * Chunks come SPOKE_CHUNKS_PER_SLAB to one allocation (a slab), carved and
- * initialised one at a time as slots run out: malloc spends about two pages
- * on every block this aligned, and a slab pays them once for eight chunks
- * (the pages of chunks not carved yet are never touched).
+ * Chunks come SPOKE_CHUNKS_PER_SLAB to one mapping (a slab), carved and
+ * initialised one at a time as slots run out, so the pages of chunks not
+ * carved yet are never touched. A slab is mapped directly, one alignment
+ * larger than it is, and the unaligned ends are unmapped: malloc would
+ * spend about two pages of its own on every block this aligned.
  */
+#define SLAB_BYTES ((size_t)SPOKE_CHUNK_ALIGN * SPOKE_CHUNKS_PER_SLAB)
+
+static void *slab_map(void)
+{
+	char *p = mmap(NULL, SLAB_BYTES + SPOKE_CHUNK_ALIGN, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	size_t head;
+
+	if (p == MAP_FAILED)
+		return NULL;
+	head = (SPOKE_CHUNK_ALIGN - (uintptr_t)p % SPOKE_CHUNK_ALIGN) % SPOKE_CHUNK_ALIGN;
+	if (head)
+		(void)munmap(p, head);
+	(void)munmap(p + head + SLAB_BYTES, SPOKE_CHUNK_ALIGN - head);
+	return p + head;
+}
+
 static struct arena_chunk *chunk_new(struct arena *a, size_t number)
 {
 	struct arena_chunk *c;
 
 	if (number % SPOKE_CHUNKS_PER_SLAB == 0)
-		c = aligned_alloc(SPOKE_CHUNK_ALIGN, SPOKE_CHUNK_ALIGN * SPOKE_CHUNKS_PER_SLAB);
+		c = slab_map();
 	else
 		c = (struct arena_chunk *)((char *)atomic_load_explicit(&a->chunk[number - 1],
 									memory_order_relaxed) +
@@ -53,9 +72,9 @@ static struct arena_chunk *chunk_new(struct arena *a, size_t number)
 		return NULL;
 	c->arena = a;
 	c->first_slot_id = (uint32_t)(a->index << SPOKE_ARENA_SHIFT | number * SPOKE_ARENA_CHUNK);
-	memset(c->h, 0, sizeof(c->h));
+	/* Fresh mappings are zero: only the state words need a value (generation 1, FREE). */
 	for (size_t i = 0; i < SPOKE_ARENA_CHUNK - 1; i++)
-		atomic_init(&c->h[i].state, spoke_st_freed(0)); /* generation 1, FREE */
+		atomic_init(&c->h[i].state, spoke_st_freed(0));
 	return c;
 }
 
@@ -447,7 +466,7 @@ void spoke_arenas_free(struct spoke *s)
 			if (!chunk)
 				break;
 			if (c % SPOKE_CHUNKS_PER_SLAB == 0)
-				free(chunk); /* a slab (chunk_new) */
+				(void)munmap(chunk, SLAB_BYTES); /* a slab (chunk_new) */
 		}
 		cds_wfcq_destroy(&a->ret_head, &a->ret_tail);
 		cds_wfcq_destroy(&a->taken_head, &a->taken_tail);
