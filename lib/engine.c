@@ -81,10 +81,13 @@ void spoke_timer_init(struct spoke_timer *t)
 	memset(t, 0, sizeof(*t));
 }
 
-/* Take a pending timer out of wherever it is: the due list or the scheme. */
+/*
+ * Take a pending timer out of wherever it is: the due (or firing) list or
+ * the scheme, told apart by its deadline (engine_impl.h).
+ */
 static void unlink_pending(struct spoke_engine *e, struct spoke_timer *t)
 {
-	if (t->sp_slot == SPOKE_SLOT_DUE)
+	if (t->sp_deadline <= e->now)
 		spoke_tlist_del(t);
 	else
 		e->ops->remove(e, t);
@@ -145,8 +148,8 @@ static size_t fire_due(struct spoke_engine *e, spoke_expire_fn *fn, void *ctx)
 	 * Fire from a private list: at the end of time (now == UINT64_MAX) a
 	 * timer armed by fn goes straight onto e->due, and must wait for the
 	 * next call instead of firing in this pass. Timers on e->firing stay
-	 * pending (sp_slot == SPOKE_SLOT_DUE) and fn may still stop them;
-	 * next() answers 1 while any are left.
+	 * pending (deadline <= now) and fn may still stop them; next()
+	 * answers 1 while any are left.
 	 */
 	spoke_tlist_move(&e->firing, &e->due);
 	while ((t = spoke_tlist_pop(&e->firing)) != NULL) {

@@ -26,7 +26,6 @@
  *   sp_link      its index in the array, as an integer (the "heap position"
  *                of engine.h)
  *   sp_deadline  the key (set by engine.c; the entry holds a copy)
- *   sp_slot      0 (anything but SPOKE_SLOT_DUE)
  *   sp_next      unused here; the due list uses it and sp_link once collected
  */
 #include "engine_impl.h"
@@ -189,7 +188,6 @@ static void heap_insert(struct spoke_engine *e, struct spoke_timer *t)
 	struct heap_engine *h = to_heap(e);
 	struct heap_entry ent = {.deadline_ticks = t->sp_deadline, .t = t};
 
-	t->sp_slot = 0;
 	sift_up(h, h->size++, ent);
 }
 

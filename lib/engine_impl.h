@@ -21,10 +21,22 @@
  *
  * The advance loop then pops the due list one timer at a time, clears the
  * pending flag and calls the expiry function. Timers still on the due list
- * are pending: the expiry function of one may stop another (remove() must
- * handle a timer on the due list, whose sp_slot is SPOKE_SLOT_DUE) or re-arm
- * it. A timer armed from inside an expiry function has a deadline > now, so
- * it is never collected in the same pass.
+ * are pending: the expiry function of one may stop another or re-arm it. A
+ * timer armed from inside an expiry function has a deadline > now, so it is
+ * never collected in the same pass.
+ *
+ * On the due list iff sp_deadline <= now. A scheme holds only deadlines
+ * > now: insert() is given one; the clock moves only to a next_event() tick,
+ * never later than the earliest deadline held, followed at once by collect(),
+ * which moves every timer due at that tick (a cascade included) to the due
+ * list; the advance ends at a target before the next event. The due list
+ * (and the firing list taken from it) holds only deadlines <= now: collect()
+ * pushes timers due at the tick it runs at, and start pushes one directly
+ * only when the deadline equals now (now == UINT64_MAX, the end of time);
+ * the clock never goes back. Both hold whenever code outside collect() runs,
+ * i.e. in every start and stop, also from inside an expiry function, so
+ * unlink_pending() in engine.c knows where a pending timer is from its
+ * deadline alone.
  */
 #ifndef SPOKE_LIB_ENGINE_IMPL_H
 #define SPOKE_LIB_ENGINE_IMPL_H
@@ -33,8 +45,7 @@
 
 #include "tlist.h"
 
-/* sp_slot values that mean "not in any slot of the scheme's own". */
-#define SPOKE_SLOT_DUE	    0xffffffffu
+/* sp_slot of a timer on the overflow list of `hierarchical`. */
 #define SPOKE_SLOT_OVERFLOW 0xfffffffeu
 
 struct spoke_engine_ops {
@@ -65,7 +76,6 @@ struct spoke_engine {
 /* Put a collected timer on the due list (scheme side of collect()). */
 static inline void spoke_due_push(struct spoke_engine *e, struct spoke_timer *t)
 {
-	t->sp_slot = SPOKE_SLOT_DUE;
 	spoke_tlist_push(&e->due, t);
 }
 

@@ -40,8 +40,7 @@
  *   sp_link      previous (earlier) timer, a struct spoke_timer *, or NULL
  *                at the head
  *   sp_deadline  set by engine.c
- *   sp_slot      its queue's index in the pool (below LAWN_MAX_QUEUES, so
- *                never SPOKE_SLOT_DUE)
+ *   sp_slot      its queue's index in the pool (below LAWN_MAX_QUEUES)
  * Once collected the timer is unlinked first: the due list (tlist.h) reuses
  * sp_next and sp_link with its own meaning.
  */

@@ -21,7 +21,6 @@
  *   sp_link      previous (earlier) timer, a struct spoke_timer *, or
  *                &sentinel before the head
  *   sp_deadline  the key (set by engine.c)
- *   sp_slot      0 (anything but SPOKE_SLOT_DUE)
  * Once collected the timer is unlinked first: the due list (tlist.h) reuses
  * sp_next and sp_link with its own meaning.
  */
@@ -97,7 +96,6 @@ static void sorted_insert(struct spoke_engine *e, struct spoke_timer *t)
 	 */
 	while (prev->sp_deadline > t->sp_deadline)
 		prev = prev_of(prev);
-	t->sp_slot = 0;
 	link_after(prev, t);
 }
 
