@@ -3,13 +3,14 @@
  * engine_impl.h - what every scheme in lib/ fills in, and what lib/engine.c
  * does for all of them.
  *
- * The split of work: engine.c owns the clock, the pending flag, the count,
- * deadline arithmetic (now + max(delay, 1), saturating) and the advance loop.
- * A scheme only stores timers and answers three questions:
+ * The split of work: engine.c owns the clock, the count, deadline
+ * arithmetic (now + max(delay, 1), saturating) and the advance loop. A
+ * scheme only stores timers:
  *
  *   insert(t)       t->sp_deadline is set and > now; put t where it will be
- *                   found no later than that tick.
- *   remove(t)       t is pending and held by this scheme; take it out.
+ *                   found no later than that tick, with t->sp_link != NULL.
+ *   remove(t)       t is pending and held by this scheme; take it out and
+ *                   leave t->sp_link NULL.
  *   next_event()    the earliest tick > now at which the scheme has work
  *                   (a timer to fire, or a slot to cascade or re-examine);
  *                   never later than the earliest deadline; UINT64_MAX if
@@ -19,11 +20,19 @@
  *                   the engine's due list (spoke_due_push), cascade whatever
  *                   else the tick asks for. Must not fire anything.
  *
- * The advance loop then pops the due list one timer at a time, clears the
- * pending flag and calls the expiry function. Timers still on the due list
- * are pending: the expiry function of one may stop another or re-arm it. A
- * timer armed from inside an expiry function has a deadline > now, so it is
- * never collected in the same pass.
+ * The advance loop then pops the due list one timer at a time and calls the
+ * expiry function. Timers still on the due list are pending: the expiry
+ * function of one may stop another or re-arm it. A timer armed from inside
+ * an expiry function has a deadline > now, so it is never collected in the
+ * same pass.
+ *
+ * No field says whether a timer is pending or on the due list; two
+ * invariants do.
+ *
+ * Pending iff sp_link != NULL. spoke_timer_init() zeroes the timer; every
+ * scheme and the due list keep sp_link set while they hold it (a back link,
+ * a heap position + 1, a neighbour or a sentinel), and every way out - a
+ * scheme's remove(), spoke_tlist_del() when fired or stopped - clears it.
  *
  * On the due list iff sp_deadline <= now. A scheme holds only deadlines
  * > now: insert() is given one; the clock moves only to a next_event() tick,

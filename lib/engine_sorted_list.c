@@ -21,8 +21,9 @@
  *   sp_link      previous (earlier) timer, a struct spoke_timer *, or
  *                &sentinel before the head
  *   sp_deadline  the key (set by engine.c)
- * Once collected the timer is unlinked first: the due list (tlist.h) reuses
- * sp_next and sp_link with its own meaning.
+ * Neither link is NULL while the timer is on the list (it reads as pending)
+ * and unlinking clears both. Once collected the timer is unlinked first: the
+ * due list (tlist.h) reuses sp_next and sp_link with its own meaning.
  */
 #include "engine_impl.h"
 
