@@ -54,9 +54,6 @@
 
 #include "tlist.h"
 
-/* sp_slot of a timer on the overflow list of `hierarchical`. */
-#define SPOKE_SLOT_OVERFLOW 0xfffffffeu
-
 struct spoke_engine_ops {
 	const char *name;
 	size_t size; /* bytes of the scheme's engine struct (embeds struct spoke_engine first) */

@@ -36,9 +36,9 @@ extern "C" {
 /*
  * One timer. All fields are private to the engine that holds the timer; use
  * spoke_timer_init() once before the first start and the functions below.
- * 32 bytes on LP64: two links, the deadline and two 32-bit words. A scheme
- * that needs more per timer (a heap position, a slot) keeps it in sp_link or
- * sp_slot, so the embedding object pays for no field its scheme does not use.
+ * 32 bytes on LP64: two links, the deadline and two unused 32-bit words. A
+ * scheme that needs more per timer (a heap position) keeps it in sp_link, so
+ * the embedding object pays for no field its scheme does not use.
  * The timer is pending exactly while sp_link is not NULL: every scheme keeps
  * it set while it holds the timer, and every way out leaves it NULL.
  */
@@ -46,7 +46,7 @@ struct spoke_timer {
 	struct spoke_timer *sp_next; /* list link (meaning depends on the scheme) */
 	void *sp_link;		     /* back link or heap position; NULL iff not pending */
 	uint64_t sp_deadline;	     /* absolute tick at which it fires */
-	uint32_t sp_slot;	     /* scheme-private slot index */
+	uint32_t sp_slot;	     /* unused */
 	uint32_t sp_flags;	     /* unused */
 };
 
