@@ -54,6 +54,15 @@
 
 #include "tlist.h"
 
+/*
+ * Every object that embeds a timer pays for each byte of it, and the
+ * encodings above and in the schemes need only two links and the deadline
+ * (24 bytes on LP64, as engine.h promises): a field added here would be a
+ * cost, not a need.
+ */
+_Static_assert(sizeof(struct spoke_timer) == 2 * sizeof(void *) + sizeof(uint64_t),
+	       "struct spoke_timer is two links and a deadline (24 bytes on LP64)");
+
 struct spoke_engine_ops {
 	const char *name;
 	size_t size; /* bytes of the scheme's engine struct (embeds struct spoke_engine first) */
