@@ -90,7 +90,7 @@ static inline bool spoke_slots_push(struct spoke_wheel_slots *s, size_t j, struc
 static inline void spoke_slots_unlink(struct spoke_wheel_slots *s, struct spoke_timer *t)
 {
 	size_t j = spoke_slots_index(s, t->sp_deadline);
-	bool emptied = t->sp_link == &s->slot[j].first && t->sp_next == NULL;
+	bool emptied = (t->sp_link == &s->slot[j].first) & (t->sp_next == NULL);
 
 	spoke_tlist_del(t);
 	if (emptied)
