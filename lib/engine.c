@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * engine.c - the scheme-independent half of every engine: names, the clock,
- * the pending flag and count, deadline arithmetic and the advance loop.
+ * the count, deadline arithmetic and the advance loop.
  * See engine_impl.h for the contract a scheme fills in.
  */
 #include "engine_impl.h"
@@ -81,14 +81,17 @@ void spoke_timer_init(struct spoke_timer *t)
 	memset(t, 0, sizeof(*t));
 }
 
-/* Take a pending timer out of wherever it is: the due list or the scheme. */
+/*
+ * Take a pending timer out of wherever it is: the due (or firing) list or
+ * the scheme, told apart by its deadline (engine_impl.h). Both leave
+ * sp_link NULL, which is what makes t no longer pending.
+ */
 static void unlink_pending(struct spoke_engine *e, struct spoke_timer *t)
 {
-	if (t->sp_slot == SPOKE_SLOT_DUE)
+	if (t->sp_deadline <= e->now)
 		spoke_tlist_del(t);
 	else
 		e->ops->remove(e, t);
-	t->sp_flags &= ~SPOKE_TIMER_PENDING;
 	e->count--;
 }
 
@@ -114,7 +117,6 @@ int spoke_engine_start(struct spoke_engine *e, struct spoke_timer *t, uint64_t d
 	if (spoke_timer_pending(t))
 		unlink_pending(e, t);
 	t->sp_deadline = deadline_after(e->now, delay_ticks);
-	t->sp_flags |= SPOKE_TIMER_PENDING;
 	e->count++;
 	/*
 	 * The clock saturates: once now == UINT64_MAX no later tick exists, so
@@ -145,12 +147,12 @@ static size_t fire_due(struct spoke_engine *e, spoke_expire_fn *fn, void *ctx)
 	 * Fire from a private list: at the end of time (now == UINT64_MAX) a
 	 * timer armed by fn goes straight onto e->due, and must wait for the
 	 * next call instead of firing in this pass. Timers on e->firing stay
-	 * pending (sp_slot == SPOKE_SLOT_DUE) and fn may still stop them;
-	 * next() answers 1 while any are left.
+	 * pending (deadline <= now) and fn may still stop them; next()
+	 * answers 1 while any are left. The pop clears sp_link: t is no
+	 * longer pending when fn runs.
 	 */
 	spoke_tlist_move(&e->firing, &e->due);
 	while ((t = spoke_tlist_pop(&e->firing)) != NULL) {
-		t->sp_flags &= ~SPOKE_TIMER_PENDING;
 		e->count--;
 		fired++;
 		fn(ctx, t);

@@ -74,12 +74,10 @@ static void hashed_sorted_insert(struct spoke_engine *e, struct spoke_timer *t)
 	size_t j = spoke_slots_index(&h->buckets, t->sp_deadline);
 	struct spoke_timer *prev = last_not_after(&h->buckets.slot[j], t->sp_deadline);
 
-	if (prev) {
-		t->sp_slot = (uint32_t)j;
+	if (prev)
 		spoke_tlist_add_after(prev, t);
-	} else {
+	else
 		spoke_slots_push(&h->buckets, j, t);
-	}
 	spoke_next_cache_insert(&h->next, t->sp_deadline);
 }
 

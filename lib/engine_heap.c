@@ -23,10 +23,10 @@
  * insert() itself never fails.
  *
  * Fields of struct spoke_timer while the timer is in the heap:
- *   sp_link      its index in the array, as an integer (the "heap position"
- *                of engine.h)
+ *   sp_link      its index in the array plus one, as an integer (the "heap
+ *                position" of engine.h): never NULL, so the timer reads as
+ *                pending; remove() sets it to NULL
  *   sp_deadline  the key (set by engine.c; the entry holds a copy)
- *   sp_slot      0 (anything but SPOKE_SLOT_DUE)
  *   sp_next      unused here; the due list uses it and sp_link once collected
  */
 #include "engine_impl.h"
@@ -65,11 +65,11 @@ static size_t first_child_of(size_t i)
 	return i * HEAP_ARITY + 1;
 }
 
-/* Store ent at index i and tell its timer where it now lives. */
+/* Store ent at index i and tell its timer where it now lives (i + 1: never NULL). */
 static void place(struct heap_engine *h, size_t i, struct heap_entry ent)
 {
 	h->entries[i] = ent;
-	ent.t->sp_link = (void *)(uintptr_t)i;
+	ent.t->sp_link = (void *)(uintptr_t)(i + 1);
 }
 
 /* Put ent into the hole at i, moving it up past later parents. */
@@ -189,13 +189,13 @@ static void heap_insert(struct spoke_engine *e, struct spoke_timer *t)
 	struct heap_engine *h = to_heap(e);
 	struct heap_entry ent = {.deadline_ticks = t->sp_deadline, .t = t};
 
-	t->sp_slot = 0;
 	sift_up(h, h->size++, ent);
 }
 
 static void heap_remove(struct spoke_engine *e, struct spoke_timer *t)
 {
-	delete_at(to_heap(e), (size_t)(uintptr_t)t->sp_link);
+	delete_at(to_heap(e), (size_t)(uintptr_t)t->sp_link - 1);
+	t->sp_link = NULL;
 }
 
 static uint64_t heap_next_event(struct spoke_engine *e)

@@ -46,8 +46,14 @@
  *
  * Memory: levels * 2^B list heads of 8 bytes (56 KiB by default), the
  * bitmap (1/64 of that), and nothing per timer beyond struct spoke_timer.
- * Fields used: sp_next/sp_link (slot list), sp_deadline, sp_slot (level *
- * 2^B + j, or SPOKE_SLOT_OVERFLOW).
+ * Fields used: sp_next/sp_link (slot list, tlist.h), sp_deadline. A timer
+ * does not store its slot: where it was placed depended on `now` back then.
+ * The slot matters only when a stop empties it, and then the timer was the
+ * first of its list, so its back link is the address of that slot's head:
+ * (back link - slots) / 8 is the slot. A back link outside the slot array
+ * (a previous timer's sp_next, so the slot keeps that timer, or the
+ * overflow head) leaves the bitmap alone. One subtraction and one compare,
+ * and no branch on which case it is.
  */
 #include "bitmap.h"
 #include "engine_impl.h"
@@ -65,6 +71,7 @@ struct hier_engine {
 	uint64_t slot_mask;	   /* 2^B - 1 */
 	uint8_t level_of_bit[64];  /* highest differing bit -> level (or levels) */
 	struct spoke_tlist *slots; /* levels * 2^B heads */
+	size_t slots_bytes;	   /* their size: a back link below is a slot head */
 	struct spoke_bitmap occupied;
 	struct spoke_tlist overflow;
 	uint64_t overflow_visit; /* tick to re-examine overflow (<= the true one) */
@@ -116,6 +123,7 @@ static int hier_init(struct spoke_engine *e, const struct spoke_engine_params *p
 	h->slots = calloc(nslots, sizeof(*h->slots));
 	if (!h->slots)
 		return -ENOMEM;
+	h->slots_bytes = nslots * sizeof(*h->slots);
 	if (spoke_bitmap_init(&h->occupied, nslots)) {
 		free(h->slots);
 		return -ENOMEM;
@@ -154,14 +162,12 @@ static void place(struct hier_engine *h, struct spoke_timer *t)
 	if (k == h->levels) {
 		uint64_t visit = overflow_entry_tick(h, d);
 
-		t->sp_slot = SPOKE_SLOT_OVERFLOW;
 		spoke_tlist_push(&h->overflow, t);
 		if (visit < h->overflow_visit)
 			h->overflow_visit = visit;
 		return;
 	}
 	slot = ((size_t)k << h->bits) | digit(h, d, k);
-	t->sp_slot = (uint32_t)slot;
 	/* Unconditional (setting a set bit is harmless): "was the slot empty" is a coin flip. */
 	spoke_bitmap_set(&h->occupied, slot);
 	spoke_tlist_push(&h->slots[slot], t);
@@ -175,15 +181,27 @@ static void hier_insert(struct spoke_engine *e, struct spoke_timer *t)
 static void hier_remove(struct spoke_engine *e, struct spoke_timer *t)
 {
 	struct hier_engine *h = to_hier(e);
-	uint32_t slot = t->sp_slot;
+	/*
+	 * See the top: t's slot if t is the first timer of one, else slot 0
+	 * with `emptied` false (no timer is ever in a slot 0: its digit on
+	 * its level is above now's), which clear_if leaves alone.
+	 */
+	uintptr_t offset = (uintptr_t)t->sp_link - (uintptr_t)h->slots;
+	bool first = offset < h->slots_bytes;
+	bool emptied = first & (t->sp_next == NULL);
+	size_t slot = (size_t)(offset / sizeof(*h->slots)) & -(size_t)first;
 
 	spoke_tlist_del(t);
-	if (slot != SPOKE_SLOT_OVERFLOW) {
-		spoke_bitmap_clear_if(&h->occupied, slot, spoke_tlist_empty(&h->slots[slot]));
-	} else if (spoke_tlist_empty(&h->overflow)) {
+	spoke_bitmap_clear_if(&h->occupied, slot, emptied);
+	/*
+	 * An empty overflow list has overflow_visit UINT64_MAX (this and
+	 * visit_overflow keep it so), so this acts only when t was the last
+	 * overflow timer, and is one predictable test when nothing overflows.
+	 * A stop that leaves overflow timers may leave overflow_visit early:
+	 * one vain visit at worst.
+	 */
+	if (h->overflow_visit != UINT64_MAX && spoke_tlist_empty(&h->overflow))
 		h->overflow_visit = UINT64_MAX;
-	}
-	/* Otherwise a stale overflow_visit only causes one vain visit. */
 }
 
 static void visit_overflow(struct hier_engine *h)

@@ -3,13 +3,14 @@
  * engine_impl.h - what every scheme in lib/ fills in, and what lib/engine.c
  * does for all of them.
  *
- * The split of work: engine.c owns the clock, the pending flag, the count,
- * deadline arithmetic (now + max(delay, 1), saturating) and the advance loop.
- * A scheme only stores timers and answers three questions:
+ * The split of work: engine.c owns the clock, the count, deadline
+ * arithmetic (now + max(delay, 1), saturating) and the advance loop. A
+ * scheme only stores timers:
  *
  *   insert(t)       t->sp_deadline is set and > now; put t where it will be
- *                   found no later than that tick.
- *   remove(t)       t is pending and held by this scheme; take it out.
+ *                   found no later than that tick, with t->sp_link != NULL.
+ *   remove(t)       t is pending and held by this scheme; take it out and
+ *                   leave t->sp_link NULL.
  *   next_event()    the earliest tick > now at which the scheme has work
  *                   (a timer to fire, or a slot to cascade or re-examine);
  *                   never later than the earliest deadline; UINT64_MAX if
@@ -19,12 +20,32 @@
  *                   the engine's due list (spoke_due_push), cascade whatever
  *                   else the tick asks for. Must not fire anything.
  *
- * The advance loop then pops the due list one timer at a time, clears the
- * pending flag and calls the expiry function. Timers still on the due list
- * are pending: the expiry function of one may stop another (remove() must
- * handle a timer on the due list, whose sp_slot is SPOKE_SLOT_DUE) or re-arm
- * it. A timer armed from inside an expiry function has a deadline > now, so
- * it is never collected in the same pass.
+ * The advance loop then pops the due list one timer at a time and calls the
+ * expiry function. Timers still on the due list are pending: the expiry
+ * function of one may stop another or re-arm it. A timer armed from inside
+ * an expiry function has a deadline > now, so it is never collected in the
+ * same pass.
+ *
+ * No field says whether a timer is pending or on the due list; two
+ * invariants do.
+ *
+ * Pending iff sp_link != NULL. spoke_timer_init() zeroes the timer; every
+ * scheme and the due list keep sp_link set while they hold it (a back link,
+ * a heap position + 1, a neighbour or a sentinel), and every way out - a
+ * scheme's remove(), spoke_tlist_del() when fired or stopped - clears it.
+ *
+ * On the due list iff sp_deadline <= now. A scheme holds only deadlines
+ * > now: insert() is given one; the clock moves only to a next_event() tick,
+ * never later than the earliest deadline held, followed at once by collect(),
+ * which moves every timer due at that tick (a cascade included) to the due
+ * list; the advance ends at a target before the next event. The due list
+ * (and the firing list taken from it) holds only deadlines <= now: collect()
+ * pushes timers due at the tick it runs at, and start pushes one directly
+ * only when the deadline equals now (now == UINT64_MAX, the end of time);
+ * the clock never goes back. Both hold whenever code outside collect() runs,
+ * i.e. in every start and stop, also from inside an expiry function, so
+ * unlink_pending() in engine.c knows where a pending timer is from its
+ * deadline alone.
  */
 #ifndef SPOKE_LIB_ENGINE_IMPL_H
 #define SPOKE_LIB_ENGINE_IMPL_H
@@ -33,9 +54,14 @@
 
 #include "tlist.h"
 
-/* sp_slot values that mean "not in any slot of the scheme's own". */
-#define SPOKE_SLOT_DUE	    0xffffffffu
-#define SPOKE_SLOT_OVERFLOW 0xfffffffeu
+/*
+ * Every object that embeds a timer pays for each byte of it, and the
+ * encodings above and in the schemes need only two links and the deadline
+ * (24 bytes on LP64, as engine.h promises): a field added here would be a
+ * cost, not a need.
+ */
+_Static_assert(sizeof(struct spoke_timer) == 2 * sizeof(void *) + sizeof(uint64_t),
+	       "struct spoke_timer is two links and a deadline (24 bytes on LP64)");
 
 struct spoke_engine_ops {
 	const char *name;
@@ -65,7 +91,6 @@ struct spoke_engine {
 /* Put a collected timer on the due list (scheme side of collect()). */
 static inline void spoke_due_push(struct spoke_engine *e, struct spoke_timer *t)
 {
-	t->sp_slot = SPOKE_SLOT_DUE;
 	spoke_tlist_push(&e->due, t);
 }
 

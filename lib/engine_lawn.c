@@ -26,24 +26,31 @@
  * timers sharing few TTLs (request timeouts, leases); with a different
  * TTL per timer it degrades to an unsorted list.
  *
- * Memory: queue structs come from a pool grown 64 at a time (a directory of
- * chunks, so a timer names its queue by a 32-bit index in sp_slot) and
- * recycled through a free list; the hash table (chained through the queue structs,
- * power-of-two size, 64 buckets at first) doubles before the live queues
- * would outnumber half its buckets. Both grow only in admit(), which looks
- * the TTL up to know whether a start will need a new queue, so insert()
- * never fails and a start that cannot grow returns -ENOMEM with nothing
- * changed. Nothing shrinks before fini.
+ * Each queue is circular around a sentinel timer in its struct, as in
+ * engine_sorted_list.c: no link of a queued timer is NULL, so it reads as
+ * pending, and a stop unlinks it without a branch on head or tail. A stop
+ * needs the timer's queue only when it empties the queue (to close it), and
+ * then both neighbours of the timer are that queue's sentinel (in a longer
+ * queue they are two different nodes), so the queue is found from the
+ * sentinel's address: nothing per timer names it.
+ *
+ * Memory: queue structs (64 bytes on LP64) come from a pool grown 64 at a
+ * time (a directory of chunks that never move, since timers point at the
+ * sentinels in them) and recycled through a free list; the hash table
+ * (chained through the queue structs, power-of-two size, 64 buckets at
+ * first) doubles before the live queues would outnumber half its buckets.
+ * Both grow only in admit(), which looks the TTL up to know whether a start
+ * will need a new queue, so insert() never fails and a start that cannot
+ * grow returns -ENOMEM with nothing changed. Nothing shrinks before fini.
  *
  * Fields of struct spoke_timer while the timer is in a queue:
- *   sp_next      next (later) timer of the queue, or NULL at the tail
- *   sp_link      previous (earlier) timer, a struct spoke_timer *, or NULL
- *                at the head
+ *   sp_next      next (later) timer of the queue, or the queue's sentinel
+ *                after the tail
+ *   sp_link      previous (earlier) timer, a struct spoke_timer *, or the
+ *                queue's sentinel before the head
  *   sp_deadline  set by engine.c
- *   sp_slot      its queue's index in the pool (below LAWN_MAX_QUEUES, so
- *                never SPOKE_SLOT_DUE)
- * Once collected the timer is unlinked first: the due list (tlist.h) reuses
- * sp_next and sp_link with its own meaning.
+ * Unlinking sets both to NULL. Once collected the timer is unlinked first:
+ * the due list (tlist.h) reuses sp_next and sp_link with its own meaning.
  */
 #include "engine_impl.h"
 
@@ -53,20 +60,27 @@
 #define LAWN_CHUNK_QUEUES  64
 #define LAWN_MIN_BUCKETS   64
 #define LAWN_CLOSEST_STALE 0 /* no timer in a queue has deadline 0 */
-/* Queue indices are sp_slot values: every one stays below SPOKE_SLOT_OVERFLOW. */
-#define LAWN_MAX_QUEUES (SPOKE_SLOT_OVERFLOW / LAWN_CHUNK_QUEUES * LAWN_CHUNK_QUEUES)
 
 /* The timers of one TTL, and the links that find it. */
+/*
+ * The fields that one step of a walk over the live queues reads (live_next,
+ * the head) are adjacent, and so are those of one step of a hash lookup
+ * (ttl_ticks, hash_next). On LP64 each pair is one 16-byte-aligned block of
+ * the 64-byte struct, hence in one cache line wherever malloc puts the chunk
+ * (32 bytes apart, a pair straddles two lines in some queues of a chunk,
+ * depending on the chunk's address).
+ */
 struct lawn_queue {
-	uint64_t ttl_ticks;			  /* the hash key */
-	struct spoke_timer *head, *tail;	  /* earliest, latest */
-	struct lawn_queue *hash_next;		  /* bucket chain */
-	struct lawn_queue **hash_pprev;		  /* what points at us in the chain */
-	struct lawn_queue *live_next, *live_prev; /* live list; live_next links the free list */
-	uint32_t index;				  /* in the pool: chunk * LAWN_CHUNK_QUEUES + i */
+	struct lawn_queue *live_next; /* live list; also links the free list */
+	/* sp_next = head (earliest), sp_link = tail (latest); itself both ways when empty */
+	struct spoke_timer sentinel;
+	uint64_t ttl_ticks;		/* the hash key */
+	struct lawn_queue *hash_next;	/* bucket chain */
+	struct lawn_queue **hash_pprev; /* what points at us in the chain */
+	struct lawn_queue *live_prev;
 };
 
-/* A block of the queue pool; chunk k holds the queues of index k * 64 .. k * 64 + 63. */
+/* A block of the queue pool, freed only by fini. */
 struct lawn_chunk {
 	struct lawn_queue queues[LAWN_CHUNK_QUEUES];
 };
@@ -89,9 +103,20 @@ static struct lawn_engine *to_lawn(struct spoke_engine *e)
 	return (struct lawn_engine *)e;
 }
 
-static struct lawn_queue *queue_of(const struct lawn_engine *l, const struct spoke_timer *t)
+static struct lawn_queue *queue_of_sentinel(struct spoke_timer *sentinel)
 {
-	return &l->chunks[t->sp_slot / LAWN_CHUNK_QUEUES]->queues[t->sp_slot % LAWN_CHUNK_QUEUES];
+	return (struct lawn_queue *)(void *)((char *)sentinel -
+					     offsetof(struct lawn_queue, sentinel));
+}
+
+static struct spoke_timer *queue_head(const struct lawn_queue *q)
+{
+	return q->sentinel.sp_next;
+}
+
+static bool queue_empty(const struct lawn_queue *q)
+{
+	return q->sentinel.sp_next == &q->sentinel;
 }
 
 /* TTL of a timer started now with delay_ticks: its deadline minus now. */
@@ -166,10 +191,10 @@ static int pool_reserve(struct lawn_engine *l)
 	size_t cap = l->chunks_cap ? l->chunks_cap * 2 : 4;
 	struct lawn_chunk **chunks;
 
-	if ((l->nchunks + 1) * LAWN_CHUNK_QUEUES > LAWN_MAX_QUEUES)
-		return -ENOMEM; /* 2^32 - 64 live TTLs */
 	if (l->nchunks < l->chunks_cap)
 		return 0;
+	if (cap > SIZE_MAX / sizeof(*chunks))
+		return -ENOMEM;
 	chunks = realloc(l->chunks, cap * sizeof(*chunks));
 	if (!chunks)
 		return -ENOMEM;
@@ -189,7 +214,6 @@ static int pool_grow(struct lawn_engine *l)
 	if (!c)
 		return -ENOMEM;
 	for (size_t i = LAWN_CHUNK_QUEUES; i-- > 0;) {
-		c->queues[i].index = (uint32_t)(l->nchunks * LAWN_CHUNK_QUEUES + i);
 		c->queues[i].live_next = l->free_queues;
 		l->free_queues = &c->queues[i];
 	}
@@ -204,7 +228,9 @@ static struct lawn_queue *queue_open(struct lawn_engine *l, uint64_t ttl_ticks)
 
 	l->free_queues = q->live_next;
 	q->ttl_ticks = ttl_ticks;
-	q->head = q->tail = NULL;
+	spoke_timer_init(&q->sentinel);
+	q->sentinel.sp_next = &q->sentinel;
+	q->sentinel.sp_link = &q->sentinel;
 	hash_add(l, q);
 	q->live_prev = NULL;
 	q->live_next = l->live_queues;
@@ -234,30 +260,27 @@ static void queue_close(struct lawn_engine *l, struct lawn_queue *q)
 
 static void queue_append(struct lawn_queue *q, struct spoke_timer *t)
 {
-	t->sp_next = NULL;
-	t->sp_link = q->tail;
-	if (q->tail)
-		q->tail->sp_next = t;
-	else
-		q->head = t;
-	q->tail = t;
-	t->sp_slot = q->index;
+	struct spoke_timer *tail = q->sentinel.sp_link;
+
+	t->sp_next = &q->sentinel;
+	t->sp_link = tail;
+	tail->sp_next = t;
+	q->sentinel.sp_link = t;
 }
 
-static void queue_unlink(struct lawn_queue *q, struct spoke_timer *t)
+/*
+ * Take t out of its queue. Returns the queue's sentinel if that emptied it
+ * (t's neighbours were both the sentinel, see the top), else NULL.
+ */
+static struct spoke_timer *queue_unlink(struct spoke_timer *t)
 {
-	struct spoke_timer *prev = (struct spoke_timer *)t->sp_link;
+	struct spoke_timer *prev = t->sp_link, *next = t->sp_next;
 
-	if (prev)
-		prev->sp_next = t->sp_next;
-	else
-		q->head = t->sp_next;
-	if (t->sp_next)
-		t->sp_next->sp_link = prev;
-	else
-		q->tail = prev;
+	prev->sp_next = next;
+	next->sp_link = prev;
 	t->sp_next = NULL;
 	t->sp_link = NULL;
+	return prev == next ? prev : NULL;
 }
 
 /* Earliest head deadline over all queues, UINT64_MAX if there are none. */
@@ -266,8 +289,8 @@ static uint64_t scan_closest(const struct lawn_engine *l)
 	uint64_t min = UINT64_MAX;
 
 	for (const struct lawn_queue *q = l->live_queues; q; q = q->live_next)
-		if (q->head->sp_deadline < min)
-			min = q->head->sp_deadline;
+		if (queue_head(q)->sp_deadline < min)
+			min = queue_head(q)->sp_deadline;
 	return min;
 }
 
@@ -341,13 +364,13 @@ static void lawn_insert(struct spoke_engine *e, struct spoke_timer *t)
 static void lawn_remove(struct spoke_engine *e, struct spoke_timer *t)
 {
 	struct lawn_engine *l = to_lawn(e);
-	struct lawn_queue *q = queue_of(l, t);
+	struct spoke_timer *emptied;
 
 	if (t->sp_deadline == l->closest)
 		l->closest = LAWN_CLOSEST_STALE;
-	queue_unlink(q, t);
-	if (!q->head)
-		queue_close(l, q);
+	emptied = queue_unlink(t);
+	if (emptied)
+		queue_close(l, queue_of_sentinel(emptied));
 }
 
 static uint64_t lawn_next_event(struct spoke_engine *e)
@@ -366,14 +389,15 @@ static uint64_t lawn_next_event(struct spoke_engine *e)
  */
 static void queue_collect(struct spoke_engine *e, struct lawn_queue *q)
 {
-	struct spoke_timer *t = q->head, *last = NULL;
+	struct spoke_timer *last = &q->sentinel;
 
-	for (; t && t->sp_deadline <= e->now; t = t->sp_next)
-		last = t;
-	while (last) {
-		t = last;
-		last = (struct spoke_timer *)t->sp_link;
-		queue_unlink(q, t);
+	while (last->sp_next != &q->sentinel && last->sp_next->sp_deadline <= e->now)
+		last = last->sp_next;
+	while (last != &q->sentinel) {
+		struct spoke_timer *t = last;
+
+		last = t->sp_link;
+		queue_unlink(t);
 		spoke_due_push(e, t);
 	}
 }
@@ -389,14 +413,12 @@ static void lawn_collect(struct spoke_engine *e)
 		return;
 	while (q) {
 		struct lawn_queue *next = q->live_next;
-		struct spoke_timer *t;
 
 		queue_collect(e, q);
-		t = q->head;
-		if (!t)
+		if (queue_empty(q))
 			queue_close(l, q);
-		else if (t->sp_deadline < min)
-			min = t->sp_deadline;
+		else if (queue_head(q)->sp_deadline < min)
+			min = queue_head(q)->sp_deadline;
 		q = next;
 	}
 	l->closest = min;

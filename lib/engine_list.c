@@ -45,7 +45,6 @@ static void list_insert(struct spoke_engine *e, struct spoke_timer *t)
 {
 	struct list_engine *l = to_list(e);
 
-	t->sp_slot = 0;
 	spoke_tlist_push(&l->timers, t);
 	if (t->sp_deadline < l->earliest)
 		l->earliest = t->sp_deadline;

@@ -21,9 +21,9 @@
  *   sp_link      previous (earlier) timer, a struct spoke_timer *, or
  *                &sentinel before the head
  *   sp_deadline  the key (set by engine.c)
- *   sp_slot      0 (anything but SPOKE_SLOT_DUE)
- * Once collected the timer is unlinked first: the due list (tlist.h) reuses
- * sp_next and sp_link with its own meaning.
+ * Neither link is NULL while the timer is on the list (it reads as pending)
+ * and unlinking clears both. Once collected the timer is unlinked first: the
+ * due list (tlist.h) reuses sp_next and sp_link with its own meaning.
  */
 #include "engine_impl.h"
 
@@ -97,7 +97,6 @@ static void sorted_insert(struct spoke_engine *e, struct spoke_timer *t)
 	 */
 	while (prev->sp_deadline > t->sp_deadline)
 		prev = prev_of(prev);
-	t->sp_slot = 0;
 	link_after(prev, t);
 }
 

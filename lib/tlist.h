@@ -7,7 +7,8 @@
  * (the head's `first` or the previous timer's sp_next), so a timer unlinks
  * itself in O(1) without knowing which list holds it - the hlist of the
  * Linux kernel. Push is at the head: order within a list is LIFO, which no
- * scheme relies on except where it says so.
+ * scheme relies on except where it says so. sp_link is never NULL on a list
+ * and del leaves it NULL: that is the pending flag (engine_impl.h).
  */
 #ifndef SPOKE_LIB_TLIST_H
 #define SPOKE_LIB_TLIST_H

@@ -17,7 +17,11 @@
  *
  * Bit j of `occupied` is set exactly when slot j is non-empty, so the next
  * occupied slot is a bit scan (bitmap.h: 8 word loads for 2^20 slots), never
- * a walk over empty ones. Every timer in slot j has sp_slot == j.
+ * a walk over empty ones. A timer stores no slot: all three schemes put a
+ * timer with deadline d into slot d & mask, and d does not change while the
+ * slot holds it. Whether an unlink empties the slot needs no load of the
+ * slot either: it does iff the timer was first (its back link is the head's
+ * `first`) and last (no sp_next).
  *
  * Costs: push, unlink and visit() are O(1); one revolution of
  * spoke_slots_earliest() is O(occupied slots looked at), each found by a
@@ -40,7 +44,7 @@ struct spoke_wheel_slots {
 	uint64_t mask;		      /* nslots - 1 */
 };
 
-/* Allocate nslots (a power of two, 1..2^31: sp_slot is 32 bits) empty slots. 0 or -ENOMEM. */
+/* Allocate nslots (a power of two) empty slots. 0 or -ENOMEM. */
 static inline int spoke_slots_init(struct spoke_wheel_slots *s, size_t nslots)
 {
 	int err;
@@ -76,20 +80,20 @@ static inline bool spoke_slots_push(struct spoke_wheel_slots *s, size_t j, struc
 {
 	bool was_empty = spoke_tlist_empty(&s->slot[j]);
 
-	t->sp_slot = (uint32_t)j;
 	spoke_tlist_push(&s->slot[j], t);
 	if (was_empty)
 		spoke_bitmap_set(&s->occupied, j);
 	return was_empty;
 }
 
-/* Take t out of its slot; clear the slot's bit if that emptied it. */
+/* Take t out of its slot (d & mask); clear the slot's bit if that emptied it. */
 static inline void spoke_slots_unlink(struct spoke_wheel_slots *s, struct spoke_timer *t)
 {
-	size_t j = t->sp_slot;
+	size_t j = spoke_slots_index(s, t->sp_deadline);
+	bool emptied = (t->sp_link == &s->slot[j].first) & (t->sp_next == NULL);
 
 	spoke_tlist_del(t);
-	if (spoke_tlist_empty(&s->slot[j]))
+	if (emptied)
 		spoke_bitmap_clear(&s->occupied, j);
 }
 

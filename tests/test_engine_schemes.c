@@ -22,7 +22,8 @@
  *                  their queues, re-armed into other queues, queues emptying
  *                  (by firing and by stops) and being created again; the
  *                  timers of one TTL due at one tick fire in start order
- *                  (FIFO), also when only the head of a queue is due.
+ *                  (FIFO), also when only the head of a queue is due, and
+ *                  after stops of a queue's head, tail or only timer.
  *
  * Usage: test_engine_schemes [hierarchical | hashed | hashed-sorted | lawn].
  */
@@ -526,6 +527,73 @@ static void test_lawn_fifo_within_tick(void **state)
 	spoke_engine_free(e);
 }
 
+/*
+ * Stops at the ends of a Lawn queue. A stop finds the queue only through
+ * the timer's neighbours (the queue's sentinel at either end), so stop the
+ * head, the tail, the head and the tail of two, and the only timer, then
+ * start more of the same TTL: what is left fires in start order, and a
+ * queue emptied by a stop is closed and opened afresh.
+ */
+static void test_lawn_stop_queue_ends(void **state)
+{
+	struct spoke_timer t[8];
+	struct fire_order f = {.base = t};
+	struct spoke_engine *e;
+
+	(void)state;
+	assert_int_equal(spoke_engine_new(&e, "lawn", NULL), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(t); i++)
+		spoke_timer_init(&t[i]);
+	/* One TTL-10 queue of t0..t3, deadlines 10..13; stop its head, then its tail. */
+	for (size_t i = 0; i < 4; i++) {
+		assert_int_equal(spoke_engine_start(e, &t[i], 10), 0);
+		assert_int_equal(spoke_engine_advance(e, 1, note_fire_order, &f), 0);
+	}
+	assert_int_equal(spoke_engine_stop(e, &t[0]), 0);
+	assert_int_equal(spoke_engine_stop(e, &t[3]), 0);
+	assert_false(spoke_timer_pending(&t[0]));
+	assert_false(spoke_timer_pending(&t[3]));
+	assert_int_equal(spoke_engine_start(e, &t[4], 10), 0); /* deadline 14 */
+	assert_int_equal(spoke_engine_count(e), 3);
+	assert_int_equal(spoke_engine_next(e), 11 - 4);
+	assert_int_equal(spoke_engine_advance(e, 10, note_fire_order, &f), 3);
+	assert_int_equal(f.n, 3);
+	assert_int_equal(f.idx[0], 1);
+	assert_int_equal(f.idx[1], 2);
+	assert_int_equal(f.idx[2], 4);
+
+	/*
+	 * The only timer of a queue, stopped: the queue closes (an empty one
+	 * left open would spoil next()); another TTL, then the same one again.
+	 */
+	assert_int_equal(spoke_engine_start(e, &t[5], 10), 0);
+	assert_int_equal(spoke_engine_stop(e, &t[5]), 0);
+	assert_int_equal(spoke_engine_count(e), 0);
+	assert_int_equal(spoke_engine_start(e, &t[7], 5), 0);
+	assert_int_equal(spoke_engine_next(e), 5);
+	assert_int_equal(spoke_engine_start(e, &t[6], 10), 0);
+	assert_int_equal(spoke_engine_advance(e, 10, note_fire_order, &f), 2);
+	assert_int_equal(f.idx[3], 7);
+	assert_int_equal(f.idx[4], 6);
+
+	/* Two timers: stop the head, refill, stop the tail, refill. */
+	assert_int_equal(spoke_engine_start(e, &t[5], 10), 0);
+	assert_int_equal(spoke_engine_start(e, &t[6], 10), 0);
+	assert_int_equal(spoke_engine_stop(e, &t[5]), 0);
+	assert_int_equal(spoke_engine_start(e, &t[7], 10), 0);
+	assert_int_equal(spoke_engine_stop(e, &t[7]), 0);
+	assert_int_equal(spoke_engine_start(e, &t[5], 10), 0);
+	assert_int_equal(spoke_engine_count(e), 2);
+	assert_int_equal(spoke_engine_next(e), 10);
+	assert_int_equal(spoke_engine_advance(e, 10, note_fire_order, &f), 2);
+	assert_int_equal(f.n, 7);
+	assert_int_equal(f.idx[5], 6);
+	assert_int_equal(f.idx[6], 5);
+	assert_int_equal(spoke_engine_count(e), 0);
+	assert_int_equal(spoke_engine_next(e), UINT64_MAX);
+	spoke_engine_free(e);
+}
+
 static int run_lawn(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -533,6 +601,7 @@ static int run_lawn(void)
 		cmocka_unit_test_teardown(test_lawn_shared_ttls, oracle_teardown),
 		cmocka_unit_test_teardown(test_lawn_mixed, oracle_teardown),
 		cmocka_unit_test(test_lawn_fifo_within_tick),
+		cmocka_unit_test(test_lawn_stop_queue_ends),
 	};
 
 	print_message("[ GROUP    ] lawn\n");

@@ -36,19 +36,17 @@ extern "C" {
 /*
  * One timer. All fields are private to the engine that holds the timer; use
  * spoke_timer_init() once before the first start and the functions below.
- * 32 bytes on LP64: two links, the deadline and two 32-bit words. A scheme
- * that needs more per timer (a heap position, a queue) keeps it in sp_link or
- * sp_slot, so the embedding object pays for no field its scheme does not use.
+ * 24 bytes on LP64 (16 on ILP32): two pointer-sized links and the deadline.
+ * Each scheme encodes in these what it needs (a back link, a heap position,
+ * its list neighbours), so the embedding object pays for nothing more. The
+ * timer is pending exactly while sp_link is not NULL: every scheme keeps it
+ * set while it holds the timer, and every way out leaves it NULL.
  */
 struct spoke_timer {
 	struct spoke_timer *sp_next; /* list link (meaning depends on the scheme) */
-	void *sp_link;		     /* back link, queue or heap position */
+	void *sp_link;		     /* back link or heap position; NULL iff not pending */
 	uint64_t sp_deadline;	     /* absolute tick at which it fires */
-	uint32_t sp_slot;	     /* scheme-private slot or queue index */
-	uint32_t sp_flags;	     /* SPOKE_TIMER_PENDING and scheme-private bits */
 };
-
-#define SPOKE_TIMER_PENDING 1u
 
 struct spoke_engine;
 
@@ -109,7 +107,7 @@ int spoke_engine_stop(struct spoke_engine *e, struct spoke_timer *t);
 
 static inline bool spoke_timer_pending(const struct spoke_timer *t)
 {
-	return (t->sp_flags & SPOKE_TIMER_PENDING) != 0;
+	return t->sp_link != NULL;
 }
 
 /* Absolute tick at which a pending timer fires (undefined if not pending). */
