@@ -88,6 +88,10 @@ struct spoke_handle {
 	_Atomic uint64_t deadline_ns;
 };
 
+/* A cache line per timer on LP64: the memory goal (docs/service.md). */
+_Static_assert(sizeof(void *) != 8 || sizeof(struct spoke_handle) == 64,
+	       "a timer handle is 64 bytes on LP64");
+
 /* The periodic part of h (kind SPOKE_KIND_PERIODIC). */
 static inline struct spoke_periodic *spoke_periodic_of(const struct spoke_handle *h)
 {
