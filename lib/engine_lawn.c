@@ -219,9 +219,9 @@ static struct lawn_queue *queue_open(struct lawn_engine *l, uint64_t ttl_ticks)
 
 	l->free_queues = q->live_next;
 	q->ttl_ticks = ttl_ticks;
-	spoke_timer_init(&q->sentinel);
 	q->sentinel.sp_next = &q->sentinel;
 	q->sentinel.sp_link = &q->sentinel;
+	q->sentinel.sp_deadline = 0; /* never read; set for tidiness */
 	hash_add(l, q);
 	q->live_prev = NULL;
 	q->live_next = l->live_queues;
