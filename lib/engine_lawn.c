@@ -62,22 +62,13 @@
 #define LAWN_CLOSEST_STALE 0 /* no timer in a queue has deadline 0 */
 
 /* The timers of one TTL, and the links that find it. */
-/*
- * The fields that one step of a walk over the live queues reads (live_next,
- * the head) are adjacent, and so are those of one step of a hash lookup
- * (ttl_ticks, hash_next). On LP64 each pair is one 16-byte-aligned block of
- * the 64-byte struct, hence in one cache line wherever malloc puts the chunk
- * (32 bytes apart, a pair straddles two lines in some queues of a chunk,
- * depending on the chunk's address).
- */
 struct lawn_queue {
-	struct lawn_queue *live_next; /* live list; also links the free list */
+	uint64_t ttl_ticks; /* the hash key */
 	/* sp_next = head (earliest), sp_link = tail (latest); itself both ways when empty */
 	struct spoke_timer sentinel;
-	uint64_t ttl_ticks;		/* the hash key */
-	struct lawn_queue *hash_next;	/* bucket chain */
-	struct lawn_queue **hash_pprev; /* what points at us in the chain */
-	struct lawn_queue *live_prev;
+	struct lawn_queue *hash_next;		  /* bucket chain */
+	struct lawn_queue **hash_pprev;		  /* what points at us in the chain */
+	struct lawn_queue *live_next, *live_prev; /* live list; live_next links the free list */
 };
 
 /* A block of the queue pool, freed only by fini. */
@@ -228,9 +219,9 @@ static struct lawn_queue *queue_open(struct lawn_engine *l, uint64_t ttl_ticks)
 
 	l->free_queues = q->live_next;
 	q->ttl_ticks = ttl_ticks;
-	spoke_timer_init(&q->sentinel);
 	q->sentinel.sp_next = &q->sentinel;
 	q->sentinel.sp_link = &q->sentinel;
+	q->sentinel.sp_deadline = 0; /* never read; set for tidiness */
 	hash_add(l, q);
 	q->live_prev = NULL;
 	q->live_next = l->live_queues;
