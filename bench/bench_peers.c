@@ -65,7 +65,7 @@
  *
  * Memory floor. Per N, the latency of a dependent random load over a buffer
  * as large as the best spoke engine's working set at that N (its W3 bytes
- * per timer x N; sizeof(struct spoke_timer) x N (32 B) when W3 was not
+ * per timer x N; sizeof(struct spoke_timer) x N (24 B) when W3 was not
  * measured): one pointer per 64-byte line, the lines in one random cycle
  * (Sattolo), ns per load. A random stop must touch at least one random
  * timer, so no single stop at that N can take less; its ratio is floor /
