@@ -61,7 +61,11 @@
 #define LAWN_MIN_BUCKETS   64
 #define LAWN_CLOSEST_STALE 0 /* no timer in a queue has deadline 0 */
 
-/* The timers of one TTL, and the links that find it. */
+/*
+ * The timers of one TTL, and the links that find it. The field order is
+ * measured, not arbitrary: with live_next next to the sentinel's head link,
+ * collect's walk over the queues was 9 % slower (commit 43034e4 says why).
+ */
 struct lawn_queue {
 	uint64_t ttl_ticks; /* the hash key */
 	/* sp_next = head (earliest), sp_link = tail (latest); itself both ways when empty */
