@@ -182,8 +182,10 @@ bool spoke_run_callback(struct spoke *s, struct spoke_handle *h)
 		return false;
 	spoke_count(sh, CTR_FIRED, spoke_shard_owned_by_me(sh));
 	if (spoke_st_kind(st) == SPOKE_KIND_PERIODIC) {
-		note_lateness(sh, spoke_periodic_of(h)->base_ns);
-		arg = spoke_periodic_of(h)->arg;
+		const struct spoke_periodic *per = spoke_periodic_of(h);
+
+		note_lateness(sh, per->base_ns);
+		arg = per->arg;
 	} else {
 		note_lateness(sh, atomic_load_explicit(&h->deadline_ns, memory_order_relaxed));
 		arg = h->arg;
