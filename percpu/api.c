@@ -102,6 +102,8 @@ static int config_check(const struct spoke_config *c)
 		return -EINVAL;
 	if (c->tick_ns < MIN_TICK_NS || c->tick_ns > MAX_TICK_NS)
 		return -EINVAL;
+	if (spoke_stage_slots(c->tick_ns, c->slack_ns) == 0)
+		return -EINVAL;
 	if (!engine_ok(c->engine))
 		return -EINVAL;
 	if (c->callback_threads > MAX_CALLBACK_THREADS)
@@ -114,7 +116,9 @@ static int config_check(const struct spoke_config *c)
 		const struct spoke_shard_config *o = &c->shard_overrides[i];
 
 		if (o->cpu < -1 || o->cpu >= CPU_SETSIZE || !tick_ok(o->tick_ns) ||
-		    !engine_ok(o->engine))
+		    !engine_ok(o->engine) ||
+		    spoke_stage_slots(o->tick_ns ? o->tick_ns : c->tick_ns,
+				      o->slack_ns ? o->slack_ns : c->slack_ns) == 0)
 			return -EINVAL;
 	}
 	return 0;
@@ -410,11 +414,13 @@ unsigned spoke_shards(const struct spoke *s)
 
 /* --- starting ------------------------------------------------------------- */
 
-static uint64_t deadline_after(uint64_t delay_ns)
+/* now + delay, saturated; *now_ns: the clock read it is counted from. */
+static uint64_t deadline_after(uint64_t delay_ns, uint64_t *now_ns)
 {
 	uint64_t d;
 
-	if (__builtin_add_overflow(spoke_now_ns(), delay_ns, &d))
+	*now_ns = spoke_now_ns();
+	if (__builtin_add_overflow(*now_ns, delay_ns, &d))
 		return UINT64_MAX;
 	return d;
 }
@@ -445,13 +451,13 @@ static int start_timer(struct spoke *s, unsigned shard, unsigned kind, uint64_t 
 	struct shard *sh = &s->shards[shard];
 	struct spoke_handle *h;
 	struct arena *a;
-	uint64_t deadline, st;
+	uint64_t deadline, now, st;
 	bool direct;
 	int err = call_enter(s, &a); /* first: destroy waits for all that follows */
 
 	if (err)
 		return err;
-	deadline = deadline_after(delay_ns);
+	deadline = deadline_after(delay_ns, &now);
 	direct = spoke_shard_owned_by_me(sh);
 	h = spoke_handle_alloc(a);
 	if (!h)
@@ -477,7 +483,7 @@ static int start_timer(struct spoke *s, unsigned shard, unsigned kind, uint64_t 
 	if (direct) {
 		atomic_store_explicit(&h->state, st, memory_order_release);
 		spoke_count(sh, CTR_STARTED, true);
-		spoke_shard_arm(sh, h, deadline);
+		spoke_shard_arm(sh, h, deadline, now);
 	} else {
 		atomic_store_explicit(&h->state,
 				      st | SPOKE_ST_INBOX | SPOKE_ST_RESET | SPOKE_ST_FRESH,
@@ -654,14 +660,15 @@ int spoke_cancel_sync(struct spoke *s, spoke_id id)
 }
 
 /* Reset on the owner thread: move the engine node at once. */
-static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, uint64_t d)
+static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, uint64_t d,
+			uint64_t now)
 {
 	if (!atomic_compare_exchange_strong_explicit(&h->state, &st, spoke_st_bump_seq(st),
 						     memory_order_acq_rel, memory_order_acquire))
 		return -EAGAIN;
 	atomic_store_explicit(&h->deadline_ns, d, memory_order_relaxed);
 	spoke_handle_set_base(h, st, d);
-	spoke_shard_arm(sh, h, d);
+	spoke_shard_arm(sh, h, d, now);
 	return 0;
 }
 
@@ -704,7 +711,8 @@ static void reset_publish(struct shard *sh, struct spoke_handle *h, uint64_t d)
  * overlap, and it is ordered just before the one in progress, whose deadline
  * wins. While WRITING is set the owner does not fire the timer.
  */
-static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint64_t d)
+static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint64_t d,
+		      uint64_t now)
 {
 	struct shard *sh = &s->shards[spoke_st_shard(st)];
 	bool periodic = spoke_st_kind(st) == SPOKE_KIND_PERIODIC;
@@ -714,7 +722,7 @@ static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint
 		if (st & SPOKE_ST_WRITING)
 			return 0;
 		if (!(st & SPOKE_ST_INBOX) && spoke_shard_owned_by_me(sh))
-			return reset_direct(sh, h, st, d);
+			return reset_direct(sh, h, st, d, now);
 		break;
 	case SPOKE_ST_DISPATCHED:
 		/* Due, its callback not started: the runner hands it back (pool.c undispatch). */
@@ -744,7 +752,7 @@ static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint
 int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
 {
 	struct arena *a;
-	uint64_t d;
+	uint64_t d, now;
 	int err, r;
 
 	if (!s)
@@ -752,12 +760,12 @@ int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
 	err = call_enter(s, &a);
 	if (err)
 		return err;
-	d = deadline_after(delay_ns);
+	d = deadline_after(delay_ns, &now);
 	do {
 		uint64_t st;
 		struct spoke_handle *h = resolve(s, id, &st);
 
-		r = h ? reset_once(s, h, st, d) : -ENOENT;
+		r = h ? reset_once(s, h, st, d, now) : -ENOENT;
 		if (r == 0)
 			spoke_count(&s->shards[spoke_st_shard(st)], CTR_RESET,
 				    spoke_shard_owned_by_me(&s->shards[spoke_st_shard(st)]));
@@ -915,6 +923,7 @@ static void shard_stats(struct shard *sh, struct spoke_shard_stats *o)
 	o->inbox_hwm = atomic_load_explicit(&sh->ctr.inbox_hwm, memory_order_relaxed);
 	o->max_late_ns = atomic_load_explicit(&sh->ctr.max_late_ns, memory_order_relaxed);
 	o->tick_ns = sh->tick_ns;
+	o->slack_ns = sh->stage_width_ns;
 	o->attached = atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHED;
 }
 

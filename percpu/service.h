@@ -44,12 +44,14 @@
 #include "state.h"
 #include "urcu_wfcq.h"
 
-#define SPOKE_CACHELINE	   64
-#define SPOKE_ARENA_SHIFT  20 /* id bits 0..19: slot, 20..31: arena */
-#define SPOKE_ARENAS	   4096
-#define SPOKE_ARENA_SLOTS  (1u << SPOKE_ARENA_SHIFT)
-#define SPOKE_ARENA_CHUNK  1024u /* slots per chunk: the first names the chunk (arena.c) */
-#define SPOKE_ARENA_CHUNKS (SPOKE_ARENA_SLOTS / SPOKE_ARENA_CHUNK)
+#define SPOKE_CACHELINE		  64
+#define SPOKE_STAGE_MAX_SLOTS	  64 /* one bit each in shard.stage_bits */
+#define SPOKE_STAGE_DEFAULT_SLOTS 16 /* slack_ns 0: tick / 16 */
+#define SPOKE_ARENA_SHIFT	  20 /* id bits 0..19: slot, 20..31: arena */
+#define SPOKE_ARENAS		  4096
+#define SPOKE_ARENA_SLOTS	  (1u << SPOKE_ARENA_SHIFT)
+#define SPOKE_ARENA_CHUNK	  1024u /* slots per chunk: the first names the chunk (arena.c) */
+#define SPOKE_ARENA_CHUNKS	  (SPOKE_ARENA_SLOTS / SPOKE_ARENA_CHUNK)
 
 enum spoke_kind {
 	SPOKE_KIND_ONESHOT = 0,
@@ -227,6 +229,13 @@ struct shard {
 	int fired_inline;	/* callbacks run inline in this turn */
 	unsigned took_messages; /* messages taken in this turn */
 	bool in_turn;		/* inside spoke_shard_turn (callbacks run inline) */
+	/* The stage: timers of the current tick, by slack-wide slot (shard.c). */
+	uint64_t stage_tick;				 /* staged: (tick - 1, tick] */
+	uint64_t stage_width_ns;			 /* a slot's width: the slack in effect */
+	uint64_t stage_bits;				 /* bit j: slot j is not empty */
+	uint64_t staged;				 /* timers on the stage */
+	unsigned stage_nslots;				 /* 1 .. SPOKE_STAGE_MAX_SLOTS */
+	struct spoke_timer stage[SPOKE_STAGE_MAX_SLOTS]; /* the slots' list heads */
 	/* Producers: the inbox tail and the sleeper's wake word. */
 	struct cds_wfcq_head inbox_head __attribute__((aligned(SPOKE_CACHELINE)));
 	struct cds_wfcq_tail inbox_tail __attribute__((aligned(SPOKE_CACHELINE)));
@@ -461,7 +470,9 @@ void spoke_shard_stop(struct shard *sh);
 void spoke_shard_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns);
 void spoke_shard_nudge(struct shard *sh, uint64_t due_ns);
 
-void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns);
+unsigned spoke_stage_slots(uint64_t tick_ns, uint64_t slack_ns);
+void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns,
+		     uint64_t now_ns);
 void spoke_shard_disarm(struct shard *sh, struct spoke_handle *h);
 void spoke_shard_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool reset);
 int spoke_shard_turn(struct shard *sh);

@@ -5,10 +5,11 @@
  * A shard's engines are touched only by its owner thread (the managed thread
  * below, or the server thread that attached). One turn of the owner:
  *
- *   1. advance each engine to the current tick. An expiring timer is moved
- *      from ARMED to DISPATCHED by compare-and-swap (losing to a cancel is
- *      fine: the cancel's message frees it) and its callback is run inline
- *      or handed to a pool worker.
+ *   1. run what is due on the stage, then advance each engine to the tick
+ *      now lies in (a timer whose deadline is ahead goes on the stage). A
+ *      due timer is moved from ARMED to DISPATCHED by compare-and-swap
+ *      (losing to a cancel is fine: the cancel's message frees it) and its
+ *      callback is run inline or handed to a pool worker.
  *   2. take messages: splice the inbox (wait-free MPSC, liburcu wfcqueue)
  *      onto the private `taken` queue without blocking and handle up to
  *      inbox_batch of them. A message is a handle; the owner acts on the
@@ -25,8 +26,10 @@
  *      never wakes.
  *
  * Time: tick T of a shard is epoch_ns + T * tick_ns. A deadline becomes the
- * first tick at or after it (rounded up), and the engines are advanced to the
- * last tick at or before now (rounded down), so nothing runs early.
+ * first tick at or after it (rounded up). The engines run one tick ahead, to
+ * the first tick at or after now, and what they expire early waits on the
+ * stage (below) until its own deadline, give or take the slack: nothing
+ * runs early, and nothing waits for the end of its tick.
  */
 #define _GNU_SOURCE
 #include "service.h"
@@ -72,11 +75,6 @@ static uint64_t deadline_tick(const struct shard *sh, uint64_t deadline_ns)
 	return x / sh->tick_ns + (x % sh->tick_ns != 0);
 }
 
-static uint64_t clock_tick(const struct shard *sh, uint64_t now_ns)
-{
-	return now_ns <= sh->epoch_ns ? 0 : (now_ns - sh->epoch_ns) / sh->tick_ns;
-}
-
 /* The time of tick t, saturating. */
 static uint64_t tick_time_ns(const struct shard *sh, uint64_t t)
 {
@@ -88,11 +86,146 @@ static uint64_t tick_time_ns(const struct shard *sh, uint64_t t)
 	return x;
 }
 
+/* --- owner: the stage ------------------------------------------------------
+ *
+ * Engines count whole ticks, so a wheel alone runs a timer at the end of its
+ * tick: up to a tick late, nearly a whole tick at p99. The stage gives back
+ * the part of the tick a timer did not ask for. A turn at time now advances
+ * the engines to W, the first tick at or after now (one ahead of the last
+ * tick that has passed); a timer they expire whose deadline is still ahead
+ * goes on the stage, which holds the window (tick W - 1, tick W] cut into
+ * stage_nslots slots of stage_width_ns (the slack): slot j ends at
+ * min(window start + (j + 1) * width, tick W). A turn runs every slot whose
+ * end has come: each deadline in it has passed, none by more than the slack
+ * (plus the wake-up). Timers close together share a slot, so a busy shard
+ * wakes at most stage_nslots times a tick; a lone timer wakes its shard
+ * once at the end of the window's first slot (where the advance stages it)
+ * and, unless it is in that slot, again at the end of its own.
+ *
+ * A slot is a circular doubly linked list around its head in sh->stage,
+ * threaded through the timer's engine node, which no engine holds meanwhile:
+ * sp_next forward, sp_link back (so the node still reads pending), and
+ * sp_deadline 0, which marks it staged. No engine holds a node with deadline
+ * 0: the owner starts nothing in an engine for the window's tick or earlier
+ * (spoke_shard_arm stages those), so every engine deadline is tick 1 or
+ * later. Bit j of stage_bits is set while slot j is not empty.
+ *
+ * A deadline that had passed when its timer was armed (a start with delay
+ * 0, a periodic timer that fell behind) goes to the last slot: it runs at
+ * the next tick, never in the pass that armed it, so a callback that
+ * re-arms itself with delay 0 runs once a tick. With a slack of a tick or
+ * more there is one slot, and every timer runs at the end of its tick.
+ */
+
+unsigned spoke_stage_slots(uint64_t tick_ns, uint64_t slack_ns)
+{
+	uint64_t n;
+
+	if (slack_ns == 0)
+		return SPOKE_STAGE_DEFAULT_SLOTS;
+	if (slack_ns >= tick_ns)
+		return 1;
+	n = tick_ns / slack_ns + (tick_ns % slack_ns != 0);
+	return n > SPOKE_STAGE_MAX_SLOTS ? 0 : (unsigned)n;
+}
+
+static void stage_init(struct shard *sh, uint64_t slack_ns)
+{
+	sh->stage_nslots = spoke_stage_slots(sh->tick_ns, slack_ns);
+	sh->stage_width_ns = sh->tick_ns / sh->stage_nslots + (sh->tick_ns % sh->stage_nslots != 0);
+	for (unsigned j = 0; j < SPOKE_STAGE_MAX_SLOTS; j++)
+		sh->stage[j].sp_next = sh->stage[j].sp_link = &sh->stage[j];
+}
+
+static bool timer_staged(const struct spoke_timer *t)
+{
+	return t->sp_link != NULL && t->sp_deadline == 0;
+}
+
+static uint64_t stage_start_ns(const struct shard *sh)
+{
+	return sh->stage_tick ? tick_time_ns(sh, sh->stage_tick - 1) : 0;
+}
+
+/* The slot of a deadline in the window (clamped: the window holds it). */
+static unsigned stage_slot_of(const struct shard *sh, uint64_t deadline_ns)
+{
+	uint64_t start = stage_start_ns(sh);
+	uint64_t j = deadline_ns > start ? (deadline_ns - start - 1) / sh->stage_width_ns : 0;
+
+	return j < sh->stage_nslots ? (unsigned)j : sh->stage_nslots - 1;
+}
+
+static uint64_t stage_slot_end(const struct shard *sh, unsigned j)
+{
+	uint64_t end = tick_time_ns(sh, sh->stage_tick), x;
+
+	if (__builtin_add_overflow(stage_start_ns(sh), (uint64_t)(j + 1) * sh->stage_width_ns,
+				   &x) ||
+	    x > end)
+		return end;
+	return x;
+}
+
+static void stage_put(struct shard *sh, struct spoke_timer *t, unsigned j)
+{
+	struct spoke_timer *head = &sh->stage[j], *last = head->sp_link;
+
+	t->sp_next = head;
+	t->sp_link = last;
+	t->sp_deadline = 0;
+	last->sp_next = t;
+	head->sp_link = t;
+	sh->stage_bits |= UINT64_C(1) << j;
+	sh->staged++;
+}
+
+static bool is_stage_head(const struct shard *sh, const struct spoke_timer *t)
+{
+	return (uintptr_t)t - (uintptr_t)sh->stage < sizeof(sh->stage);
+}
+
+/* Take t off the stage (or off the run list of stage_run_due). */
+static void stage_remove(struct shard *sh, struct spoke_timer *t)
+{
+	struct spoke_timer *prev = t->sp_link, *next = t->sp_next;
+
+	prev->sp_next = next;
+	next->sp_link = prev;
+	t->sp_next = NULL;
+	t->sp_link = NULL;
+	sh->staged--;
+	if (prev == next && is_stage_head(sh, prev))
+		sh->stage_bits &= ~(UINT64_C(1) << (prev - sh->stage));
+}
+
+/* Move slot j's list to the end of the list around run. */
+static void stage_take_slot(struct shard *sh, unsigned j, struct spoke_timer *run)
+{
+	struct spoke_timer *head = &sh->stage[j], *first = head->sp_next, *last = head->sp_link;
+	struct spoke_timer *tail = run->sp_link;
+
+	tail->sp_next = first;
+	first->sp_link = tail;
+	last->sp_next = run;
+	run->sp_link = last;
+	head->sp_next = head->sp_link = head;
+	sh->stage_bits &= ~(UINT64_C(1) << j);
+}
+
+/* The end of the first slot that is not empty; UINT64_MAX if none. */
+static uint64_t stage_wake_ns(const struct shard *sh)
+{
+	return sh->stage_bits ? stage_slot_end(sh, (unsigned)__builtin_ctzll(sh->stage_bits))
+			      : UINT64_MAX;
+}
+
 /* --- owner: engines -------------------------------------------------------- */
 
 static void publish_pending(struct shard *sh)
 {
-	uint64_t n = spoke_engine_count(sh->wheel) + (sh->lawn ? spoke_engine_count(sh->lawn) : 0);
+	uint64_t n = spoke_engine_count(sh->wheel) + (sh->lawn ? spoke_engine_count(sh->lawn) : 0) +
+		     sh->staged;
 
 	atomic_store_explicit(&sh->pending, n, memory_order_relaxed);
 }
@@ -108,27 +241,45 @@ static struct spoke_engine *engine_of(const struct shard *sh, uint64_t s)
 	return spoke_st_kind(s) == SPOKE_KIND_TTL && sh->lawn ? sh->lawn : sh->wheel;
 }
 
+/* Owner: take h out of its engine or off the stage, wherever it is pending. */
 void spoke_shard_disarm(struct shard *sh, struct spoke_handle *h)
 {
-	(void)spoke_engine_stop(
-		engine_of(sh, atomic_load_explicit(&h->state, memory_order_relaxed)), &h->node);
+	if (timer_staged(&h->node))
+		stage_remove(sh, &h->node);
+	else if (spoke_timer_pending(&h->node))
+		(void)spoke_engine_stop(
+			engine_of(sh, atomic_load_explicit(&h->state, memory_order_relaxed)),
+			&h->node);
 }
 
-/* Owner: put h in its engine for deadline_ns (moving it if pending). */
-void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns)
+/*
+ * Owner: put h on the stage or in its engine for deadline_ns (moving it if
+ * pending). now_ns: the caller's clock read that the deadline was counted
+ * from, or 0: read here if it matters (a deadline not after it had passed
+ * when armed: see the stage). A message must not use the turn's clock: a
+ * start with delay 0 queued after that read would look ahead of it.
+ */
+void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns,
+		     uint64_t now_ns)
 {
-	uint64_t s = atomic_load_explicit(&h->state, memory_order_relaxed);
-	struct spoke_engine *e = engine_of(sh, s);
-	uint64_t t = deadline_tick(sh, deadline_ns), now = spoke_engine_now(e);
+	struct spoke_engine *e;
+	uint64_t t = deadline_tick(sh, deadline_ns);
 
-	if (spoke_timer_pending(&h->node))
-		(void)spoke_engine_stop(e, &h->node);
-	if (spoke_engine_start(e, &h->node, t > now ? t - now : 0) == 0)
+	spoke_shard_disarm(sh, h);
+	if (t <= sh->stage_tick) {
+		if (now_ns == 0)
+			now_ns = spoke_now_ns();
+		stage_put(sh, &h->node,
+			  deadline_ns <= now_ns ? sh->stage_nslots - 1
+						: stage_slot_of(sh, deadline_ns));
+		return;
+	}
+	e = engine_of(sh, atomic_load_explicit(&h->state, memory_order_relaxed));
+	if (spoke_engine_start(e, &h->node, t - spoke_engine_now(e)) == 0)
 		return;
 	/* Only the lawn can refuse: the wheel takes it, as a one-shot from now on. */
 	atomic_fetch_and_explicit(&h->state, ~SPOKE_ST_KIND_MASK, memory_order_relaxed);
-	now = spoke_engine_now(sh->wheel);
-	(void)spoke_engine_start(sh->wheel, &h->node, t > now ? t - now : 0);
+	(void)spoke_engine_start(sh->wheel, &h->node, t - spoke_engine_now(sh->wheel));
 }
 
 /*
@@ -142,7 +293,7 @@ void spoke_shard_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool r
 
 	if (reset)
 		per->base_ns = atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
-	spoke_shard_arm(sh, h, per->base_ns);
+	spoke_shard_arm(sh, h, per->base_ns, 0);
 }
 
 /* Owner: end a cancelled handle's life (unlinked, counted, freed). */
@@ -198,7 +349,7 @@ static void handle_message(struct shard *sh, struct spoke_handle *h)
 			uint64_t d = atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
 
 			spoke_handle_set_base(h, s, d);
-			spoke_shard_arm(sh, h, d);
+			spoke_shard_arm(sh, h, d, 0);
 		} else if (spoke_st_kind(s) == SPOKE_KIND_PERIODIC &&
 			   !spoke_timer_pending(&h->node)) {
 			spoke_shard_rearm_periodic(sh, h, false);
@@ -480,11 +631,9 @@ void spoke_shard_recall(struct shard *sh, struct spoke_handle *h)
 	spoke_shard_post(sh, h, 0);
 }
 
-/* Engine expiry action (owner): claim the run, then run or dispatch it. */
-static void on_expire(void *ctx, struct spoke_timer *t)
+/* Owner: h is due: claim its run (ARMED -> DISPATCHED), then run or dispatch it. */
+static void claim_run(struct shard *sh, struct spoke_handle *h)
 {
-	struct shard *sh = ctx;
-	struct spoke_handle *h = caa_container_of(t, struct spoke_handle, node);
 	uint64_t s = atomic_load_explicit(&h->state, memory_order_acquire);
 
 	do {
@@ -497,6 +646,61 @@ static void on_expire(void *ctx, struct spoke_timer *t)
 		memory_order_acquire));
 	SPOKE_HOOK(SPOKE_HOOK_EXPIRY_CLAIMED);
 	run_or_dispatch(sh, h);
+}
+
+/* The deadline h was armed for: a periodic timer's next run, else the last start or reset. */
+static uint64_t armed_deadline(struct spoke_handle *h)
+{
+	if (spoke_st_kind(atomic_load_explicit(&h->state, memory_order_relaxed)) ==
+	    SPOKE_KIND_PERIODIC)
+		return spoke_periodic_of(h)->base_ns;
+	return atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
+}
+
+/*
+ * Engine expiry action (owner): the engines run a tick ahead, so a timer
+ * whose deadline is still ahead goes on the stage; the others are due. A
+ * deadline_ns that a foreign reset is rewriting meanwhile is harmless: the
+ * reset's message re-arms the timer, and claim_run leaves it to that.
+ */
+static void on_expire(void *ctx, struct spoke_timer *t)
+{
+	struct shard *sh = ctx;
+	struct spoke_handle *h = caa_container_of(t, struct spoke_handle, node);
+	uint64_t d = armed_deadline(h);
+
+	if (d > sh->clock_ns)
+		stage_put(sh, t, stage_slot_of(sh, d));
+	else
+		claim_run(sh, h);
+}
+
+/*
+ * Owner: run the staged timers that are due at now: the slots whose end has
+ * come, or all of them when the window moves on to tick `window` (its end
+ * has passed then). They are taken off their slots before any runs, so what
+ * their callbacks stage waits for a later turn.
+ */
+static void stage_run_due(struct shard *sh, uint64_t now, uint64_t window)
+{
+	struct spoke_timer run = {.sp_next = &run, .sp_link = &run};
+	bool all = window > sh->stage_tick;
+
+	for (uint64_t bits = sh->stage_bits; bits; bits &= bits - 1) {
+		unsigned j = (unsigned)__builtin_ctzll(bits);
+
+		if (!all && stage_slot_end(sh, j) > now)
+			break;
+		stage_take_slot(sh, j, &run);
+	}
+	if (all)
+		sh->stage_tick = window;
+	while (run.sp_next != &run) {
+		struct spoke_timer *t = run.sp_next;
+
+		stage_remove(sh, t);
+		claim_run(sh, caa_container_of(t, struct spoke_handle, node));
+	}
 }
 
 static void advance_engine(struct shard *sh, struct spoke_engine *e, uint64_t tick)
@@ -518,12 +722,15 @@ int spoke_shard_turn(struct shard *sh)
 	sh->in_turn = true;
 	sh->fired_inline = 0;
 	/*
-	 * Advance first, then take messages: the engines' clocks are current
-	 * when a message arms a timer, so the delay handed to the lawn is the
-	 * timer's TTL and equal TTLs share one queue. A timer whose reset or
-	 * cancel is still queued does not fire meanwhile (on_expire sees INBOX).
+	 * Stage, then engines, then messages: the staged deadlines are the
+	 * earliest; the engines' clocks are current when a message arms a
+	 * timer, so the delay handed to the lawn is the timer's TTL and equal
+	 * TTLs share one queue. A timer whose reset or cancel is still queued
+	 * does not fire meanwhile (claim_run sees INBOX).
 	 */
-	tick = clock_tick(sh, spoke_now_ns());
+	sh->clock_ns = spoke_now_ns();
+	tick = deadline_tick(sh, sh->clock_ns);
+	stage_run_due(sh, sh->clock_ns, tick);
 	advance_engine(sh, sh->wheel, tick);
 	if (sh->lawn)
 		advance_engine(sh, sh->lawn, tick);
@@ -533,13 +740,19 @@ int spoke_shard_turn(struct shard *sh)
 	return sh->fired_inline;
 }
 
+/*
+ * When the turn that stages e's next expiries is due: the end of the first
+ * slot of their window, when the turn advances e to their tick (and runs
+ * the first slot's share at once).
+ */
 static uint64_t engine_wake_ns(const struct shard *sh, const struct spoke_engine *e)
 {
-	uint64_t next = spoke_engine_next(e), t;
+	uint64_t next = spoke_engine_next(e), t, x;
 
 	if (next == UINT64_MAX || __builtin_add_overflow(spoke_engine_now(e), next, &t))
 		return UINT64_MAX;
-	return tick_time_ns(sh, t);
+	x = tick_time_ns(sh, t - 1);
+	return __builtin_add_overflow(x, sh->stage_width_ns, &x) ? UINT64_MAX : x;
 }
 
 /*
@@ -553,14 +766,16 @@ static uint64_t engine_wake_ns(const struct shard *sh, const struct spoke_engine
 /* Owner: ns until the shard has work (0 = now), -1 if none. */
 int64_t spoke_shard_next_ns(struct shard *sh)
 {
-	uint64_t wake = engine_wake_ns(sh, sh->wheel), now;
+	uint64_t wake = engine_wake_ns(sh, sh->wheel), now, w;
 	enum queue_look look = look_at_messages(sh);
 
 	if (look == QUEUE_READY)
 		return 0;
+	w = stage_wake_ns(sh);
+	if (w < wake)
+		wake = w;
 	if (sh->lawn) {
-		uint64_t w = engine_wake_ns(sh, sh->lawn);
-
+		w = engine_wake_ns(sh, sh->lawn);
 		if (w < wake)
 			wake = w;
 	}
@@ -657,6 +872,7 @@ int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index)
 	sh->cpu = o && o->cpu >= 0 ? o->cpu : (int)(index % s->ncpus);
 	sh->tick_ns = o && o->tick_ns ? o->tick_ns : cfg->tick_ns;
 	sh->epoch_ns = spoke_now_ns();
+	stage_init(sh, o && o->slack_ns ? o->slack_ns : cfg->slack_ns);
 	cds_wfcq_init(&sh->inbox_head, &sh->inbox_tail);
 	cds_wfcq_init(&sh->taken_head, &sh->taken_tail);
 	err = spoke_engine_new(&sh->wheel, engine, &p);

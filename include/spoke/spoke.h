@@ -51,6 +51,7 @@ struct spoke;
 struct spoke_shard_config {
 	int cpu;	     /* CPU to pin the managed thread to; -1 = shard index mod CPUs */
 	uint64_t tick_ns;    /* tick length of this shard (1 us .. 1 h) */
+	uint64_t slack_ns;   /* expiry slack of this shard (see struct spoke_config) */
 	const char *engine;  /* engine scheme for one-shot and periodic timers */
 	unsigned level_bits; /* wheel geometry (hierarchical): bits per level */
 	unsigned levels;     /* wheel geometry (hierarchical): number of levels */
@@ -60,6 +61,10 @@ struct spoke_shard_config {
 struct spoke_config {
 	unsigned shards;	   /* 0 = one per online CPU; at most SPOKE_MAX_SHARDS */
 	uint64_t tick_ns;	   /* default 1000000 (1 ms); 1000 ns .. 3600 s */
+	uint64_t slack_ns;	   /* how late past its deadline a timer may run (besides
+				      scheduling delay) so that timers close together share
+				      a wake-up: 0 = tick/16 (the default); at least tick/64;
+				      tick or more = round deadlines up to the tick */
 	const char *engine;	   /* default (and NULL) "hierarchical"; also hashed, hashed-sorted,
 				      list, sorted-list (wheel: bounded; heap, lawn: allocate) */
 	unsigned level_bits;	   /* 0 = engine default */
@@ -87,6 +92,7 @@ struct spoke_shard_stats {
 	uint64_t inbox_hwm;   /* most messages taken from the inbox in one turn */
 	uint64_t max_late_ns; /* worst lateness: callback start - deadline (pool wait included) */
 	uint64_t tick_ns;
+	uint64_t slack_ns; /* the slack in effect: tick / ceil(tick / asked slack), rounded up */
 	bool attached;
 };
 
@@ -103,9 +109,10 @@ void spoke_config_init(struct spoke_config *cfg);
  * Create the service and start its threads. cfg NULL = defaults. *out is set
  * only on success; on failure nothing is left allocated or running.
  * -EINVAL: NULL out, or a field out of its range (see struct spoke_config;
- * tick_ns 0 is invalid, not a default; lawn_shards bits at or above the shard
- * count; an override cpu below -1 or not below CPU_SETSIZE; more overrides
- * than shards, or a count with a NULL array). -ENOMEM: no memory. -EAGAIN: a
+ * tick_ns 0 is invalid, not a default; a slack_ns, global or an override's,
+ * below 1/64 of the tick of a shard it applies to; lawn_shards bits at or
+ * above the shard count; an override cpu below -1 or not below CPU_SETSIZE;
+ * more overrides than shards, or a count with a NULL array). -ENOMEM: no memory. -EAGAIN: a
  * thread could not be started.
  */
 int spoke_create(struct spoke **out, const struct spoke_config *cfg);

@@ -271,6 +271,21 @@ static void spoke_create_bad_override_geometry_einval(void **state)
 	GOOD((ov[0].engine = "hashed", ov[0].table_size = 4, OVERRIDES(1)));
 }
 
+/* At most 64 slots a tick: a slack below tick / 64 is refused, for any shard it applies to. */
+static void spoke_create_bad_slack_einval(void **state)
+{
+	(void)state;
+	BAD(cfg.slack_ns = MS / 64 - 1); /* 65 slots */
+	BAD(cfg.slack_ns = 1);
+	BAD((ov[0].slack_ns = 1000, OVERRIDES(1)));
+	BAD((cfg.slack_ns = 20000, ov[1].tick_ns = 3600 * SEC,
+	     OVERRIDES(2)));		 /* global, long tick */
+	GOOD(cfg.slack_ns = MS / 64);	 /* 64 slots */
+	GOOD(cfg.slack_ns = UINT64_MAX); /* a slot per tick */
+	GOOD((ov[0].slack_ns = MS, OVERRIDES(1)));
+	GOOD((cfg.slack_ns = 20000, ov[1].tick_ns = 1000, OVERRIDES(2))); /* over the short tick */
+}
+
 #undef BAD
 #undef GOOD
 
@@ -1121,6 +1136,7 @@ int main(int argc, char **argv)
 		ERR_TEST(spoke_create_bad_override_tick_einval),
 		ERR_TEST(spoke_create_bad_override_engine_einval),
 		ERR_TEST(spoke_create_bad_override_geometry_einval),
+		ERR_TEST(spoke_create_bad_slack_einval),
 		ERR_TEST(spoke_create_enomem),
 		ERR_TEST(spoke_create_eagain),
 		ERR_TEST(spoke_start_einval),

@@ -21,6 +21,10 @@
  *   lawn_ttl_few_distinct                Lawn: many timers, 3 TTLs
  *   lawn_ttl_many_distinct               Lawn: thousands of distinct TTLs
  *   lawn_ttl_fifo_per_ttl                Lawn: one TTL's timers fire in start order
+ *   slack_default_runs_within_slack      the stage: a timer runs within tick/16 of its
+ *                                        deadline; a staged timer cancelled, reset
+ *   slack_custom_width                   ... slack 300 us: 4 slots of 250 us
+ *   slack_one_slot_per_tick              ... slack >= tick: one slot, the tick's end
  *   config_defaults                      spoke_config_init / create(NULL) / shards 0
  *   config_now_is_monotonic_clock        spoke_now_ns is CLOCK_MONOTONIC
  *   config_per_shard_overrides           per-shard tick and engine
@@ -1356,6 +1360,208 @@ static void lawn_ttl_fifo_per_ttl(void **state)
 	svc_destroy(s);
 }
 
+/* ==== the stage: a timer runs within the slack of its deadline ================================
+ *
+ * Driven from an attached thread, so that every turn of the shard is a
+ * spoke_poll of the test and spoke_next_deadline shows when the shard plans
+ * to look next. Planned wake-ups are bounded without trusting the clock:
+ * the service reads its clock after the test's `ta`, so ta + next_deadline
+ * is at most its planned wake, and the timer's deadline is at most the
+ * test's clock after the start returned plus the delay.
+ */
+
+struct slack_ctx {
+	struct spoke *s;
+	uint64_t slack;	    /* the slot width in effect (stats) */
+	uint64_t ahead_max; /* worst planned wake past deadline + slack (ns) */
+	struct trec rec[8];
+	struct trec staged[8];
+	atomic_int done;
+};
+
+static struct slack_ctx slk;
+
+static uint64_t slack_pending(struct spoke *s)
+{
+	struct spoke_stats *st = stats_new();
+	uint64_t n;
+
+	spoke_stats(s, st);
+	n = st->shard[0].pending;
+	free(st);
+	return n;
+}
+
+/* Poll at each wake the shard plans until r ran; each plan at most deadline + slack. */
+static void slack_run_one(struct slack_ctx *c, struct trec *r, uint64_t latest_deadline)
+{
+	for (unsigned n = 0; n < 1000 && atomic_load(&r->fired) == 0; n++) {
+		uint64_t ta = spoke_now_ns();
+		int64_t nd = spoke_next_deadline(c->s);
+
+		BG_CHECK(nd >= 0);
+		if (nd < 0)
+			return;
+		if (ta + (uint64_t)nd > latest_deadline + c->slack &&
+		    ta + (uint64_t)nd - latest_deadline - c->slack > c->ahead_max)
+			c->ahead_max = ta + (uint64_t)nd - latest_deadline - c->slack;
+		sleep_ns((uint64_t)nd);
+		BG_CHECK_INT(spoke_poll(c->s), >=, 0);
+	}
+	BG_CHECK_INT(atomic_load(&r->fired), ==, 1);
+}
+
+/*
+ * Start r with `delay` and poll once, at the shard's first planned wake,
+ * where it takes the timer from its wheel. true: r is now on the stage (not
+ * run, its deadline still ahead); false: it ran there (its deadline was in
+ * the first slot of its tick).
+ */
+static bool slack_stage_one(struct slack_ctx *c, struct trec *r, uint64_t delay, spoke_id *id)
+{
+	int64_t nd;
+
+	atomic_store(&r->earliest, spoke_now_ns() + delay);
+	BG_CHECK_INT(spoke_start(c->s, delay, trec_fire, r, id), ==, 0);
+	nd = spoke_next_deadline(c->s);
+	BG_CHECK(nd >= 0);
+	sleep_ns(nd > 0 ? (uint64_t)nd : 0);
+	BG_CHECK_INT(spoke_poll(c->s), >=, 0);
+	return atomic_load(&r->fired) == 0 && spoke_now_ns() < atomic_load(&r->earliest);
+}
+
+/* Stage a timer from staged[], trying other places in the tick while one runs at once. */
+static struct trec *slack_stage_any(struct slack_ctx *c, unsigned *next, spoke_id *id)
+{
+	while (*next < ARRAY_SIZE(c->staged)) {
+		struct trec *r = &c->staged[(*next)++];
+
+		if (slack_stage_one(c, r, MS + *next * (MS / 4) + MS / 3, id))
+			return r;
+	}
+	BG_CHECK(!"no timer stayed on the stage in 8 tries");
+	return NULL;
+}
+
+static void *slack_thread(void *p)
+{
+	struct slack_ctx *c = p;
+	unsigned next = 0;
+	spoke_id a, b, x;
+	struct trec *r;
+	int64_t nd;
+
+	BG_CHECK_INT(spoke_attach(c->s, 0), ==, 0);
+	/* Eight deadlines spread over a tick: each runs within the slack. */
+	for (unsigned i = 0; i < ARRAY_SIZE(c->rec); i++) {
+		uint64_t delay = MS + i * (MS / 8) + MS / 16, t1;
+
+		atomic_store(&c->rec[i].earliest, spoke_now_ns() + delay);
+		BG_CHECK_INT(spoke_start(c->s, delay, trec_fire, &c->rec[i], NULL), ==, 0);
+		t1 = spoke_now_ns();
+		slack_run_one(c, &c->rec[i], t1 + delay);
+	}
+	/* With one slot a tick, a timer is taken from the wheel when it is due. */
+	if (c->slack >= MS) {
+		atomic_store(&c->done, 1);
+		return NULL;
+	}
+	/* A cancelled timer leaves the stage: no run, no count, no planned wake-up. */
+	r = slack_stage_any(c, &next, &a);
+	if (r) {
+		BG_CHECK_U64(slack_pending(c->s), ==, 1);
+		BG_CHECK_INT(spoke_cancel(c->s, a), ==, 0);
+		BG_CHECK_INT(spoke_poll(c->s), ==, 0);
+		BG_CHECK_U64(slack_pending(c->s), ==, 0);
+		BG_CHECK(spoke_next_deadline(c->s) == -1);
+		/* Its handle goes to the next start; past the old deadline nothing runs. */
+		BG_CHECK_INT(spoke_start(c->s, 3600 * SEC, never_fn, NULL, &x), ==, 0);
+		sleep_ns(atomic_load(&r->earliest) - spoke_now_ns() + 2 * MS);
+		BG_CHECK_INT(spoke_poll(c->s), ==, 0);
+		BG_CHECK_U64(slack_pending(c->s), ==, 1);
+		BG_CHECK_INT(atomic_load(&r->fired), ==, 0);
+		BG_CHECK_INT(spoke_cancel(c->s, x), ==, 0);
+	}
+	/* A reset moves a staged timer off the stage, and back on. */
+	r = slack_stage_any(c, &next, &b);
+	if (r) {
+		uint64_t t1;
+
+		BG_CHECK_INT(spoke_reset(c->s, b, 3600 * SEC), ==, 0);
+		nd = spoke_next_deadline(c->s);
+		BG_CHECK(nd > (int64_t)(10 * SEC));
+		sleep_ns(atomic_load(&r->earliest) - spoke_now_ns() + 2 * MS);
+		BG_CHECK_INT(spoke_poll(c->s), ==, 0);
+		BG_CHECK_INT(atomic_load(&r->fired), ==, 0);
+		atomic_store(&r->earliest, spoke_now_ns() + MS / 3);
+		BG_CHECK_INT(spoke_reset(c->s, b, MS / 3), ==, 0);
+		t1 = spoke_now_ns();
+		slack_run_one(c, r, t1 + MS / 3);
+	}
+	atomic_store(&c->done, 1);
+	return NULL;
+}
+
+/* slack_ns as given, 1 ms ticks; `width`: the slot width the shard must report. */
+static void slack_case(uint64_t slack_ns, uint64_t width)
+{
+	struct spoke_config cfg;
+	struct spoke_stats *st = stats_new();
+	pthread_t t;
+
+	memset(&slk, 0, sizeof(slk));
+	trec_reset_globals();
+	atomic_store(&never_ran, 0);
+	svc_config(&cfg, 2, MS, 1);
+	cfg.slack_ns = slack_ns;
+	slk.s = svc_create_cfg(&cfg);
+	spoke_stats(slk.s, st);
+	assert_int_equal(st->shard[0].slack_ns, width);
+	assert_int_equal(st->shard[1].slack_ns, width);
+	free(st);
+	slk.slack = width;
+	t = thread_start(slack_thread, &slk);
+	if (!WAIT_UNTIL(atomic_load(&slk.done), EVENTUALLY_NS)) {
+		svc_abandon_all();
+		fail_msg("the attached thread did not finish");
+	}
+	pthread_join(t, NULL);
+	assert_no_bg_failures();
+	assert_never_early();
+	assert_int_equal(atomic_load(&never_ran), 0);
+	if (slk.ahead_max)
+		fail_msg("the shard planned to look at a timer %" PRIu64
+			 " ns after its deadline + slack (%" PRIu64 " ns)",
+			 slk.ahead_max, width);
+	svc_destroy(slk.s);
+}
+
+/*
+ * Default slack (tick / 16): deadlines all over the tick each run at the end
+ * of their slot, not of their tick; a staged timer can be cancelled (no run,
+ * pending 0, no wake-up left behind, its handle reused) and reset (off the
+ * stage and back).
+ */
+static void slack_default_runs_within_slack(void **state)
+{
+	(void)state;
+	slack_case(0, MS / 16);
+}
+
+/* A slack of 300 us: 4 slots of 250 us (the width is the tick over whole slots). */
+static void slack_custom_width(void **state)
+{
+	(void)state;
+	slack_case(300 * US, 250 * US);
+}
+
+/* A slack of a tick or more: one slot, every timer at the end of its tick. */
+static void slack_one_slot_per_tick(void **state)
+{
+	(void)state;
+	slack_case(5 * MS, MS);
+}
+
 /* ==== configuration ==================================================================== */
 
 /*
@@ -1883,6 +2089,9 @@ int main(int argc, char **argv)
 		SVC_TEST(lawn_ttl_few_distinct),
 		SVC_TEST(lawn_ttl_many_distinct),
 		SVC_TEST(lawn_ttl_fifo_per_ttl),
+		SVC_TEST(slack_default_runs_within_slack),
+		SVC_TEST(slack_custom_width),
+		SVC_TEST(slack_one_slot_per_tick),
 		SVC_TEST(config_defaults),
 		SVC_TEST(config_now_is_monotonic_clock),
 		SVC_TEST(config_per_shard_overrides),
