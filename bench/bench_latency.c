@@ -84,6 +84,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #define NS_PER_S	  UINT64_C(1000000000)
 #define NS_PER_MS	  UINT64_C(1000000)
@@ -246,6 +247,38 @@ static const struct spoke_shard_stats *totals(struct spoke *s)
 {
 	spoke_stats(s, &stats_buf);
 	return &stats_buf.total;
+}
+
+static const struct spoke_shard_stats *shard_stats_of(struct spoke *s, unsigned k)
+{
+	spoke_stats(s, &stats_buf);
+	return &stats_buf.shard[k];
+}
+
+/* The process's CPU time and context switches at a moment, to price a stretch of a run. */
+struct cpu_mark {
+	uint64_t wall_ns, cpu_ns, csw;
+};
+
+static struct cpu_mark cpu_mark_now(void)
+{
+	struct rusage u;
+
+	getrusage(RUSAGE_SELF, &u);
+	return (struct cpu_mark){
+		.wall_ns = spoke_now_ns(),
+		.cpu_ns = (uint64_t)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * NS_PER_S +
+			  (uint64_t)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1000,
+		.csw = (uint64_t)(u.ru_nvcsw + u.ru_nivcsw)};
+}
+
+static void cpu_mark_since(const struct cpu_mark *m0, struct bench_late_result *r)
+{
+	struct cpu_mark m1 = cpu_mark_now();
+	double wall = (double)(m1.wall_ns - m0->wall_ns);
+
+	r->cpu_pct = wall > 0 ? 100.0 * (double)(m1.cpu_ns - m0->cpu_ns) / wall : 0;
+	r->csw_per_s = wall > 0 ? (double)(m1.csw - m0->csw) * 1e9 / wall : 0;
 }
 
 static const char *stats_str(char *buf, size_t len, const struct spoke_shard_stats *t)
@@ -434,6 +467,7 @@ int bench_late_run(const struct bench_late_job *j, unsigned run, uint64_t *late_
 		return bench_fail(out, -ENOMEM, "no memory for %zu samples", j->max_samples);
 	spoke_config_init(&cfg);
 	cfg.tick_ns = j->tick_ns;
+	cfg.slack_ns = j->slack_ns;
 	err = spoke_create(&s, &cfg);
 	if (err) {
 		free(smp);
@@ -453,12 +487,16 @@ int bench_late_run(const struct bench_late_job *j, unsigned run, uint64_t *late_
 		if (err)
 			err = bench_fail(out, err, "pthread_create: %s", strerror(-err));
 	}
-	if (!err)
+	if (!err) {
+		struct cpu_mark m0 = cpu_mark_now();
+
 		k = stream(s, j, smp, &rng, out);
-	if (k < 0)
-		err = (int)k;
-	if (!err)
-		err = wait_stream((uint64_t)k, out);
+		if (k < 0)
+			err = (int)k;
+		if (!err)
+			err = wait_stream((uint64_t)k, out);
+		cpu_mark_since(&m0, r);
+	}
 	pairs = load_stop(load, nload, &load_stop_flag, &r->load_ns);
 	if (pairs < 0 && !err)
 		err = bench_fail(out, (int)pairs, "load: spoke_start_on or spoke_cancel: %s",
@@ -467,8 +505,10 @@ int bench_late_run(const struct bench_late_job *j, unsigned run, uint64_t *late_
 		err = -EPROTO;
 	if (!err)
 		err = check_service(s, j, (uint64_t)k, (uint64_t)pairs, out);
-	if (!err)
+	if (!err) {
 		r->service_max_late_us = (double)totals(s)->max_late_ns / 1000.0;
+		r->slack_us = (double)shard_stats_of(s, 0)->slack_ns / 1000.0;
+	}
 	spoke_destroy(s);
 	if (!err) {
 		for (int64_t i = 0; i < k; i++)
@@ -494,6 +534,7 @@ struct plan {
 	bool json, quick, failed;
 	unsigned runs, load_threads;
 	double duration_s, load_rate;
+	uint64_t slack_ns; /* --slack (0: the default) */
 	uint64_t pending[MAX_PENDING], tick_ns[MAX_TICKS];
 	size_t npending, nticks, nloads; /* nloads 1: no load only, 2: both */
 	size_t max_samples;		 /* per run */
@@ -527,6 +568,8 @@ struct cell_result {
 	double p99_min_us, p99_max_us; /* of the runs' own p99 */
 	double service_max_late_us;    /* median of the runs */
 	double load_pairs_per_s;       /* median of the runs */
+	double slack_us;	       /* the slack in effect */
+	double cpu_pct, csw_per_s;     /* medians of the runs */
 	uint64_t hist[HIST_BUCKETS];
 };
 
@@ -549,6 +592,7 @@ static double hist_lo_us(unsigned b)
 static int pool_runs(const struct plan *p, struct cell_result *cr)
 {
 	double p99[BENCH_MAX_RUNS], svc[BENCH_MAX_RUNS], rate[BENCH_MAX_RUNS];
+	double cpu[BENCH_MAX_RUNS], csw[BENCH_MAX_RUNS];
 	uint64_t *all, n = 0;
 
 	memset(cr, 0, sizeof(*cr));
@@ -566,7 +610,10 @@ static int pool_runs(const struct plan *p, struct cell_result *cr)
 		p99[r] = x->p99_us;
 		svc[r] = x->service_max_late_us;
 		rate[r] = x->load_ns > 0 ? (double)x->load_pairs * 1e9 / x->load_ns : 0;
+		cpu[r] = x->cpu_pct;
+		csw[r] = x->csw_per_s;
 	}
+	cr->slack_us = p->res[0].slack_us;
 	qsort(all, n, sizeof(*all), cmp_u64);
 	cr->n = n;
 	cr->p50_us = bench_late_pct_us(all, n, 0.50);
@@ -581,6 +628,8 @@ static int pool_runs(const struct plan *p, struct cell_result *cr)
 	cr->p99_max_us = p99[p->runs - 1];
 	cr->service_max_late_us = bench_median(svc, p->runs);
 	cr->load_pairs_per_s = bench_median(rate, p->runs);
+	cr->cpu_pct = bench_median(cpu, p->runs);
+	cr->csw_per_s = bench_median(csw, p->runs);
 	return 0;
 }
 
@@ -617,11 +666,12 @@ static void print_json(const struct plan *p, const struct bench_late_job *j,
 	json_head(p, j);
 	printf(",\"n\":%llu,\"p50_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,"
 	       "\"p99_min_us\":%.2f,\"p99_max_us\":%.2f,\"service_max_late_us\":%.2f,"
-	       "\"load_pairs_per_s\":%.0f,\"shards\":%u,\"runs\":%u,\"hist_per_decade\":%d,"
+	       "\"load_pairs_per_s\":%.0f,\"slack_us\":%.3f,\"cpu_pct\":%.1f,"
+	       "\"csw_per_s\":%.0f,\"shards\":%u,\"runs\":%u,\"hist_per_decade\":%d,"
 	       "\"hist\":[",
 	       (unsigned long long)cr->n, cr->p50_us, cr->p99_us, cr->p999_us, cr->max_us,
 	       cr->p99_min_us, cr->p99_max_us, cr->service_max_late_us, cr->load_pairs_per_s,
-	       bench_ncpus(), p->runs, HIST_PER_DECADE);
+	       cr->slack_us, cr->cpu_pct, cr->csw_per_s, bench_ncpus(), p->runs, HIST_PER_DECADE);
 	for (unsigned b = 0; b < HIST_BUCKETS; b++) {
 		double hi = b + 1 < HIST_BUCKETS ? hist_lo_us(b + 1) : cr->max_us;
 
@@ -641,9 +691,8 @@ static void table_head(const struct bench_late_job *j)
 
 	if (!header_done) {
 		printf("| pending | tick | load | samples | p50 | p99 | p99.9 | max | p99 of runs "
-		       "| "
-		       "service max | load pairs/s |\n");
-		printf("|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+		       "| service max | slack | CPU %% | switches/s | load pairs/s |\n");
+		printf("|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
 		header_done = true;
 	}
 	printf("| %s | %s | %s |", bench_fmt_count(nb, sizeof(nb), j->pending),
@@ -657,9 +706,11 @@ static void print_cell(const struct plan *p, const struct bench_late_job *j,
 		print_json(p, j, cr);
 	} else {
 		table_head(j);
-		printf(" %llu | %.1f | %.1f | %.1f | %.1f | %.1f .. %.1f | %.1f |",
+		printf(" %llu | %.1f | %.1f | %.1f | %.1f | %.1f .. %.1f | %.1f | %.1f | %.0f | "
+		       "%.0f |",
 		       (unsigned long long)cr->n, cr->p50_us, cr->p99_us, cr->p999_us, cr->max_us,
-		       cr->p99_min_us, cr->p99_max_us, cr->service_max_late_us);
+		       cr->p99_min_us, cr->p99_max_us, cr->service_max_late_us, cr->slack_us,
+		       cr->cpu_pct, cr->csw_per_s);
 		if (j->load_threads)
 			printf(" %.2fM |\n", cr->load_pairs_per_s / 1e6);
 		else
@@ -687,7 +738,7 @@ static void print_error(const struct plan *p, const struct bench_late_job *j, co
 		printf("\"}\n");
 	} else {
 		table_head(j);
-		printf(" error: %s | | | | | | | |\n", err);
+		printf(" error: %s | | | | | | | | | | |\n", err);
 	}
 	fflush(stdout);
 }
@@ -697,6 +748,7 @@ static void do_cell(struct plan *p, uint64_t pending, uint64_t tick_ns, unsigned
 	struct cell c = {.p = p,
 			 .job = {.pending = pending,
 				 .tick_ns = tick_ns,
+				 .slack_ns = p->slack_ns,
 				 .window_ns = (uint64_t)(p->duration_s * 1e9),
 				 .load_threads = load_threads,
 				 .load_rate = p->load_rate,
@@ -739,7 +791,8 @@ static void usage(FILE *f)
 		"                     (default %.0e; 0 = as fast as they can)\n"
 		"  --no-load          only the cells without load\n"
 		"  --pending LIST     pending counts instead of 1e3,1e5,1e6 (at most 3)\n"
-		"  --tick LIST        tick lengths in us instead of 100,1000,10000 (at most 3)\n",
+		"  --tick LIST        tick lengths in us instead of 100,1000,10000 (at most 3)\n"
+		"  --slack US         the service's slack_ns in us (default 0: tick/4)\n",
 		(double)DEFAULT_LOAD_RATE);
 }
 
@@ -769,10 +822,11 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 		{"no-load", no_argument, NULL, 'n'},
 		{"pending", required_argument, NULL, 'p'},
 		{"tick", required_argument, NULL, 't'},
+		{"slack", required_argument, NULL, 's'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	uint64_t runs = 0, load = bench_ncpus(), rate = DEFAULT_LOAD_RATE;
+	uint64_t runs = 0, load = bench_ncpus(), rate = DEFAULT_LOAD_RATE, slack_us = 0;
 	double duration = 0;
 	uint64_t pending[MAX_PENDING], tick_us[MAX_TICKS];
 	int npending = 0, nticks = 0;
@@ -836,6 +890,15 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 				return 2;
 			}
 			break;
+		case 's':
+			if (strcmp(optarg, "0") != 0 && bench_parse_count(optarg, &slack_us)) {
+				fprintf(stderr,
+					"--slack: us, e.g. 250; 0 = the service's default\n");
+				return 2;
+			}
+			if (strcmp(optarg, "0") == 0)
+				slack_us = 0;
+			break;
 		case 'h':
 			usage(stdout);
 			*done = true;
@@ -853,6 +916,7 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 	p->duration_s = duration > 0 ? duration : p->quick ? 0.1 : 2;
 	p->load_threads = (unsigned)load;
 	p->load_rate = (double)rate;
+	p->slack_ns = slack_us * 1000;
 	p->nloads = no_load ? 1 : 2;
 	if (p->quick) {
 		p->pending[0] = 1000;

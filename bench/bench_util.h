@@ -279,6 +279,7 @@ void bench_sleep_ns(uint64_t ns);
 struct bench_late_job {
 	uint64_t pending;      /* timers held pending (delays 5 s .. 600 s) */
 	uint64_t tick_ns;      /* the service's tick; the rest of its config is the default */
+	uint64_t slack_ns;     /* ... but this slack_ns (0: the default) */
 	uint64_t window_ns;    /* how long the stream of measured timers is started */
 	unsigned load_threads; /* start+cancel churn threads meanwhile (0 = no load) */
 	double load_rate;      /* their pairs per second, all together (0 = unthrottled) */
@@ -292,6 +293,9 @@ struct bench_late_result {
 	double service_max_late_us; /* the service's own max_late_ns (spoke_stats) */
 	uint64_t load_pairs;	    /* start+cancel pairs by the load threads */
 	double load_ns;		    /* how long the load ran */
+	double slack_us;	    /* the slack in effect (spoke_stats) */
+	double cpu_pct;		    /* CPU of the whole process over stream + wait, % of one CPU */
+	double csw_per_s;	    /* its context switches per second meanwhile */
 };
 
 /*

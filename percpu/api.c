@@ -414,13 +414,19 @@ unsigned spoke_shards(const struct spoke *s)
 
 /* --- starting ------------------------------------------------------------- */
 
-/* now + delay, saturated; *now_ns: the clock read it is counted from. */
-static uint64_t deadline_after(uint64_t delay_ns, uint64_t *now_ns)
+/*
+ * The deadline of a start or reset on sh: now + delay, saturated. Delay 0
+ * means the next tick of sh (a deadline that has passed would run at the
+ * owner's next turn, and a callback re-arming itself so would run once a
+ * turn); any other delay is run within the slack of its deadline.
+ */
+static uint64_t deadline_on(const struct shard *sh, uint64_t delay_ns)
 {
-	uint64_t d;
+	uint64_t now = spoke_now_ns(), d;
 
-	*now_ns = spoke_now_ns();
-	if (__builtin_add_overflow(*now_ns, delay_ns, &d))
+	if (delay_ns == 0)
+		return spoke_shard_next_tick_ns(sh, now);
+	if (__builtin_add_overflow(now, delay_ns, &d))
 		return UINT64_MAX;
 	return d;
 }
@@ -451,13 +457,13 @@ static int start_timer(struct spoke *s, unsigned shard, unsigned kind, uint64_t 
 	struct shard *sh = &s->shards[shard];
 	struct spoke_handle *h;
 	struct arena *a;
-	uint64_t deadline, now, st;
+	uint64_t deadline, st;
 	bool direct;
 	int err = call_enter(s, &a); /* first: destroy waits for all that follows */
 
 	if (err)
 		return err;
-	deadline = deadline_after(delay_ns, &now);
+	deadline = deadline_on(sh, delay_ns);
 	direct = spoke_shard_owned_by_me(sh);
 	h = spoke_handle_alloc(a);
 	if (!h)
@@ -483,7 +489,7 @@ static int start_timer(struct spoke *s, unsigned shard, unsigned kind, uint64_t 
 	if (direct) {
 		atomic_store_explicit(&h->state, st, memory_order_release);
 		spoke_count(sh, CTR_STARTED, true);
-		spoke_shard_arm(sh, h, deadline, now);
+		spoke_shard_arm(sh, h, deadline);
 	} else {
 		atomic_store_explicit(&h->state,
 				      st | SPOKE_ST_INBOX | SPOKE_ST_RESET | SPOKE_ST_FRESH,
@@ -660,15 +666,14 @@ int spoke_cancel_sync(struct spoke *s, spoke_id id)
 }
 
 /* Reset on the owner thread: move the engine node at once. */
-static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, uint64_t d,
-			uint64_t now)
+static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, uint64_t d)
 {
 	if (!atomic_compare_exchange_strong_explicit(&h->state, &st, spoke_st_bump_seq(st),
 						     memory_order_acq_rel, memory_order_acquire))
 		return -EAGAIN;
 	atomic_store_explicit(&h->deadline_ns, d, memory_order_relaxed);
 	spoke_handle_set_base(h, st, d);
-	spoke_shard_arm(sh, h, d, now);
+	spoke_shard_arm(sh, h, d);
 	return 0;
 }
 
@@ -711,10 +716,10 @@ static void reset_publish(struct shard *sh, struct spoke_handle *h, uint64_t d)
  * overlap, and it is ordered just before the one in progress, whose deadline
  * wins. While WRITING is set the owner does not fire the timer.
  */
-static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint64_t d,
-		      uint64_t now)
+static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint64_t delay_ns)
 {
 	struct shard *sh = &s->shards[spoke_st_shard(st)];
+	uint64_t d = deadline_on(sh, delay_ns);
 	bool periodic = spoke_st_kind(st) == SPOKE_KIND_PERIODIC;
 
 	switch (spoke_st_status(st)) {
@@ -722,7 +727,7 @@ static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint
 		if (st & SPOKE_ST_WRITING)
 			return 0;
 		if (!(st & SPOKE_ST_INBOX) && spoke_shard_owned_by_me(sh))
-			return reset_direct(sh, h, st, d, now);
+			return reset_direct(sh, h, st, d);
 		break;
 	case SPOKE_ST_DISPATCHED:
 		/* Due, its callback not started: the runner hands it back (pool.c undispatch). */
@@ -752,7 +757,6 @@ static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint
 int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
 {
 	struct arena *a;
-	uint64_t d, now;
 	int err, r;
 
 	if (!s)
@@ -760,12 +764,11 @@ int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
 	err = call_enter(s, &a);
 	if (err)
 		return err;
-	d = deadline_after(delay_ns, &now);
 	do {
 		uint64_t st;
 		struct spoke_handle *h = resolve(s, id, &st);
 
-		r = h ? reset_once(s, h, st, d, now) : -ENOENT;
+		r = h ? reset_once(s, h, st, delay_ns) : -ENOENT;
 		if (r == 0)
 			spoke_count(&s->shards[spoke_st_shard(st)], CTR_RESET,
 				    spoke_shard_owned_by_me(&s->shards[spoke_st_shard(st)]));

@@ -46,7 +46,7 @@
 
 #define SPOKE_CACHELINE		  64
 #define SPOKE_STAGE_MAX_SLOTS	  64 /* one bit each in shard.stage_bits */
-#define SPOKE_STAGE_DEFAULT_SLOTS 16 /* slack_ns 0: tick / 16 */
+#define SPOKE_STAGE_DEFAULT_SLOTS 4  /* slack_ns 0: tick / 4 */
 #define SPOKE_ARENA_SHIFT	  20 /* id bits 0..19: slot, 20..31: arena */
 #define SPOKE_ARENAS		  4096
 #define SPOKE_ARENA_SLOTS	  (1u << SPOKE_ARENA_SHIFT)
@@ -236,6 +236,7 @@ struct shard {
 	uint64_t staged;				 /* timers on the stage */
 	unsigned stage_nslots;				 /* 1 .. SPOKE_STAGE_MAX_SLOTS */
 	struct spoke_timer stage[SPOKE_STAGE_MAX_SLOTS]; /* the slots' list heads */
+	struct spoke_timer stage_late; /* deadlines before the window: due at once */
 	/* Producers: the inbox tail and the sleeper's wake word. */
 	struct cds_wfcq_head inbox_head __attribute__((aligned(SPOKE_CACHELINE)));
 	struct cds_wfcq_tail inbox_tail __attribute__((aligned(SPOKE_CACHELINE)));
@@ -471,8 +472,8 @@ void spoke_shard_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns)
 void spoke_shard_nudge(struct shard *sh, uint64_t due_ns);
 
 unsigned spoke_stage_slots(uint64_t tick_ns, uint64_t slack_ns);
-void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns,
-		     uint64_t now_ns);
+uint64_t spoke_shard_next_tick_ns(const struct shard *sh, uint64_t now_ns);
+void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns);
 void spoke_shard_disarm(struct shard *sh, struct spoke_handle *h);
 void spoke_shard_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool reset);
 int spoke_shard_turn(struct shard *sh);

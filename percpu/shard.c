@@ -86,6 +86,14 @@ static uint64_t tick_time_ns(const struct shard *sh, uint64_t t)
 	return x;
 }
 
+/* Any thread (epoch and tick never change): the first tick after now_ns. */
+uint64_t spoke_shard_next_tick_ns(const struct shard *sh, uint64_t now_ns)
+{
+	uint64_t t = now_ns <= sh->epoch_ns ? 0 : (now_ns - sh->epoch_ns) / sh->tick_ns;
+
+	return tick_time_ns(sh, t + 1);
+}
+
 /* --- owner: the stage ------------------------------------------------------
  *
  * Engines count whole ticks, so a wheel alone runs a timer at the end of its
@@ -110,11 +118,14 @@ static uint64_t tick_time_ns(const struct shard *sh, uint64_t t)
  * (spoke_shard_arm stages those), so every engine deadline is tick 1 or
  * later. Bit j of stage_bits is set while slot j is not empty.
  *
- * A deadline that had passed when its timer was armed (a start with delay
- * 0, a periodic timer that fell behind) goes to the last slot: it runs at
- * the next tick, never in the pass that armed it, so a callback that
- * re-arms itself with delay 0 runs once a tick. With a slack of a tick or
- * more there is one slot, and every timer runs at the end of its tick.
+ * A start or reset with delay 0 is given the next tick as its deadline
+ * (api.c deadline_on): it runs at the end of the tick, never in the pass
+ * that armed it, so a callback that re-arms itself with delay 0 runs once a
+ * tick. A deadline that has passed by the time the owner arms it (its
+ * message waited) goes to its slot, or, if it lies before the window, on
+ * the late list (stage_late), which the next turn runs whole. With a slack
+ * of a tick or more there is one slot, and every timer runs at the end of
+ * its tick.
  */
 
 unsigned spoke_stage_slots(uint64_t tick_ns, uint64_t slack_ns)
@@ -135,6 +146,7 @@ static void stage_init(struct shard *sh, uint64_t slack_ns)
 	sh->stage_width_ns = sh->tick_ns / sh->stage_nslots + (sh->tick_ns % sh->stage_nslots != 0);
 	for (unsigned j = 0; j < SPOKE_STAGE_MAX_SLOTS; j++)
 		sh->stage[j].sp_next = sh->stage[j].sp_link = &sh->stage[j];
+	sh->stage_late.sp_next = sh->stage_late.sp_link = &sh->stage_late;
 }
 
 static bool timer_staged(const struct spoke_timer *t)
@@ -147,7 +159,7 @@ static uint64_t stage_start_ns(const struct shard *sh)
 	return sh->stage_tick ? tick_time_ns(sh, sh->stage_tick - 1) : 0;
 }
 
-/* The slot of a deadline in the window (clamped: the window holds it). */
+/* The slot of a deadline in the window (clamped, though callers pass one inside). */
 static unsigned stage_slot_of(const struct shard *sh, uint64_t deadline_ns)
 {
 	uint64_t start = stage_start_ns(sh);
@@ -167,16 +179,28 @@ static uint64_t stage_slot_end(const struct shard *sh, unsigned j)
 	return x;
 }
 
-static void stage_put(struct shard *sh, struct spoke_timer *t, unsigned j)
+static void list_append(struct spoke_timer *head, struct spoke_timer *t)
 {
-	struct spoke_timer *head = &sh->stage[j], *last = head->sp_link;
+	struct spoke_timer *last = head->sp_link;
 
 	t->sp_next = head;
 	t->sp_link = last;
-	t->sp_deadline = 0;
 	last->sp_next = t;
 	head->sp_link = t;
-	sh->stage_bits |= UINT64_C(1) << j;
+}
+
+/* Stage t for a deadline: in its slot, or on the late list if it is before the window. */
+static void stage_put(struct shard *sh, struct spoke_timer *t, uint64_t deadline_ns)
+{
+	if (deadline_ns <= stage_start_ns(sh)) {
+		list_append(&sh->stage_late, t);
+	} else {
+		unsigned j = stage_slot_of(sh, deadline_ns);
+
+		list_append(&sh->stage[j], t);
+		sh->stage_bits |= UINT64_C(1) << j;
+	}
+	t->sp_deadline = 0;
 	sh->staged++;
 }
 
@@ -199,23 +223,26 @@ static void stage_remove(struct shard *sh, struct spoke_timer *t)
 		sh->stage_bits &= ~(UINT64_C(1) << (prev - sh->stage));
 }
 
-/* Move slot j's list to the end of the list around run. */
-static void stage_take_slot(struct shard *sh, unsigned j, struct spoke_timer *run)
+/* Move the list around head to the end of the list around run. */
+static void list_take_all(struct spoke_timer *head, struct spoke_timer *run)
 {
-	struct spoke_timer *head = &sh->stage[j], *first = head->sp_next, *last = head->sp_link;
+	struct spoke_timer *first = head->sp_next, *last = head->sp_link;
 	struct spoke_timer *tail = run->sp_link;
 
+	if (first == head)
+		return;
 	tail->sp_next = first;
 	first->sp_link = tail;
 	last->sp_next = run;
 	run->sp_link = last;
 	head->sp_next = head->sp_link = head;
-	sh->stage_bits &= ~(UINT64_C(1) << j);
 }
 
-/* The end of the first slot that is not empty; UINT64_MAX if none. */
+/* When the stage next has work: now if the late list holds any, else the first slot's end. */
 static uint64_t stage_wake_ns(const struct shard *sh)
 {
+	if (sh->stage_late.sp_next != &sh->stage_late)
+		return 0;
 	return sh->stage_bits ? stage_slot_end(sh, (unsigned)__builtin_ctzll(sh->stage_bits))
 			      : UINT64_MAX;
 }
@@ -252,26 +279,15 @@ void spoke_shard_disarm(struct shard *sh, struct spoke_handle *h)
 			&h->node);
 }
 
-/*
- * Owner: put h on the stage or in its engine for deadline_ns (moving it if
- * pending). now_ns: the caller's clock read that the deadline was counted
- * from, or 0: read here if it matters (a deadline not after it had passed
- * when armed: see the stage). A message must not use the turn's clock: a
- * start with delay 0 queued after that read would look ahead of it.
- */
-void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns,
-		     uint64_t now_ns)
+/* Owner: put h on the stage or in its engine for deadline_ns (moving it if pending). */
+void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns)
 {
 	struct spoke_engine *e;
 	uint64_t t = deadline_tick(sh, deadline_ns);
 
 	spoke_shard_disarm(sh, h);
 	if (t <= sh->stage_tick) {
-		if (now_ns == 0)
-			now_ns = spoke_now_ns();
-		stage_put(sh, &h->node,
-			  deadline_ns <= now_ns ? sh->stage_nslots - 1
-						: stage_slot_of(sh, deadline_ns));
+		stage_put(sh, &h->node, deadline_ns);
 		return;
 	}
 	e = engine_of(sh, atomic_load_explicit(&h->state, memory_order_relaxed));
@@ -293,7 +309,7 @@ void spoke_shard_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool r
 
 	if (reset)
 		per->base_ns = atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
-	spoke_shard_arm(sh, h, per->base_ns, 0);
+	spoke_shard_arm(sh, h, per->base_ns);
 }
 
 /* Owner: end a cancelled handle's life (unlinked, counted, freed). */
@@ -349,7 +365,7 @@ static void handle_message(struct shard *sh, struct spoke_handle *h)
 			uint64_t d = atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
 
 			spoke_handle_set_base(h, s, d);
-			spoke_shard_arm(sh, h, d, 0);
+			spoke_shard_arm(sh, h, d);
 		} else if (spoke_st_kind(s) == SPOKE_KIND_PERIODIC &&
 			   !spoke_timer_pending(&h->node)) {
 			spoke_shard_rearm_periodic(sh, h, false);
@@ -670,7 +686,7 @@ static void on_expire(void *ctx, struct spoke_timer *t)
 	uint64_t d = armed_deadline(h);
 
 	if (d > sh->clock_ns)
-		stage_put(sh, t, stage_slot_of(sh, d));
+		stage_put(sh, t, d);
 	else
 		claim_run(sh, h);
 }
@@ -686,12 +702,14 @@ static void stage_run_due(struct shard *sh, uint64_t now, uint64_t window)
 	struct spoke_timer run = {.sp_next = &run, .sp_link = &run};
 	bool all = window > sh->stage_tick;
 
+	list_take_all(&sh->stage_late, &run);
 	for (uint64_t bits = sh->stage_bits; bits; bits &= bits - 1) {
 		unsigned j = (unsigned)__builtin_ctzll(bits);
 
 		if (!all && stage_slot_end(sh, j) > now)
 			break;
-		stage_take_slot(sh, j, &run);
+		list_take_all(&sh->stage[j], &run);
+		sh->stage_bits &= ~(UINT64_C(1) << j);
 	}
 	if (all)
 		sh->stage_tick = window;

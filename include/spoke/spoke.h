@@ -63,7 +63,7 @@ struct spoke_config {
 	uint64_t tick_ns;	   /* default 1000000 (1 ms); 1000 ns .. 3600 s */
 	uint64_t slack_ns;	   /* how late past its deadline a timer may run (besides
 				      scheduling delay) so that timers close together share
-				      a wake-up: 0 = tick/16 (the default); at least tick/64;
+				      a wake-up: 0 = tick/4 (the default); at least tick/64;
 				      tick or more = round deadlines up to the tick */
 	const char *engine;	   /* default (and NULL) "hierarchical"; also hashed, hashed-sorted,
 				      list, sorted-list (wheel: bounded; heap, lawn: allocate) */

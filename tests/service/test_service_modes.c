@@ -21,9 +21,9 @@
  *   lawn_ttl_few_distinct                Lawn: many timers, 3 TTLs
  *   lawn_ttl_many_distinct               Lawn: thousands of distinct TTLs
  *   lawn_ttl_fifo_per_ttl                Lawn: one TTL's timers fire in start order
- *   slack_default_runs_within_slack      the stage: a timer runs within tick/16 of its
+ *   slack_default_runs_within_slack      the stage: a timer runs within tick/4 of its
  *                                        deadline; a staged timer cancelled, reset
- *   slack_custom_width                   ... slack 300 us: 4 slots of 250 us
+ *   slack_custom_width                   ... slack 60 us: 17 slots of 58 824 ns
  *   slack_one_slot_per_tick              ... slack >= tick: one slot, the tick's end
  *   config_defaults                      spoke_config_init / create(NULL) / shards 0
  *   config_now_is_monotonic_clock        spoke_now_ns is CLOCK_MONOTONIC
@@ -1375,6 +1375,7 @@ struct slack_ctx {
 	uint64_t slack;	    /* the slot width in effect (stats) */
 	uint64_t ahead_max; /* worst planned wake past deadline + slack (ns) */
 	struct trec rec[8];
+	struct trec late[8];
 	struct trec staged[8];
 	atomic_int done;
 };
@@ -1392,7 +1393,10 @@ static uint64_t slack_pending(struct spoke *s)
 	return n;
 }
 
-/* Poll at each wake the shard plans until r ran; each plan at most deadline + slack. */
+/*
+ * Poll at each wake the shard plans until r ran; each plan is "now" (0) or at
+ * most deadline + slack.
+ */
 static void slack_run_one(struct slack_ctx *c, struct trec *r, uint64_t latest_deadline)
 {
 	for (unsigned n = 0; n < 1000 && atomic_load(&r->fired) == 0; n++) {
@@ -1402,7 +1406,7 @@ static void slack_run_one(struct slack_ctx *c, struct trec *r, uint64_t latest_d
 		BG_CHECK(nd >= 0);
 		if (nd < 0)
 			return;
-		if (ta + (uint64_t)nd > latest_deadline + c->slack &&
+		if (nd > 0 && ta + (uint64_t)nd > latest_deadline + c->slack &&
 		    ta + (uint64_t)nd - latest_deadline - c->slack > c->ahead_max)
 			c->ahead_max = ta + (uint64_t)nd - latest_deadline - c->slack;
 		sleep_ns((uint64_t)nd);
@@ -1443,6 +1447,21 @@ static struct trec *slack_stage_any(struct slack_ctx *c, unsigned *next, spoke_i
 	return NULL;
 }
 
+struct slack_foreign {
+	struct spoke *s;
+	struct trec *r;
+};
+
+/* Another thread's start on the attached shard: a message, 1 us ahead. */
+static void *slack_foreign_main(void *p)
+{
+	struct slack_foreign *f = p;
+
+	atomic_store(&f->r->earliest, spoke_now_ns() + US);
+	BG_CHECK_INT(spoke_start_on(f->s, 0, US, trec_fire, f->r, NULL), ==, 0);
+	return NULL;
+}
+
 static void *slack_thread(void *p)
 {
 	struct slack_ctx *c = p;
@@ -1460,6 +1479,21 @@ static void *slack_thread(void *p)
 		BG_CHECK_INT(spoke_start(c->s, delay, trec_fire, &c->rec[i], NULL), ==, 0);
 		t1 = spoke_now_ns();
 		slack_run_one(c, &c->rec[i], t1 + delay);
+	}
+	/*
+	 * A start whose message is taken after its deadline runs within the
+	 * slack of it, not at the end of the tick (as if it had asked for the
+	 * next tick, like a start with delay 0).
+	 */
+	for (unsigned i = 0; i < ARRAY_SIZE(c->late); i++) {
+		struct slack_foreign f = {c->s, &c->late[i]};
+		uint64_t t1;
+
+		BG_CHECK_INT(spoke_poll(c->s), >=, 0);
+		pthread_join(thread_start(slack_foreign_main, &f), NULL);
+		t1 = spoke_now_ns();
+		sleep_ns(300 * US);
+		slack_run_one(c, &c->late[i], t1 + US);
 	}
 	/* With one slot a tick, a timer is taken from the wheel when it is due. */
 	if (c->slack >= MS) {
@@ -1537,22 +1571,23 @@ static void slack_case(uint64_t slack_ns, uint64_t width)
 }
 
 /*
- * Default slack (tick / 16): deadlines all over the tick each run at the end
- * of their slot, not of their tick; a staged timer can be cancelled (no run,
+ * Default slack (tick / 4): deadlines all over the tick each run at the end
+ * of their slot, not of their tick, also when the message of another
+ * thread's start waited past the deadline; a staged timer can be cancelled (no run,
  * pending 0, no wake-up left behind, its handle reused) and reset (off the
  * stage and back).
  */
 static void slack_default_runs_within_slack(void **state)
 {
 	(void)state;
-	slack_case(0, MS / 16);
+	slack_case(0, MS / 4);
 }
 
-/* A slack of 300 us: 4 slots of 250 us (the width is the tick over whole slots). */
+/* A slack of 60 us: 17 slots of 58 824 ns (the tick over whole slots, rounded up). */
 static void slack_custom_width(void **state)
 {
 	(void)state;
-	slack_case(300 * US, 250 * US);
+	slack_case(60 * US, 58824);
 }
 
 /* A slack of a tick or more: one slot, every timer at the end of its tick. */
