@@ -9,8 +9,9 @@
  * none / start-cancel: 18 cells. Each cell is K runs (--runs, default 3),
  * each in a freshly forked process (bench_repeat). One run:
  *
- *   1. spoke_create with the default config except tick_ns: one managed
- *      shard per CPU (pinned), a pool of one callback thread per shard.
+ *   1. spoke_create with the default config except tick_ns (and slack_ns,
+ *      --slack): one managed shard per CPU (pinned), a pool of one callback
+ *      thread per shard.
  *   2. Fill: P timers started from the main thread on the shards in turn,
  *      delays uniform in [5 s, 600 s), so none fires during the run; the run
  *      waits until the shards report all P pending (in their wheels).
@@ -39,8 +40,12 @@
  * Lateness. The service's deadline of a one-shot timer is start time + delay
  * on CLOCK_MONOTONIC (DESIGN.md section 4, contract 2: "never before start
  * time + delay"), where start time is the clock the service reads inside
- * spoke_start_on; it then rounds that deadline up to its tick (docs/service.md),
- * so up to one tick of lateness is by design. The bench cannot see the
+ * spoke_start_on; it then runs the timer at the end of the deadline's slot
+ * (docs/service.md, "Expiry: the stage and the slack"), so up to the slack
+ * (--slack; default a quarter tick) of lateness is by design. CPU % is the
+ * process's CPU time (every thread: the service's, the stream's, the load's)
+ * over the stream and the wait for its callbacks, in % of one CPU; switches/s
+ * its context switches meanwhile. The bench cannot see the
  * service's own reading, so it reads spoke_now_ns() just before calling
  * spoke_start_on: expected = that time + delay <= the service's deadline.
  * The callback's first statement reads spoke_now_ns(): lateness = that -

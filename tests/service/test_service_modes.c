@@ -1393,6 +1393,15 @@ static uint64_t slack_pending(struct spoke *s)
 	return n;
 }
 
+/* Sleep until the clock is past t (at once if it is). */
+static void slack_sleep_past(uint64_t t)
+{
+	uint64_t now = spoke_now_ns();
+
+	if (now < t)
+		sleep_ns(t - now);
+}
+
 /*
  * Poll at each wake the shard plans until r ran; each plan is "now" (0) or at
  * most deadline + slack.
@@ -1510,7 +1519,7 @@ static void *slack_thread(void *p)
 		BG_CHECK(spoke_next_deadline(c->s) == -1);
 		/* Its handle goes to the next start; past the old deadline nothing runs. */
 		BG_CHECK_INT(spoke_start(c->s, 3600 * SEC, never_fn, NULL, &x), ==, 0);
-		sleep_ns(atomic_load(&r->earliest) - spoke_now_ns() + 2 * MS);
+		slack_sleep_past(atomic_load(&r->earliest) + 2 * MS);
 		BG_CHECK_INT(spoke_poll(c->s), ==, 0);
 		BG_CHECK_U64(slack_pending(c->s), ==, 1);
 		BG_CHECK_INT(atomic_load(&r->fired), ==, 0);
@@ -1524,7 +1533,7 @@ static void *slack_thread(void *p)
 		BG_CHECK_INT(spoke_reset(c->s, b, 3600 * SEC), ==, 0);
 		nd = spoke_next_deadline(c->s);
 		BG_CHECK(nd > (int64_t)(10 * SEC));
-		sleep_ns(atomic_load(&r->earliest) - spoke_now_ns() + 2 * MS);
+		slack_sleep_past(atomic_load(&r->earliest) + 2 * MS);
 		BG_CHECK_INT(spoke_poll(c->s), ==, 0);
 		BG_CHECK_INT(atomic_load(&r->fired), ==, 0);
 		atomic_store(&r->earliest, spoke_now_ns() + MS / 3);
