@@ -7,7 +7,8 @@
 # "skipped" (the reasons are listed under the table); a cell in another unit
 # than the table's first row is marked "*" and its unit listed under the
 # table. For `latency` rows: one table of p50 / p99 / p99.9 / max (us) per
-# pending count, tick and load.
+# pending count, tick and load, with the slack in effect, the process's CPU %
+# and context switches per second (when the run reports them; "-" if not).
 # Needs bash and awk (mawk is enough). Used for docs/benchmarks.md.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,6 +36,9 @@ function fig(x) { x += 0; return x >= 100 ? sprintf("%.0f", x) : x >= 10 ? sprin
     late[key] = fig(jnum(line, "p50_us")) " | " fig(jnum(line, "p99_us")) " | " \
       fig(jnum(line, "p999_us")) " | " fig(jnum(line, "max_us"))
     nsamp[key] = jnum(line, "n")
+    cost[key] = (jnum(line, "slack_us") != "" ? fig(jnum(line, "slack_us")) : "-") " | " \
+      (jnum(line, "cpu_pct") != "" ? sprintf("%.0f", jnum(line, "cpu_pct")) : "-") " | " \
+      (jnum(line, "csw_per_s") != "" ? sprintf("%.0f", jnum(line, "csw_per_s")) : "-")
     next
   }
   split(line, kv, "\""); subj_key = kv[2]; subj = jstr(line, subj_key)
@@ -76,11 +80,11 @@ END {
     }
   }
   if (n["late"] > 0) {
-    printf "\n| pending | tick (us) | load | samples | p50 | p99 | p99.9 | max |\n"
-    printf "|--:|--:|---|--:|--:|--:|--:|--:|\n"
+    printf "\n| pending | tick (us) | load | samples | p50 | p99 | p99.9 | max | slack (us) | CPU %% | switches/s |\n"
+    printf "|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|\n"
     for (i = 1; i <= n["late"]; i++) {
       split(list["late", i], k, SUBSEP)
-      printf "| %s | %s | %s | %s | %s |\n", count(k[1]), k[2], k[3], nsamp[list["late", i]], late[list["late", i]]
+      printf "| %s | %s | %s | %s | %s | %s |\n", count(k[1]), k[2], k[3], nsamp[list["late", i]], late[list["late", i]], cost[list["late", i]]
     }
   }
 }
