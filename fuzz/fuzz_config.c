@@ -20,10 +20,12 @@
  * from every side of each limit.
  *
  * Input layout (a missing byte reads as 0), one byte per field:
- *   0 shards  1 tick_ns  2 engine  3 level_bits  4 levels  5 table_size
+ *   0 shards  1 tick_ns (b / 10: slack_ns)  2 engine  3 level_bits  4 levels
+ *   5 table_size
  *   6 callback_threads (bit 7: pin_threads)  7 inbox_batch  8 lawn_shards
  *   9 overrides: count = b % 5 (bit 7: pass a NULL array)
- *   then per override: cpu, tick_ns, engine, level_bits, levels, table_size
+ *   then per override: cpu, tick_ns (b / 6: slack_ns), engine, level_bits, levels,
+ *   table_size
  *   then operations, two bytes each (see run_ops()).
  */
 #define _GNU_SOURCE
@@ -83,6 +85,9 @@ static const unsigned callback_counts[] = {0, 1, 2, 3, 1025, 4096, UINT_MAX, 1};
 static const uint64_t lawn_masks[] = {0, 1, 2, 3, 4, 8, (uint64_t)1 << 63, UINT64_MAX};
 static const int cpus[] = {-1, 0, 1, CPU_SETSIZE - 1, -2, CPU_SETSIZE, INT_MIN, INT_MAX};
 static const uint64_t override_ticks[] = {0, 1000, 1000000, 999, UINT64_MAX, 3600000000001ull};
+/* 0 (default) twice, so that most inputs keep it; then around tick/64 of 1 ms and 1 h. */
+static const uint64_t slack_values[] = {
+	0, 0, 1, 15624, 15625, 250000, 1000000, UINT64_MAX, 56250000000ull, 56249999999ull};
 
 /* 0 (default), 1..16 valid, 17..19 and UINT_MAX not. */
 static unsigned level_bits_of(uint8_t b)
@@ -146,6 +151,12 @@ static unsigned online_cpus(void)
 	return n > SPOKE_MAX_SHARDS ? SPOKE_MAX_SHARDS : (unsigned)n;
 }
 
+/* spoke.h: slack 0 is the default; else at most 64 slots of it in the tick. */
+static bool slack_valid(uint64_t tick, uint64_t slack)
+{
+	return slack == 0 || slack >= tick || (tick + slack - 1) / slack <= 64;
+}
+
 static bool config_valid(const struct spoke_config *c, unsigned shards)
 {
 	const char *engine = c->engine ? c->engine : "hierarchical";
@@ -166,6 +177,9 @@ static bool config_valid(const struct spoke_config *c, unsigned shards)
 		if (o && (o->cpu < -1 || o->cpu >= CPU_SETSIZE ||
 			  (o->tick_ns && !tick_valid(o->tick_ns)) || !engine_valid(e)))
 			return false;
+		if (!slack_valid(o && o->tick_ns ? o->tick_ns : c->tick_ns,
+				 o && o->slack_ns ? o->slack_ns : c->slack_ns))
+			return false;
 		if (!geometry_valid(e, o && o->level_bits ? o->level_bits : c->level_bits,
 				    o && o->levels ? o->levels : c->levels,
 				    o && o->table_size ? o->table_size : c->table_size))
@@ -183,7 +197,9 @@ static void read_config(struct input *in, struct spoke_config *c,
 
 	spoke_config_init(c);
 	c->shards = PICK(shard_counts, in_u8(in));
-	c->tick_ns = PICK(tick_values, in_u8(in));
+	b = in_u8(in);
+	c->tick_ns = PICK(tick_values, b);
+	c->slack_ns = PICK(slack_values, b / ARRAY_SIZE(tick_values));
 	c->engine = PICK(engine_names, in_u8(in));
 	c->level_bits = level_bits_of(in_u8(in));
 	c->levels = levels_of(in_u8(in));
@@ -198,7 +214,9 @@ static void read_config(struct input *in, struct spoke_config *c,
 	c->shard_overrides = b & 0x80 ? NULL : ov;
 	for (unsigned k = 0; k < c->n_shard_overrides; k++) {
 		ov[k].cpu = PICK(cpus, in_u8(in));
-		ov[k].tick_ns = PICK(override_ticks, in_u8(in));
+		b = in_u8(in);
+		ov[k].tick_ns = PICK(override_ticks, b);
+		ov[k].slack_ns = PICK(slack_values, b / ARRAY_SIZE(override_ticks));
 		ov[k].engine = PICK(engine_names, in_u8(in));
 		ov[k].level_bits = level_bits_of(in_u8(in));
 		ov[k].levels = levels_of(in_u8(in));

@@ -102,8 +102,6 @@ static int config_check(const struct spoke_config *c)
 		return -EINVAL;
 	if (c->tick_ns < MIN_TICK_NS || c->tick_ns > MAX_TICK_NS)
 		return -EINVAL;
-	if (spoke_stage_slots(c->tick_ns, c->slack_ns) == 0)
-		return -EINVAL;
 	if (!engine_ok(c->engine))
 		return -EINVAL;
 	if (c->callback_threads > MAX_CALLBACK_THREADS)
@@ -111,6 +109,9 @@ static int config_check(const struct spoke_config *c)
 	if (shards < 64 && (c->lawn_shards >> shards) != 0)
 		return -EINVAL;
 	if (c->n_shard_overrides > shards || (c->n_shard_overrides && !c->shard_overrides))
+		return -EINVAL;
+	/* The slack applies per shard: the global one to shards without an override. */
+	if (c->n_shard_overrides < shards && spoke_stage_slots(c->tick_ns, c->slack_ns) == 0)
 		return -EINVAL;
 	for (unsigned i = 0; i < c->n_shard_overrides; i++) {
 		const struct spoke_shard_config *o = &c->shard_overrides[i];

@@ -284,6 +284,9 @@ static void spoke_create_bad_slack_einval(void **state)
 	GOOD(cfg.slack_ns = UINT64_MAX); /* a slot per tick */
 	GOOD((ov[0].slack_ns = MS, OVERRIDES(1)));
 	GOOD((cfg.slack_ns = 20000, ov[1].tick_ns = 1000, OVERRIDES(2))); /* over the short tick */
+	/* A global slack too fine for the tick counts only for a shard that uses it. */
+	BAD((cfg.slack_ns = 1000, ov[0].slack_ns = MS, OVERRIDES(1)));
+	GOOD((cfg.slack_ns = 1000, ov[0].slack_ns = MS, ov[1].slack_ns = MS, OVERRIDES(2)));
 }
 
 #undef BAD
