@@ -52,6 +52,7 @@
  * Unlinking sets both to NULL. Once collected the timer is unlinked first:
  * the due list (tlist.h) reuses sp_next and sp_link with its own meaning.
  */
+#include "clist.h"
 #include "engine_impl.h"
 
 #include <errno.h>
@@ -111,7 +112,7 @@ static struct spoke_timer *queue_head(const struct lawn_queue *q)
 
 static bool queue_empty(const struct lawn_queue *q)
 {
-	return q->sentinel.sp_next == &q->sentinel;
+	return spoke_clist_empty(&q->sentinel);
 }
 
 /* TTL of a timer started now with delay_ticks: its deadline minus now. */
@@ -223,8 +224,7 @@ static struct lawn_queue *queue_open(struct lawn_engine *l, uint64_t ttl_ticks)
 
 	l->free_queues = q->live_next;
 	q->ttl_ticks = ttl_ticks;
-	q->sentinel.sp_next = &q->sentinel;
-	q->sentinel.sp_link = &q->sentinel;
+	spoke_clist_init(&q->sentinel);
 	q->sentinel.sp_deadline = 0; /* never read; set for tidiness */
 	hash_add(l, q);
 	q->live_prev = NULL;
@@ -249,33 +249,6 @@ static void queue_close(struct lawn_engine *l, struct lawn_queue *q)
 	q->live_next = l->free_queues;
 	l->free_queues = q;
 	l->nqueues--;
-}
-
-/* ---- one queue ---- */
-
-static void queue_append(struct lawn_queue *q, struct spoke_timer *t)
-{
-	struct spoke_timer *tail = q->sentinel.sp_link;
-
-	t->sp_next = &q->sentinel;
-	t->sp_link = tail;
-	tail->sp_next = t;
-	q->sentinel.sp_link = t;
-}
-
-/*
- * Take t out of its queue. Returns the queue's sentinel if that emptied it
- * (t's neighbours were both the sentinel, see the top), else NULL.
- */
-static struct spoke_timer *queue_unlink(struct spoke_timer *t)
-{
-	struct spoke_timer *prev = t->sp_link, *next = t->sp_next;
-
-	prev->sp_next = next;
-	next->sp_link = prev;
-	t->sp_next = NULL;
-	t->sp_link = NULL;
-	return prev == next ? prev : NULL;
 }
 
 /* Earliest head deadline over all queues, UINT64_MAX if there are none. */
@@ -351,7 +324,7 @@ static void lawn_insert(struct spoke_engine *e, struct spoke_timer *t)
 
 	if (!q)
 		q = queue_open(l, ttl_ticks);
-	queue_append(q, t);
+	spoke_clist_append(&q->sentinel, t);
 	if (t->sp_deadline < l->closest)
 		l->closest = t->sp_deadline;
 }
@@ -363,7 +336,7 @@ static void lawn_remove(struct spoke_engine *e, struct spoke_timer *t)
 
 	if (t->sp_deadline == l->closest)
 		l->closest = LAWN_CLOSEST_STALE;
-	emptied = queue_unlink(t);
+	emptied = spoke_clist_del(t); /* the sentinel if that emptied the queue */
 	if (emptied)
 		queue_close(l, queue_of_sentinel(emptied));
 }
@@ -392,7 +365,7 @@ static void queue_collect(struct spoke_engine *e, struct lawn_queue *q)
 		struct spoke_timer *t = last;
 
 		last = t->sp_link;
-		queue_unlink(t);
+		(void)spoke_clist_del(t);
 		spoke_due_push(e, t);
 	}
 }

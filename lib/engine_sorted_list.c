@@ -25,6 +25,7 @@
  * and unlinking clears both. Once collected the timer is unlinked first: the
  * due list (tlist.h) reuses sp_next and sp_link with its own meaning.
  */
+#include "clist.h"
 #include "engine_impl.h"
 
 struct sorted_list_engine {
@@ -38,45 +39,13 @@ static struct sorted_list_engine *to_sorted(struct spoke_engine *e)
 	return (struct sorted_list_engine *)e;
 }
 
-static struct spoke_timer *prev_of(const struct spoke_timer *t)
-{
-	return (struct spoke_timer *)t->sp_link;
-}
-
-static bool sorted_empty(const struct sorted_list_engine *s)
-{
-	return s->sentinel.sp_next == &s->sentinel;
-}
-
-/* Link t between prev and prev->sp_next. */
-static void link_after(struct spoke_timer *prev, struct spoke_timer *t)
-{
-	struct spoke_timer *next = prev->sp_next;
-
-	t->sp_next = next;
-	t->sp_link = prev;
-	next->sp_link = t;
-	prev->sp_next = t;
-}
-
-static void unlink_timer(struct spoke_timer *t)
-{
-	struct spoke_timer *prev = prev_of(t);
-
-	prev->sp_next = t->sp_next;
-	t->sp_next->sp_link = prev;
-	t->sp_next = NULL;
-	t->sp_link = NULL;
-}
-
 static int sorted_init(struct spoke_engine *e, const struct spoke_engine_params *p)
 {
 	struct sorted_list_engine *s = to_sorted(e);
 
 	(void)p;
 	spoke_timer_init(&s->sentinel);
-	s->sentinel.sp_next = &s->sentinel;
-	s->sentinel.sp_link = &s->sentinel;
+	spoke_clist_init(&s->sentinel);
 	return 0;
 }
 
@@ -88,7 +57,7 @@ static void sorted_fini(struct spoke_engine *e)
 static void sorted_insert(struct spoke_engine *e, struct spoke_timer *t)
 {
 	struct sorted_list_engine *s = to_sorted(e);
-	struct spoke_timer *prev = prev_of(&s->sentinel);
+	struct spoke_timer *prev = spoke_clist_prev(&s->sentinel);
 
 	/*
 	 * Walk back from the tail past every later timer. The sentinel's
@@ -96,21 +65,21 @@ static void sorted_insert(struct spoke_engine *e, struct spoke_timer *t)
 	 * stops at the sentinel without a separate test.
 	 */
 	while (prev->sp_deadline > t->sp_deadline)
-		prev = prev_of(prev);
-	link_after(prev, t);
+		prev = spoke_clist_prev(prev);
+	spoke_clist_add_after(prev, t);
 }
 
 static void sorted_remove(struct spoke_engine *e, struct spoke_timer *t)
 {
 	(void)e;
-	unlink_timer(t);
+	(void)spoke_clist_del(t);
 }
 
 static uint64_t sorted_next_event(struct spoke_engine *e)
 {
 	struct sorted_list_engine *s = to_sorted(e);
 
-	return sorted_empty(s) ? UINT64_MAX : s->sentinel.sp_next->sp_deadline;
+	return spoke_clist_empty(&s->sentinel) ? UINT64_MAX : s->sentinel.sp_next->sp_deadline;
 }
 
 /*
@@ -126,9 +95,9 @@ static void sorted_collect(struct spoke_engine *e)
 	while (last->sp_next != &s->sentinel && last->sp_next->sp_deadline <= e->now)
 		last = last->sp_next;
 	while (last != &s->sentinel) {
-		struct spoke_timer *prev = prev_of(last);
+		struct spoke_timer *prev = spoke_clist_prev(last);
 
-		unlink_timer(last);
+		(void)spoke_clist_del(last);
 		spoke_due_push(e, last);
 		last = prev;
 	}

@@ -32,6 +32,7 @@
  * runs early, and nothing waits for the end of its tick.
  */
 #define _GNU_SOURCE
+#include "../lib/clist.h"
 #include "service.h"
 #include "test_hooks.h"
 
@@ -110,11 +111,10 @@ uint64_t spoke_shard_next_tick_ns(const struct shard *sh, uint64_t now_ns)
  * once at the end of the window's first slot (where the advance stages it)
  * and, unless it is in that slot, again at the end of its own.
  *
- * A slot is a circular doubly linked list around its head in sh->stage,
- * threaded through the timer's engine node, which no engine holds meanwhile:
- * sp_next forward, sp_link back (so the node still reads pending), and
- * sp_deadline 0, which marks it staged. No engine holds a node with deadline
- * 0: the owner starts nothing in an engine for the window's tick or earlier
+ * A slot is a circular list (lib/clist.h) around its head in sh->stage,
+ * threaded through the timer's engine node, which no engine holds meanwhile
+ * (so the node still reads pending); sp_deadline 0 marks it staged. No engine holds a node with
+ * deadline 0: the owner starts nothing in an engine for the window's tick or earlier
  * (spoke_shard_arm stages those), so every engine deadline is tick 1 or
  * later. Bit j of stage_bits is set while slot j is not empty.
  *
@@ -145,8 +145,8 @@ static void stage_init(struct shard *sh, uint64_t slack_ns)
 	sh->stage_nslots = spoke_stage_slots(sh->tick_ns, slack_ns);
 	sh->stage_width_ns = sh->tick_ns / sh->stage_nslots + (sh->tick_ns % sh->stage_nslots != 0);
 	for (unsigned j = 0; j < SPOKE_STAGE_MAX_SLOTS; j++)
-		sh->stage[j].sp_next = sh->stage[j].sp_link = &sh->stage[j];
-	sh->stage_late.sp_next = sh->stage_late.sp_link = &sh->stage_late;
+		spoke_clist_init(&sh->stage[j]);
+	spoke_clist_init(&sh->stage_late);
 }
 
 static bool timer_staged(const struct spoke_timer *t)
@@ -179,25 +179,15 @@ static uint64_t stage_slot_end(const struct shard *sh, unsigned j)
 	return x;
 }
 
-static void list_append(struct spoke_timer *head, struct spoke_timer *t)
-{
-	struct spoke_timer *last = head->sp_link;
-
-	t->sp_next = head;
-	t->sp_link = last;
-	last->sp_next = t;
-	head->sp_link = t;
-}
-
 /* Stage t for a deadline: in its slot, or on the late list if it is before the window. */
 static void stage_put(struct shard *sh, struct spoke_timer *t, uint64_t deadline_ns)
 {
 	if (deadline_ns <= stage_start_ns(sh)) {
-		list_append(&sh->stage_late, t);
+		spoke_clist_append(&sh->stage_late, t);
 	} else {
 		unsigned j = stage_slot_of(sh, deadline_ns);
 
-		list_append(&sh->stage[j], t);
+		spoke_clist_append(&sh->stage[j], t);
 		sh->stage_bits |= UINT64_C(1) << j;
 	}
 	t->sp_deadline = 0;
@@ -212,36 +202,17 @@ static bool is_stage_head(const struct shard *sh, const struct spoke_timer *t)
 /* Take t off the stage (or off the run list of stage_run_due). */
 static void stage_remove(struct shard *sh, struct spoke_timer *t)
 {
-	struct spoke_timer *prev = t->sp_link, *next = t->sp_next;
+	struct spoke_timer *emptied = spoke_clist_del(t);
 
-	prev->sp_next = next;
-	next->sp_link = prev;
-	t->sp_next = NULL;
-	t->sp_link = NULL;
 	sh->staged--;
-	if (prev == next && is_stage_head(sh, prev))
-		sh->stage_bits &= ~(UINT64_C(1) << (prev - sh->stage));
-}
-
-/* Move the list around head to the end of the list around run. */
-static void list_take_all(struct spoke_timer *head, struct spoke_timer *run)
-{
-	struct spoke_timer *first = head->sp_next, *last = head->sp_link;
-	struct spoke_timer *tail = run->sp_link;
-
-	if (first == head)
-		return;
-	tail->sp_next = first;
-	first->sp_link = tail;
-	last->sp_next = run;
-	run->sp_link = last;
-	head->sp_next = head->sp_link = head;
+	if (emptied && is_stage_head(sh, emptied))
+		sh->stage_bits &= ~(UINT64_C(1) << (emptied - sh->stage));
 }
 
 /* When the stage next has work: now if the late list holds any, else the first slot's end. */
 static uint64_t stage_wake_ns(const struct shard *sh)
 {
-	if (sh->stage_late.sp_next != &sh->stage_late)
+	if (!spoke_clist_empty(&sh->stage_late))
 		return 0;
 	return sh->stage_bits ? stage_slot_end(sh, (unsigned)__builtin_ctzll(sh->stage_bits))
 			      : UINT64_MAX;
@@ -699,21 +670,22 @@ static void on_expire(void *ctx, struct spoke_timer *t)
  */
 static void stage_run_due(struct shard *sh, uint64_t now, uint64_t window)
 {
-	struct spoke_timer run = {.sp_next = &run, .sp_link = &run};
+	struct spoke_timer run;
 	bool all = window > sh->stage_tick;
 
-	list_take_all(&sh->stage_late, &run);
+	spoke_clist_init(&run);
+	spoke_clist_splice_tail(&sh->stage_late, &run);
 	for (uint64_t bits = sh->stage_bits; bits; bits &= bits - 1) {
 		unsigned j = (unsigned)__builtin_ctzll(bits);
 
 		if (!all && stage_slot_end(sh, j) > now)
 			break;
-		list_take_all(&sh->stage[j], &run);
+		spoke_clist_splice_tail(&sh->stage[j], &run);
 		sh->stage_bits &= ~(UINT64_C(1) << j);
 	}
 	if (all)
 		sh->stage_tick = window;
-	while (run.sp_next != &run) {
+	while (!spoke_clist_empty(&run)) {
 		struct spoke_timer *t = run.sp_next;
 
 		stage_remove(sh, t);
