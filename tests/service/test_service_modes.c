@@ -1372,11 +1372,12 @@ static void lawn_ttl_fifo_per_ttl(void **state)
 
 struct slack_ctx {
 	struct spoke *s;
+	uint64_t tick;	    /* the shards' tick */
 	uint64_t slack;	    /* the slot width in effect (stats) */
 	uint64_t ahead_max; /* worst planned wake past deadline + slack (ns) */
 	struct trec rec[8];
 	struct trec late[8];
-	struct trec staged[8];
+	struct trec staged[32];
 	atomic_int done;
 };
 
@@ -1443,16 +1444,20 @@ static bool slack_stage_one(struct slack_ctx *c, struct trec *r, uint64_t delay,
 	return atomic_load(&r->fired) == 0 && spoke_now_ns() < atomic_load(&r->earliest);
 }
 
-/* Stage a timer from staged[], trying other places in the tick while one runs at once. */
+/*
+ * Stage a timer from staged[], trying other places in the tick while one runs
+ * at once (its deadline was in the first slot, or the poll came late: a
+ * loaded machine under a sanitizer).
+ */
 static struct trec *slack_stage_any(struct slack_ctx *c, unsigned *next, spoke_id *id)
 {
 	while (*next < ARRAY_SIZE(c->staged)) {
 		struct trec *r = &c->staged[(*next)++];
 
-		if (slack_stage_one(c, r, MS + *next * (MS / 4) + MS / 3, id))
+		if (slack_stage_one(c, r, c->tick + *next * (c->tick / 7) + c->tick / 3, id))
 			return r;
 	}
-	BG_CHECK(!"no timer stayed on the stage in 8 tries");
+	BG_CHECK(!"no timer stayed on the stage in 32 tries");
 	return NULL;
 }
 
@@ -1482,7 +1487,7 @@ static void *slack_thread(void *p)
 	BG_CHECK_INT(spoke_attach(c->s, 0), ==, 0);
 	/* Eight deadlines spread over a tick: each runs within the slack. */
 	for (unsigned i = 0; i < ARRAY_SIZE(c->rec); i++) {
-		uint64_t delay = MS + i * (MS / 8) + MS / 16, t1;
+		uint64_t delay = c->tick + i * (c->tick / 8) + c->tick / 16, t1;
 
 		atomic_store(&c->rec[i].earliest, spoke_now_ns() + delay);
 		BG_CHECK_INT(spoke_start(c->s, delay, trec_fire, &c->rec[i], NULL), ==, 0);
@@ -1505,7 +1510,7 @@ static void *slack_thread(void *p)
 		slack_run_one(c, &c->late[i], t1 + US);
 	}
 	/* With one slot a tick, a timer is taken from the wheel when it is due. */
-	if (c->slack >= MS) {
+	if (c->slack >= c->tick) {
 		atomic_store(&c->done, 1);
 		return NULL;
 	}
@@ -1519,7 +1524,7 @@ static void *slack_thread(void *p)
 		BG_CHECK(spoke_next_deadline(c->s) == -1);
 		/* Its handle goes to the next start; past the old deadline nothing runs. */
 		BG_CHECK_INT(spoke_start(c->s, 3600 * SEC, never_fn, NULL, &x), ==, 0);
-		slack_sleep_past(atomic_load(&r->earliest) + 2 * MS);
+		slack_sleep_past(atomic_load(&r->earliest) + 2 * c->tick);
 		BG_CHECK_INT(spoke_poll(c->s), ==, 0);
 		BG_CHECK_U64(slack_pending(c->s), ==, 1);
 		BG_CHECK_INT(atomic_load(&r->fired), ==, 0);
@@ -1533,20 +1538,20 @@ static void *slack_thread(void *p)
 		BG_CHECK_INT(spoke_reset(c->s, b, 3600 * SEC), ==, 0);
 		nd = spoke_next_deadline(c->s);
 		BG_CHECK(nd > (int64_t)(10 * SEC));
-		slack_sleep_past(atomic_load(&r->earliest) + 2 * MS);
+		slack_sleep_past(atomic_load(&r->earliest) + 2 * c->tick);
 		BG_CHECK_INT(spoke_poll(c->s), ==, 0);
 		BG_CHECK_INT(atomic_load(&r->fired), ==, 0);
-		atomic_store(&r->earliest, spoke_now_ns() + MS / 3);
-		BG_CHECK_INT(spoke_reset(c->s, b, MS / 3), ==, 0);
+		atomic_store(&r->earliest, spoke_now_ns() + c->tick / 3);
+		BG_CHECK_INT(spoke_reset(c->s, b, c->tick / 3), ==, 0);
 		t1 = spoke_now_ns();
-		slack_run_one(c, r, t1 + MS / 3);
+		slack_run_one(c, r, t1 + c->tick / 3);
 	}
 	atomic_store(&c->done, 1);
 	return NULL;
 }
 
-/* slack_ns as given, 1 ms ticks; `width`: the slot width the shard must report. */
-static void slack_case(uint64_t slack_ns, uint64_t width)
+/* tick_ns and slack_ns as given; `width`: the slot width the shard must report. */
+static void slack_case(uint64_t tick_ns, uint64_t slack_ns, uint64_t width)
 {
 	struct spoke_config cfg;
 	struct spoke_stats *st = stats_new();
@@ -1555,13 +1560,14 @@ static void slack_case(uint64_t slack_ns, uint64_t width)
 	memset(&slk, 0, sizeof(slk));
 	trec_reset_globals();
 	atomic_store(&never_ran, 0);
-	svc_config(&cfg, 2, MS, 1);
+	svc_config(&cfg, 2, tick_ns, 1);
 	cfg.slack_ns = slack_ns;
 	slk.s = svc_create_cfg(&cfg);
 	spoke_stats(slk.s, st);
 	assert_int_equal(st->shard[0].slack_ns, width);
 	assert_int_equal(st->shard[1].slack_ns, width);
 	free(st);
+	slk.tick = tick_ns;
 	slk.slack = width;
 	t = thread_start(slack_thread, &slk);
 	if (!WAIT_UNTIL(atomic_load(&slk.done), EVENTUALLY_NS)) {
@@ -1580,7 +1586,8 @@ static void slack_case(uint64_t slack_ns, uint64_t width)
 }
 
 /*
- * Default slack (tick / 4): deadlines all over the tick each run at the end
+ * Default slack (tick / 4, 10 ms ticks, so that a timer stays staged for a
+ * while even on a loaded machine): deadlines all over the tick each run at the end
  * of their slot, not of their tick, also when the message of another
  * thread's start waited past the deadline; a staged timer can be cancelled (no run,
  * pending 0, no wake-up left behind, its handle reused) and reset (off the
@@ -1589,21 +1596,21 @@ static void slack_case(uint64_t slack_ns, uint64_t width)
 static void slack_default_runs_within_slack(void **state)
 {
 	(void)state;
-	slack_case(0, MS / 4);
+	slack_case(10 * MS, 0, 10 * MS / 4);
 }
 
 /* A slack of 60 us: 17 slots of 58 824 ns (the tick over whole slots, rounded up). */
 static void slack_custom_width(void **state)
 {
 	(void)state;
-	slack_case(60 * US, 58824);
+	slack_case(MS, 60 * US, 58824);
 }
 
-/* A slack of a tick or more: one slot, every timer at the end of its tick. */
+/* A slack of a tick or more (50 ms on 10 ms): one slot, every timer at the end of its tick. */
 static void slack_one_slot_per_tick(void **state)
 {
 	(void)state;
-	slack_case(5 * MS, MS);
+	slack_case(10 * MS, 50 * MS, 10 * MS);
 }
 
 /* ==== configuration ==================================================================== */
