@@ -66,14 +66,16 @@ static void drop_owner(void)
 
 /* --- time ----------------------------------------------------------------- */
 
+/* a / b rounded up (b > 0), without the overflow of (a + b - 1) / b. */
+static uint64_t div_round_up(uint64_t a, uint64_t b)
+{
+	return a / b + (a % b != 0);
+}
+
 static uint64_t deadline_tick(const struct shard *sh, uint64_t deadline_ns)
 {
-	uint64_t x;
-
-	if (deadline_ns <= sh->epoch_ns)
-		return 0;
-	x = deadline_ns - sh->epoch_ns;
-	return x / sh->tick_ns + (x % sh->tick_ns != 0);
+	return deadline_ns <= sh->epoch_ns ? 0
+					   : div_round_up(deadline_ns - sh->epoch_ns, sh->tick_ns);
 }
 
 /* The time of tick t, saturating. */
@@ -136,14 +138,14 @@ unsigned spoke_stage_slots(uint64_t tick_ns, uint64_t slack_ns)
 		return SPOKE_STAGE_DEFAULT_SLOTS;
 	if (slack_ns >= tick_ns)
 		return 1;
-	n = tick_ns / slack_ns + (tick_ns % slack_ns != 0);
+	n = div_round_up(tick_ns, slack_ns);
 	return n > SPOKE_STAGE_MAX_SLOTS ? 0 : (unsigned)n;
 }
 
 static void stage_init(struct shard *sh, uint64_t slack_ns)
 {
 	sh->stage_nslots = spoke_stage_slots(sh->tick_ns, slack_ns);
-	sh->stage_width_ns = sh->tick_ns / sh->stage_nslots + (sh->tick_ns % sh->stage_nslots != 0);
+	sh->stage_width_ns = div_round_up(sh->tick_ns, sh->stage_nslots);
 	for (unsigned j = 0; j < SPOKE_STAGE_MAX_SLOTS; j++)
 		spoke_clist_init(&sh->stage[j]);
 	spoke_clist_init(&sh->stage_late);
