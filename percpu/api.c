@@ -680,12 +680,15 @@ static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, u
 
 /*
  * Second half of a foreign reset: we hold WRITING and have stored deadline_ns;
- * publish it (RESET, and a message if the timer is armed), whatever else
- * changed meanwhile. A cancel (or the end of a run) may have won in between:
- * then the timer never runs again, this reset is ordered before its end, and
- * if that end already came (ORPHAN) it is ours to free the handle.
+ * publish it (RESET, and a message if the timer is armed and must move),
+ * whatever else changed meanwhile. A `later` reset sends no message: the
+ * owner finds the new deadline when the old one comes (shard.c claim_run),
+ * unless it has met the timer meanwhile and asked for one (RESET). A cancel
+ * (or the end of a run) may have won in between: then the timer never runs
+ * again, this reset is ordered before its end, and if that end already came
+ * (ORPHAN) it is ours to free the handle.
  */
-static void reset_publish(struct shard *sh, struct spoke_handle *h, uint64_t d)
+static void reset_publish(struct shard *sh, struct spoke_handle *h, uint64_t d, bool later)
 {
 	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire), next;
 
@@ -694,9 +697,10 @@ static void reset_publish(struct shard *sh, struct spoke_handle *h, uint64_t d)
 		next = st & ~SPOKE_ST_WRITING;
 		if (st & SPOKE_ST_ORPHAN)
 			next = spoke_st_freed(st); /* it ended while we wrote: we free it */
-		else if (spoke_st_status(st) == SPOKE_ST_ARMED)
+		else if (spoke_st_status(st) == SPOKE_ST_ARMED && (!later || (st & SPOKE_ST_RESET)))
 			next |= SPOKE_ST_RESET | SPOKE_ST_INBOX;
-		else if (spoke_st_status(st) != SPOKE_ST_CANCELLED)
+		else if (spoke_st_status(st) != SPOKE_ST_CANCELLED &&
+			 spoke_st_status(st) != SPOKE_ST_ARMED)
 			next |= SPOKE_ST_RESET; /* dispatched: undispatch; running: its re-arm */
 	} while (!atomic_compare_exchange_weak_explicit(&h->state, &st, next, memory_order_acq_rel,
 							memory_order_acquire));
@@ -706,6 +710,22 @@ static void reset_publish(struct shard *sh, struct spoke_handle *h, uint64_t d)
 		spoke_shard_post(sh, h, d);
 	else if ((next & SPOKE_ST_INBOX) && spoke_st_status(next) == SPOKE_ST_ARMED)
 		spoke_shard_nudge(sh, d); /* rides on a message queued for a later deadline */
+}
+
+/*
+ * Does a foreign reset of word st (just claimed) to deadline d need no
+ * message? Yes for a one-shot timer in its engine or on the stage, with no
+ * message queued, moved later: its place there is still at or before d, so
+ * the owner meets it in time, and then re-arms it for d (shard.c claim_run).
+ * An idle timeout reset on every request so costs its owner nothing until it
+ * comes due. Periodic timers keep their phase from a message, TTL timers
+ * must change queue, and an earlier deadline must move now.
+ */
+static bool reset_is_later(const struct spoke_handle *h, uint64_t st, uint64_t d)
+{
+	return spoke_st_status(st) == SPOKE_ST_ARMED && spoke_st_kind(st) == SPOKE_KIND_ONESHOT &&
+	       !(st & SPOKE_ST_INBOX) &&
+	       d >= atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
 }
 
 /*
@@ -721,7 +741,7 @@ static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint
 {
 	struct shard *sh = &s->shards[spoke_st_shard(st)];
 	uint64_t d = deadline_on(sh, delay_ns);
-	bool periodic = spoke_st_kind(st) == SPOKE_KIND_PERIODIC;
+	bool periodic = spoke_st_kind(st) == SPOKE_KIND_PERIODIC, later;
 
 	switch (spoke_st_status(st)) {
 	case SPOKE_ST_ARMED:
@@ -750,8 +770,9 @@ static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint
 						     memory_order_acq_rel, memory_order_acquire))
 		return -EAGAIN;
 	SPOKE_HOOK(SPOKE_HOOK_RESET_CLAIMED);
+	later = reset_is_later(h, st, d);
 	atomic_store_explicit(&h->deadline_ns, d, memory_order_relaxed);
-	reset_publish(sh, h, d);
+	reset_publish(sh, h, d, later);
 	return 0;
 }
 

@@ -6,8 +6,9 @@
  * below, or the server thread that attached). One turn of the owner:
  *
  *   1. run what is due on the stage, then advance each engine to the tick
- *      now lies in (a timer whose deadline is ahead goes on the stage). A
- *      due timer is moved from ARMED to DISPATCHED by compare-and-swap
+ *      now lies in (a timer whose deadline is ahead goes on the stage, or
+ *      back into its engine if a reset moved it later without a message).
+ *      A due timer is moved from ARMED to DISPATCHED by compare-and-swap
  *      (losing to a cancel is fine: the cancel's message frees it) and its
  *      callback is run inline or handed to a pool worker.
  *   2. take messages: splice the inbox (wait-free MPSC, liburcu wfcqueue)
@@ -620,23 +621,6 @@ void spoke_shard_recall(struct shard *sh, struct spoke_handle *h)
 	spoke_shard_post(sh, h, 0);
 }
 
-/* Owner: h is due: claim its run (ARMED -> DISPATCHED), then run or dispatch it. */
-static void claim_run(struct shard *sh, struct spoke_handle *h)
-{
-	uint64_t s = atomic_load_explicit(&h->state, memory_order_acquire);
-
-	do {
-		/* A queued message (reset, cancel) decides instead. */
-		if ((s & (SPOKE_ST_INBOX | SPOKE_ST_WRITING)) ||
-		    spoke_st_status(s) != SPOKE_ST_ARMED)
-			return;
-	} while (!atomic_compare_exchange_weak_explicit(
-		&h->state, &s, spoke_st_with_status(s, SPOKE_ST_DISPATCHED), memory_order_acq_rel,
-		memory_order_acquire));
-	SPOKE_HOOK(SPOKE_HOOK_EXPIRY_CLAIMED);
-	run_or_dispatch(sh, h);
-}
-
 /* The deadline h was armed for: a periodic timer's next run, else the last start or reset. */
 static uint64_t armed_deadline(struct spoke_handle *h)
 {
@@ -647,10 +631,47 @@ static uint64_t armed_deadline(struct spoke_handle *h)
 }
 
 /*
+ * Owner: h has left its engine or the stage, its place there come: claim its
+ * run (ARMED -> DISPATCHED) and run or dispatch it. A queued message (start,
+ * reset, cancel) decides instead. A foreign reset that moved the deadline
+ * later sent none (api.c reset_is_later): h goes back for that deadline. One
+ * still storing its deadline (WRITING) is asked for a message (RESET), since
+ * h is in no engine now; the sequence it bumped makes our compare-and-swap
+ * fail if it published in between, and we look at its deadline then.
+ */
+static void claim_run(struct shard *sh, struct spoke_handle *h)
+{
+	uint64_t s = atomic_load_explicit(&h->state, memory_order_acquire), d, next;
+
+	for (;;) {
+		if ((s & SPOKE_ST_INBOX) || spoke_st_status(s) != SPOKE_ST_ARMED)
+			return;
+		if (s & SPOKE_ST_WRITING) {
+			if (s & SPOKE_ST_RESET)
+				return;
+			next = s | SPOKE_ST_RESET;
+		} else {
+			d = armed_deadline(h);
+			if (d > sh->clock_ns) {
+				spoke_shard_arm(sh, h, d);
+				return;
+			}
+			next = spoke_st_with_status(s, SPOKE_ST_DISPATCHED);
+		}
+		if (atomic_compare_exchange_weak_explicit(&h->state, &s, next, memory_order_acq_rel,
+							  memory_order_acquire))
+			break;
+	}
+	if (next & SPOKE_ST_WRITING)
+		return;
+	SPOKE_HOOK(SPOKE_HOOK_EXPIRY_CLAIMED);
+	run_or_dispatch(sh, h);
+}
+
+/*
  * Engine expiry action (owner): the engines run a tick ahead, so a timer
- * whose deadline is still ahead goes on the stage; the others are due. A
- * deadline_ns that a foreign reset is rewriting meanwhile is harmless: the
- * reset's message re-arms the timer, and claim_run leaves it to that.
+ * whose deadline is still ahead goes on the stage (or, moved later by a
+ * reset, back into its engine); the others are due.
  */
 static void on_expire(void *ctx, struct spoke_timer *t)
 {
@@ -659,7 +680,7 @@ static void on_expire(void *ctx, struct spoke_timer *t)
 	uint64_t d = armed_deadline(h);
 
 	if (d > sh->clock_ns)
-		stage_put(sh, t, d);
+		spoke_shard_arm(sh, h, d);
 	else
 		claim_run(sh, h);
 }

@@ -22,7 +22,9 @@
  *   bits  8..7   kind: one-shot, periodic, TTL
  *   bit   6      WAITERS  a cancel_sync sleeps on the low word (futex)
  *   bit   5      STOP     periodic: no run after the current one
- *   bit   4      RESET    deadline_ns holds a deadline the owner must apply
+ *   bit   4      RESET    deadline_ns holds a deadline the owner must apply;
+ *                set by the owner on an ARMED | WRITING word it meets due: the
+ *                writing reset must send it as a message (api.c reset_publish)
  *   bit   3      INBOX    the handle is queued on its owner's inbox
  *   bits  2..0   status
  *

@@ -50,6 +50,11 @@
  *                        handle). The owner cannot take the messages behind
  *                        the missing link; it must look again within 50 us,
  *                        not spin (next deadline 0) and not sleep on.
+ *   later_reset_writing_vs_expiry  a foreign reset that moves a one-shot
+ *                        later sends no message (api.c reset_is_later); it
+ *                        holds WRITING when the timer's place in the wheel
+ *                        comes. The owner must ask it for a message (RESET):
+ *                        the timer is in no engine now, and would never run.
  *   cancel_vs_reset_publish_seen_by_runner  a queued run whose cancel won
  *                        while a reset held WRITING: the worker reads that
  *                        word, then the reset clears WRITING; the worker's
@@ -163,6 +168,7 @@ static int hooks_teardown(void **state)
 struct stalled_reset {
 	struct spoke *s;
 	spoke_id id;
+	uint64_t delay, called_ns;
 	int rc;
 	pthread_t thread;
 };
@@ -172,14 +178,17 @@ static void *stalled_reset_main(void *arg)
 	struct stalled_reset *r = arg;
 
 	tl_stall_at = SPOKE_HOOK_RESET_CLAIMED;
-	r->rc = spoke_reset(r->s, r->id, 0);
+	r->called_ns = spoke_now_ns();
+	r->rc = spoke_reset(r->s, r->id, r->delay);
 	return NULL;
 }
 
-static void stalled_reset_begin(struct stalled_reset *r, struct spoke *s, spoke_id id)
+static void stalled_reset_begin(struct stalled_reset *r, struct spoke *s, spoke_id id,
+				uint64_t delay)
 {
 	r->s = s;
 	r->id = id;
+	r->delay = delay;
 	r->rc = 1;
 	r->thread = thread_start(stalled_reset_main, r);
 	while (sem_wait(&stalled) != 0)
@@ -319,7 +328,7 @@ static void reset_writing_vs_cancel_then_reuse(void **state)
 	agent_call(&agent, start_x, s);
 	assert_no_bg_failures();
 	spoke_poll(s);
-	stalled_reset_begin(&r, s, x_id);
+	stalled_reset_begin(&r, s, x_id, 0);
 	assert_int_equal(spoke_cancel(s, x_id), 0);
 	spoke_poll(s); /* the owner retires X */
 	assert_int_equal(spoke_cancel(s, x_id), -ENOENT);
@@ -329,6 +338,52 @@ static void reset_writing_vs_cancel_then_reuse(void **state)
 	assert_int_equal(spoke_reset(s, x_id, 0), -ENOENT);
 	assert_stats_settled(s, NEW_TIMERS + 1, 0);
 	assert_int_equal(atomic_load(&never_ran), 0);
+	svc_destroy(s);
+}
+
+/*
+ * X (2 ms, started here on shard 0, which this thread attaches) is reset to
+ * 30 ms by another thread, which stalls holding WRITING. X's place comes in
+ * our turn 5 ms later: it must not run, and must not be lost either. Once
+ * the reset publishes, X runs once, not before 30 ms from the reset's call.
+ */
+#define LW_LATER (30 * MS)
+
+static atomic_uint lw_runs;
+static _Atomic uint64_t lw_ran_ns;
+
+static void lw_fn(void *arg)
+{
+	(void)arg;
+	atomic_store(&lw_ran_ns, spoke_now_ns());
+	atomic_fetch_add(&lw_runs, 1);
+}
+
+static void later_reset_writing_vs_expiry(void **state)
+{
+	struct spoke *s = svc_new(1, 100 * US, 0);
+	struct stalled_reset r;
+	uint64_t t0;
+	spoke_id x;
+
+	(void)state;
+	atomic_store(&lw_runs, 0);
+	assert_int_equal(spoke_attach(s, 0), 0);
+	assert_int_equal(spoke_start(s, 2 * MS, lw_fn, NULL, &x), 0);
+	stalled_reset_begin(&r, s, x, LW_LATER);
+	sleep_ms(5);
+	spoke_poll(s);
+	assert_int_equal(atomic_load(&lw_runs), 0);
+	assert_int_equal(stalled_reset_finish(&r), 0);
+	t0 = spoke_now_ns();
+	while (atomic_load(&lw_runs) == 0 && spoke_now_ns() - t0 < EVENTUALLY_NS) {
+		spoke_poll(s);
+		sleep_ms(1);
+	}
+	assert_int_equal(atomic_load(&lw_runs), 1);
+	assert_true(atomic_load(&lw_ran_ns) >= r.called_ns + LW_LATER);
+	assert_int_equal(spoke_cancel(s, x), -ENOENT);
+	assert_stats_settled(s, 1, 0);
 	svc_destroy(s);
 }
 
@@ -381,7 +436,7 @@ static void reset_writing_vs_end_of_periodic_run(void **state)
 	agent_post(&agent, poll_until_one_run, s);
 	while (sem_wait(&run_started) != 0)
 		;
-	stalled_reset_begin(&r, s, p_id);
+	stalled_reset_begin(&r, s, p_id, 0);
 	assert_int_equal(spoke_cancel(s, p_id), 0);
 	sem_post(&run_may_end);
 	agent_wait(&agent); /* the run has ended, and with it P's generation */
@@ -666,7 +721,7 @@ static void cancel_vs_reset_publish_seen_by_runner(void **state)
 			assert_int_equal(spoke_start_on(s, 0, 2 * MS, wc_fn, NULL, &t), 0);
 		ASSERT_EVENTUALLY(status_of(s, t) == SPOKE_ST_DISPATCHED,
 				  "T due, and queued on the pool");
-		stalled_reset_begin(&r, s, t);
+		stalled_reset_begin(&r, s, t, 0);
 		assert_int_equal(spoke_cancel(s, t), 0);
 		atomic_store(&stall_any_at, SPOKE_HOOK_RUN_LOADED);
 		atomic_store(&held.release, 1);
@@ -1340,6 +1395,7 @@ int main(int argc, char **argv)
 		HOOK_TEST(thread_exit_vs_arena_at_same_address),
 		HOOK_TEST(blocked_inbox_caps_the_wait),
 		HOOK_TEST(internal_structs_on_cache_lines),
+		HOOK_TEST(later_reset_writing_vs_expiry),
 		HOOK_TEST(cancel_vs_reset_publish_seen_by_runner),
 		HOOK_TEST(detach_runs_go_to_pool),
 		HOOK_TEST(periodic_rearm_taken_late_runs_late),

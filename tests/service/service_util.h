@@ -294,16 +294,22 @@ static inline struct spoke_stats *stats_new(void)
 	return st;
 }
 
-/* The instance's totals, now. */
-static inline struct spoke_shard_stats stats_total(struct spoke *s)
+/* Shard k's stats (SPOKE_MAX_SHARDS: the totals), now. */
+static inline struct spoke_shard_stats stats_of(struct spoke *s, unsigned k)
 {
 	struct spoke_stats *st = stats_new();
 	struct spoke_shard_stats t;
 
 	spoke_stats(s, st);
-	t = st->total;
+	t = k == SPOKE_MAX_SHARDS ? st->total : st->shard[k];
 	free(st);
 	return t;
+}
+
+/* The instance's totals, now. */
+static inline struct spoke_shard_stats stats_total(struct spoke *s)
+{
+	return stats_of(s, SPOKE_MAX_SHARDS);
 }
 
 static inline uint64_t stats_started(struct spoke *s)

@@ -17,6 +17,10 @@
  *   line5_reset_moves_run_queued_on_pool     5  (+ line 3) due, its callback queued
  *                                               on the pool, not started: reset
  *                                               moves it, as cancel prevents it
+ *   line5_reset_later_needs_no_message       5  a foreign reset to a later deadline
+ *                                               sends its owner nothing; the owner
+ *                                               re-arms the timer when its old place
+ *                                               comes; an earlier one moves at once
  *   line6_stale_id_after_cancel              6  generations under slot reuse
  *   line6_stale_id_after_fire                6
  *   line6_ids_across_chunks                  6  each of 3000 ids names its own timer
@@ -742,6 +746,123 @@ static void line5_reset_riding_wakes_owner(void **state)
 }
 
 /*
+ * Idle timeouts: a reset from a thread that does not own the timer, moving
+ * a one-shot later, sends its owner no message (api.c reset_is_later). Shard
+ * 0 is attached here, so its inbox_hwm counts what each of our turns took.
+ * X, started here for 20 ms, is reset from other threads to 60 ms, three
+ * times: no message. It must not run when its old place in the wheel comes
+ * (the owner re-arms it then), but once, at or after 60 ms from the last
+ * reset. Y, reset from 60 ms to 5 ms, must still move at once: one message.
+ * Then Z on a shard whose 10 s tick puts a 100 ms deadline on the stage at
+ * once: reset to 300 ms while staged, it must not run when its slot ends.
+ */
+#define L5L_FIRST (20 * MS)
+#define L5L_LATER (60 * MS)
+
+static _Atomic uint64_t l5l_ran_ns;
+static atomic_uint l5l_runs;
+
+static void l5l_fn(void *arg)
+{
+	(void)arg;
+	atomic_store(&l5l_ran_ns, spoke_now_ns());
+	atomic_fetch_add(&l5l_runs, 1);
+}
+
+struct l5l_reset {
+	struct spoke *s;
+	spoke_id id;
+	uint64_t delay, called_ns;
+	int rc;
+};
+
+static void *l5l_reset_main(void *arg)
+{
+	struct l5l_reset *r = arg;
+
+	r->called_ns = spoke_now_ns();
+	r->rc = spoke_reset(r->s, r->id, r->delay);
+	return NULL;
+}
+
+/* spoke_reset(id, delay) from a new thread; returns when it was called. */
+static uint64_t l5l_foreign_reset(struct spoke *s, spoke_id id, uint64_t delay)
+{
+	struct l5l_reset r = {.s = s, .id = id, .delay = delay, .rc = 1};
+
+	pthread_join(thread_start(l5l_reset_main, &r), NULL);
+	assert_int_equal(r.rc, 0);
+	return r.called_ns;
+}
+
+/* Poll (we own shard 0) until the one run of l5l_fn, at most EVENTUALLY_NS. */
+static void l5l_poll_until_run(struct spoke *s)
+{
+	uint64_t t0 = spoke_now_ns();
+
+	while (atomic_load(&l5l_runs) == 0 && spoke_now_ns() - t0 < EVENTUALLY_NS) {
+		spoke_poll(s);
+		sleep_ms(1);
+	}
+	assert_int_equal(atomic_load(&l5l_runs), 1);
+}
+
+static void l5l_staged_then_later(void)
+{
+	struct spoke_config c;
+	struct spoke *s;
+	uint64_t last;
+	spoke_id z;
+
+	svc_config(&c, 1, 10 * SEC, 0);
+	c.slack_ns = c.tick_ns / 64;
+	s = svc_create_cfg(&c);
+	assert_int_equal(spoke_attach(s, 0), 0);
+	atomic_store(&l5l_runs, 0);
+	assert_int_equal(spoke_start(s, 100 * MS, l5l_fn, NULL, &z), 0);
+	spoke_poll(s); /* on the stage now, unless a tick ends within 100 ms */
+	last = l5l_foreign_reset(s, z, 3 * 100 * MS);
+	l5l_poll_until_run(s);
+	assert_true(atomic_load(&l5l_ran_ns) >= last + 3 * 100 * MS);
+	assert_int_equal(stats_of(s, 0).inbox_hwm, 0);
+	assert_stats_settled(s, 1, 0);
+	svc_destroy(s);
+}
+
+static void line5_reset_later_needs_no_message(void **state)
+{
+	struct spoke *s = svc_new(1, 1 * MS, 0);
+	uint64_t last = 0;
+	spoke_id x, y;
+
+	(void)state;
+	assert_int_equal(spoke_attach(s, 0), 0);
+	atomic_store(&l5l_runs, 0);
+	assert_int_equal(spoke_start(s, L5L_FIRST, l5l_fn, NULL, &x), 0);
+	for (int i = 0; i < 3; i++) {
+		last = l5l_foreign_reset(s, x, L5L_LATER);
+		spoke_poll(s);
+	}
+	assert_int_equal(stats_of(s, 0).inbox_hwm, 0);
+	l5l_poll_until_run(s);
+	assert_true(atomic_load(&l5l_ran_ns) >= last + L5L_LATER);
+	assert_int_equal(stats_of(s, 0).inbox_hwm, 0);
+
+	atomic_store(&l5l_runs, 0);
+	assert_int_equal(spoke_start(s, L5L_LATER, l5l_fn, NULL, &y), 0);
+	last = l5l_foreign_reset(s, y, 5 * MS);
+	spoke_poll(s);
+	assert_int_equal(stats_of(s, 0).inbox_hwm, 1);
+	l5l_poll_until_run(s);
+	assert_true(atomic_load(&l5l_ran_ns) >= last + 5 * MS);
+	assert_int_equal(spoke_cancel(s, x), -ENOENT);
+	assert_int_equal(spoke_cancel(s, y), -ENOENT);
+	assert_stats_settled(s, 2, 0);
+	svc_destroy(s);
+	l5l_staged_then_later();
+}
+
+/*
  * A timer is pending until its callback starts, for reset as for cancel.
  * With one pool worker held by a blocker, T comes due and waits on the pool
  * queue (its shard has taken it, `started`, and it has left the wheel,
@@ -1093,6 +1214,7 @@ int main(int argc, char **argv)
 		SVC_TEST(line5_periodic_no_drift_skip_missed),
 		SVC_TEST(line5_reset_riding_wakes_owner),
 		SVC_TEST(line5_reset_moves_run_queued_on_pool),
+		SVC_TEST(line5_reset_later_needs_no_message),
 		SVC_TEST(line6_stale_id_after_cancel),
 		SVC_TEST(line6_stale_id_after_fire),
 		SVC_TEST(line6_ids_across_chunks),
