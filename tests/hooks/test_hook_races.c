@@ -1222,10 +1222,9 @@ static unsigned handles_not_free(struct spoke *s, unsigned *aux)
 		struct arena *a = atomic_load(&s->arenas[i]);
 		size_t fresh = a ? a->fresh : 0;
 
-		for (size_t k = 0; k < fresh; k++) {
-			struct arena_chunk *c = atomic_load(&a->chunk[k / (SPOKE_ARENA_CHUNK - 1)]);
-			unsigned status = spoke_st_status(
-				atomic_load(&c->h[k % (SPOKE_ARENA_CHUNK - 1)].state));
+		for (size_t k = 1; k < fresh; k++) { /* slot 0: the region's header */
+			unsigned status =
+				spoke_st_status(atomic_load(&spoke_arena_slot(a, k)->state));
 
 			n += status != SPOKE_ST_FREE;
 			*aux += status == SPOKE_ST_AUX;
