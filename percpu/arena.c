@@ -7,23 +7,36 @@
  * allocated from the calling thread's arena without any atomic operation:
  * from the arena's private free list, else from the handles other threads
  * returned (a liburcu wfcqueue the owner splices in one step, without
- * blocking), else from a fresh slot; chunks of 1023 handles are allocated as
- * slots run out and never freed before spoke_destroy, so memory is
- * type-stable: a stale id always points at a handle, whose generation then
- * tells it apart. A thread that frees a handle of its own arena pushes it on
- * the private list; any other thread enqueues it on the arena's return queue
- * (wait-free). So the free list needs no ABA-prone lock-free pop, and the
- * memory held is bounded by the most timers each thread had live at once
- * (plus one handle per 2^32 - 1 timers of a slot: spoke_handle_release).
+ * blocking), else from a fresh slot. A thread that frees a handle of its own
+ * arena pushes it on the private list; any other thread enqueues it on the
+ * arena's return queue (wait-free). So the free list needs no ABA-prone
+ * lock-free pop, and the memory held is bounded by the most timers each
+ * thread had live at once (plus one handle per 2^32 - 1 timers of a slot:
+ * spoke_handle_release).
  *
  * An id is generation << 32 | arena << 20 | slot. A handle stores neither:
- * its chunk (struct arena_chunk) is aligned to its own size and names both.
- * An arena holds up to 1024 chunks of 1023 handles; a thread that needs more
- * chains further arenas ("spills") to its first one (its "home"), so one
- * thread may hold any number of live timers. When a thread exits, its home
- * (with its spills) is orphaned and the next new thread adopts it whole, so
- * a spill always belongs to its home and "is this handle from my arenas" is
- * one immutable pointer compare. At most 4096 arenas per instance.
+ * each arena owns one region of 2^20 slots of 64 bytes (64 MiB of address
+ * space), aligned to its size, and slot k lives at base + 64 k. Slot 0 is
+ * the region's one header (struct arena_region: the arena and its id bits)
+ * and in no id, so a handle finds its arena by masking its address, its slot
+ * by subtracting the base: one header per 2^20 handles, and a handle costs
+ * its 64 bytes. The region is reserved PROT_NONE when the arena hands out
+ * its first handle (a thread that only cancels never reserves one) and made
+ * read/write 512 KiB at a time (SPOKE_REGION_STEP_SLOTS) as fresh slots reach
+ * it, so strict overcommit charges only what the steps cover and pages are
+ * resident only once written. Nothing is returned before spoke_destroy, so
+ * memory is type-stable: a stale id always resolves to a handle, whose
+ * generation then tells it apart. Lookups read only slots below the
+ * published read/write limit (`ready`), never a PROT_NONE page; a slot there
+ * that was never handed out still has the zero word of a fresh mapping,
+ * generation 0, which no id carries.
+ *
+ * A thread that needs more than the 2^20 - 1 handles of an arena chains
+ * further arenas ("spills") to its first one (its "home"), so one thread may
+ * hold any number of live timers. When a thread exits, its home (with its
+ * spills) is orphaned and the next new thread adopts it whole, so a spill
+ * always belongs to its home and "is this handle from my arenas" is one
+ * immutable pointer compare. At most 4096 arenas per instance.
  */
 #include "service.h"
 #include "test_hooks.h"
@@ -34,48 +47,63 @@
 
 _Thread_local struct spoke_tls_arena spoke_tls_arena;
 
-/*
- * Chunks come SPOKE_CHUNKS_PER_SLAB to one mapping (a slab), carved and
- * initialised one at a time as slots run out, so the pages of chunks not
- * carved yet are never touched. A slab is mapped directly, one alignment
- * larger than it is, and the unaligned ends are unmapped: malloc would
- * spend about two pages of its own on every block this aligned.
- */
-#define SLAB_BYTES ((size_t)SPOKE_CHUNK_ALIGN * SPOKE_CHUNKS_PER_SLAB)
+#define REGION_STEP_BYTES ((size_t)SPOKE_REGION_STEP_SLOTS * SPOKE_SLOT_BYTES)
 
-static void *slab_map(void)
+/*
+ * A region's address range, PROT_NONE (no commit charge, no pages), aligned
+ * to its size: mapped one size larger and the unaligned ends unmapped. No
+ * transparent huge pages: under THP "always" a 2 MiB-aligned range would be
+ * faulted in, or collapsed by khugepaged, as a whole huge page, so a thread
+ * with a few timers would hold 2 MiB and the bytes per timer would grow in
+ * 2 MiB steps. Without them a page comes in when its first handle is written.
+ * (Here THP is "madvise", where the advice changes nothing.)
+ */
+static char *region_reserve(void)
 {
-	char *p = mmap(NULL, SLAB_BYTES + SPOKE_CHUNK_ALIGN, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *p = mmap(NULL, 2 * SPOKE_REGION_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	size_t head;
 
 	if (p == MAP_FAILED)
 		return NULL;
-	head = (SPOKE_CHUNK_ALIGN - (uintptr_t)p % SPOKE_CHUNK_ALIGN) % SPOKE_CHUNK_ALIGN;
+	head = (SPOKE_REGION_BYTES - (uintptr_t)p % SPOKE_REGION_BYTES) % SPOKE_REGION_BYTES;
 	if (head)
 		(void)munmap(p, head);
-	(void)munmap(p + head + SLAB_BYTES, SPOKE_CHUNK_ALIGN - head);
+	(void)munmap(p + head + SPOKE_REGION_BYTES, SPOKE_REGION_BYTES - head);
+	(void)madvise(p + head, SPOKE_REGION_BYTES, MADV_NOHUGEPAGE);
 	return p + head;
 }
 
-static struct arena_chunk *chunk_new(struct arena *a, size_t number)
+/*
+ * Owner: make a's next step of slots read/write, reserving the region (and
+ * writing its header) first if a has none. false: a is full (the caller
+ * spills), or no memory. The step's slots are not written: a fresh mapping's
+ * zero state word is generation 0, which no id matches.
+ */
+static bool region_grow(struct arena *a)
 {
-	struct arena_chunk *c;
+	size_t ready = atomic_load_explicit(&a->ready, memory_order_relaxed);
+	char *base = a->base;
 
-	if (number % SPOKE_CHUNKS_PER_SLAB == 0)
-		c = slab_map();
-	else
-		c = (struct arena_chunk *)((char *)atomic_load_explicit(&a->chunk[number - 1],
-									memory_order_relaxed) +
-					   SPOKE_CHUNK_ALIGN);
-	if (!c)
-		return NULL;
-	c->arena = a;
-	c->first_slot_id = (uint32_t)(a->index << SPOKE_ARENA_SHIFT | number * SPOKE_ARENA_CHUNK);
-	/* Fresh mappings are zero: only the state words need a value (generation 1, FREE). */
-	for (size_t i = 0; i < SPOKE_ARENA_CHUNK - 1; i++)
-		atomic_init(&c->h[i].state, spoke_st_freed(0));
-	return c;
+	if (ready >= SPOKE_ARENA_SLOTS)
+		return false;
+	if (!base && !(base = region_reserve()))
+		return false;
+	if (mprotect(base + ready * SPOKE_SLOT_BYTES, REGION_STEP_BYTES, PROT_READ | PROT_WRITE) !=
+	    0) {
+		if (!a->base)
+			(void)munmap(base, SPOKE_REGION_BYTES);
+		return false;
+	}
+	if (!a->base) {
+		struct arena_region *r = (struct arena_region *)(void *)base;
+
+		r->arena = a;
+		r->slot_id_base = (uint32_t)a->index << SPOKE_ARENA_SHIFT;
+		a->base = base;
+		a->fresh = 1; /* slot 0 is the header's */
+	}
+	atomic_store_explicit(&a->ready, ready + SPOKE_REGION_STEP_SLOTS, memory_order_release);
+	return true;
 }
 
 /*
@@ -103,7 +131,6 @@ static void take_returned(struct arena *a)
 static struct spoke_handle *arena_take(struct arena *a)
 {
 	struct spoke_handle *h = a->free_list;
-	size_t n, per_chunk = SPOKE_ARENA_CHUNK - 1;
 
 	if (!h) {
 		take_returned(a);
@@ -113,41 +140,46 @@ static struct spoke_handle *arena_take(struct arena *a)
 		a->free_list = (struct spoke_handle *)h->qnode.next;
 		return h;
 	}
-	n = a->fresh;
-	if (n >= SPOKE_ARENA_CHUNKS * per_chunk)
+	if (a->fresh >= atomic_load_explicit(&a->ready, memory_order_relaxed) && !region_grow(a))
 		return NULL;
-	if (n % per_chunk == 0) {
-		struct arena_chunk *c = chunk_new(a, n / per_chunk);
+	h = spoke_arena_slot(a, a->fresh++);
+	/* Generation 1, FREE: a lookup may read the word meanwhile (it is below ready). */
+	atomic_store_explicit(&h->state, spoke_st_freed(0), memory_order_relaxed);
+	return h;
+}
 
-		if (!c)
-			return NULL;
-		atomic_store_explicit(&a->chunk[n / per_chunk], c, memory_order_release);
-	}
-	a->fresh = n + 1;
-	return &atomic_load_explicit(&a->chunk[n / per_chunk], memory_order_relaxed)
-			->h[n % per_chunk];
+/* Has a handed out every slot it has? (Only its free lists can give more.) */
+static bool arena_full(const struct arena *a)
+{
+	return a->fresh >= SPOKE_ARENA_SLOTS;
 }
 
 static struct arena *arena_new(struct spoke *s, struct arena *home);
 
-/* A handle from the calling thread's arenas (home is its home arena); NULL: -ENOMEM. */
+/*
+ * A handle from the calling thread's arenas (home is its home arena); NULL:
+ * -ENOMEM. Only the last arena of the chain can have fresh slots left, so a
+ * spill is added when that one is full, never because memory ran out (an
+ * arena per failed start would use up the 4096).
+ */
 struct spoke_handle *spoke_handle_alloc(struct arena *home)
 {
-	struct spoke_handle *h = arena_take(home);
-	struct arena *a, **link;
+	struct arena *a = home;
 
-	if (h)
-		return h;
-	for (link = &home->spill; (a = *link) != NULL; link = &a->spill) {
-		h = arena_take(a);
+	for (;;) {
+		struct spoke_handle *h = arena_take(a);
+
 		if (h)
 			return h;
+		if (!arena_full(a))
+			return NULL;
+		if (!a->spill) {
+			a->spill = arena_new(home->s, home);
+			if (!a->spill)
+				return NULL;
+		}
+		a = a->spill;
 	}
-	a = arena_new(home->s, home);
-	if (!a)
-		return NULL;
-	*link = a;
-	return arena_take(a);
 }
 
 /*
@@ -163,7 +195,7 @@ static void handle_return(struct spoke *s, struct spoke_handle *h)
 
 	if (spoke_st_gen(atomic_load_explicit(&h->state, memory_order_relaxed)) == 0)
 		return;
-	a = spoke_chunk_of(h)->arena;
+	a = spoke_region_of(h)->arena;
 	if (spoke_tls_arena.serial == s->serial && spoke_tls_arena.arena == a->home) {
 		h->qnode.next = (struct cds_wfcq_node *)a->free_list;
 		a->free_list = h;
@@ -207,22 +239,21 @@ struct spoke_handle *spoke_handle_alloc_aux(struct arena *home)
 	return aux;
 }
 
+/*
+ * The handle an id names, or NULL if it names none (then the id is stale or
+ * forged). Any thread: reads only slots below the arena's published `ready`.
+ */
 struct spoke_handle *spoke_handle_lookup(struct spoke *s, spoke_id id)
 {
-	uint32_t slot_id = (uint32_t)id;
-	uint32_t slot = slot_id & (SPOKE_ARENA_SLOTS - 1), i = slot % SPOKE_ARENA_CHUNK;
+	uint32_t slot_id = (uint32_t)id, slot = slot_id & (SPOKE_ARENA_SLOTS - 1);
 	struct arena *a;
-	struct arena_chunk *c;
 
-	if (spoke_st_gen(id) == 0 || i == 0)
-		return NULL; /* i == 0: a chunk header's slot, in no id */
+	if (spoke_st_gen(id) == 0 || slot == 0)
+		return NULL; /* slot 0: the region's header, in no id */
 	a = atomic_load_explicit(&s->arenas[slot_id >> SPOKE_ARENA_SHIFT], memory_order_acquire);
-	if (!a)
+	if (!a || slot >= atomic_load_explicit(&a->ready, memory_order_acquire))
 		return NULL;
-	c = atomic_load_explicit(&a->chunk[slot / SPOKE_ARENA_CHUNK], memory_order_acquire);
-	if (!c)
-		return NULL;
-	return &c->h[i - 1];
+	return spoke_arena_slot(a, slot);
 }
 
 /*
@@ -459,15 +490,8 @@ void spoke_arenas_free(struct spoke *s)
 		 * destructor either finished before that or leaves it alone.
 		 */
 		(void)atomic_load_explicit(&a->owner, memory_order_acquire);
-		for (size_t c = 0; c < SPOKE_ARENA_CHUNKS; c++) {
-			struct arena_chunk *chunk =
-				atomic_load_explicit(&a->chunk[c], memory_order_relaxed);
-
-			if (!chunk)
-				break;
-			if (c % SPOKE_CHUNKS_PER_SLAB == 0)
-				(void)munmap(chunk, SLAB_BYTES); /* a slab (chunk_new) */
-		}
+		if (a->base)
+			(void)munmap(a->base, SPOKE_REGION_BYTES);
 		cds_wfcq_destroy(&a->ret_head, &a->ret_tail);
 		cds_wfcq_destroy(&a->taken_head, &a->taken_tail);
 		free(a);

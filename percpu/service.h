@@ -20,9 +20,11 @@
  *                        any thread enqueues handles on its inbox (a
  *                        liburcu wfcqueue: wait-free enqueue, the node inside
  *                        the handle, so a cross-core message allocates nothing).
- *   struct arena         one per thread that calls the service: a private
- *                        free list of handles, plus a wfcqueue on which other
- *                        threads return the handles they free.
+ *   struct arena         one per thread that calls the service: the region
+ *                        its handles live in (64 MiB of address space, made
+ *                        read/write as needed), a private free list of
+ *                        handles, plus a wfcqueue on which other threads
+ *                        return the handles they free.
  *   struct pool_worker   one per callback thread, with its own wfcqueue.
  *
  * A handle's queue node is in at most one queue at a time: the owner's
@@ -49,9 +51,7 @@
 #define SPOKE_STAGE_DEFAULT_SLOTS 4  /* slack_ns 0: tick / 4 */
 #define SPOKE_ARENA_SHIFT	  20 /* id bits 0..19: slot, 20..31: arena */
 #define SPOKE_ARENAS		  4096
-#define SPOKE_ARENA_SLOTS	  (1u << SPOKE_ARENA_SHIFT)
-#define SPOKE_ARENA_CHUNK	  1024u /* slots per chunk: the first names the chunk (arena.c) */
-#define SPOKE_ARENA_CHUNKS	  (SPOKE_ARENA_SLOTS / SPOKE_ARENA_CHUNK)
+#define SPOKE_ARENA_SLOTS	  (1u << SPOKE_ARENA_SHIFT) /* per arena; slot 0: its header */
 
 enum spoke_kind {
 	SPOKE_KIND_ONESHOT = 0,
@@ -108,36 +108,36 @@ static inline void spoke_handle_set_base(struct spoke_handle *h, uint64_t st, ui
 }
 
 /*
- * A block of handles (arena.c). It is aligned to its own power-of-two size,
- * so a handle finds its chunk by masking its address, and there the arena
- * it belongs to and its id: no handle stores either. Slot 0 of each chunk's
- * range of ids is the header's, so handle i has slot first_slot + 1 + i.
+ * Where an arena's handles live (arena.c): one region of SPOKE_ARENA_SLOTS
+ * slots of SPOKE_SLOT_BYTES (64 MiB), aligned to its size, so the address
+ * of slot k is base + 64 k and a handle finds the region by masking its own
+ * address. Slot 0 is the region's header, the one place that names the
+ * arena, and in no id: a handle stores neither its arena nor its id.
  */
-struct arena_chunk {
+#define SPOKE_SLOT_BYTES   64u
+#define SPOKE_REGION_BYTES ((size_t)SPOKE_ARENA_SLOTS * SPOKE_SLOT_BYTES)
+/* Slots made read/write at a time, as the arena's fresh slots reach them (512 KiB). */
+#define SPOKE_REGION_STEP_SLOTS 8192u
+_Static_assert(sizeof(struct spoke_handle) <= SPOKE_SLOT_BYTES, "a handle fits its slot");
+_Static_assert(SPOKE_ARENA_SLOTS % SPOKE_REGION_STEP_SLOTS == 0, "steps tile a region");
+
+struct arena_region {
 	struct arena *arena;
-	uint32_t first_slot_id; /* arena << 20 | chunk number * SPOKE_ARENA_CHUNK */
-	struct spoke_handle h[SPOKE_ARENA_CHUNK - 1];
+	uint32_t slot_id_base; /* arena index << SPOKE_ARENA_SHIFT */
 };
+_Static_assert(sizeof(struct arena_region) <= SPOKE_SLOT_BYTES, "the header fits slot 0");
 
-#define SPOKE_CHUNK_ALIGN                                                                          \
-	(sizeof(struct arena_chunk) <= (64u << 10)    ? (64u << 10)                                \
-	 : sizeof(struct arena_chunk) <= (128u << 10) ? (128u << 10)                               \
-						      : (256u << 10))
-_Static_assert(sizeof(struct arena_chunk) <= SPOKE_CHUNK_ALIGN, "a chunk fits its alignment");
-#define SPOKE_CHUNKS_PER_SLAB 8u /* chunks per allocation (arena.c chunk_new) */
-_Static_assert(SPOKE_ARENA_CHUNKS % SPOKE_CHUNKS_PER_SLAB == 0, "slabs tile an arena");
-
-static inline struct arena_chunk *spoke_chunk_of(const struct spoke_handle *h)
+static inline struct arena_region *spoke_region_of(const struct spoke_handle *h)
 {
-	return (struct arena_chunk *)((uintptr_t)h & ~(uintptr_t)(SPOKE_CHUNK_ALIGN - 1));
+	return (struct arena_region *)((uintptr_t)h & ~(uintptr_t)(SPOKE_REGION_BYTES - 1));
 }
 
 /* The arena << 20 | slot part of h's ids. */
 static inline uint32_t spoke_handle_slot_id(const struct spoke_handle *h)
 {
-	const struct arena_chunk *c = spoke_chunk_of(h);
+	const struct arena_region *r = spoke_region_of(h);
 
-	return c->first_slot_id + 1 + (uint32_t)(h - c->h);
+	return r->slot_id_base | (uint32_t)(((uintptr_t)h - (uintptr_t)r) / SPOKE_SLOT_BYTES);
 }
 
 struct arena {
@@ -151,17 +151,27 @@ struct arena {
 	/* Owner thread only. */
 	struct arena *spill;		 /* home: further arenas of the same thread, a chain */
 	struct spoke_handle *free_list;	 /* linked through qnode.next */
-	size_t fresh;			 /* slots handed out so far */
+	size_t fresh;			 /* slots below it handed out (1: none; 0: no region) */
 	struct cds_wfcq_head taken_head; /* spliced from ret, not yet on free_list */
 	struct cds_wfcq_tail taken_tail;
 	/* Other threads return freed handles here (wfcqueue, MPSC). */
 	struct cds_wfcq_head ret_head __attribute__((aligned(SPOKE_CACHELINE)));
 	struct cds_wfcq_tail ret_tail __attribute__((aligned(SPOKE_CACHELINE)));
-	/* Published with release; read by any thread resolving an id (own line: no
-	 * false sharing with ret_tail, which every returning thread writes). */
-	_Atomic(struct arena_chunk *) chunk[SPOKE_ARENA_CHUNKS]
-		__attribute__((aligned(SPOKE_CACHELINE)));
+	/*
+	 * Read by any thread resolving an id (own line: no false sharing with
+	 * ret_tail, which every returning thread writes, nor with the owner's
+	 * fields). base is set once, before ready first leaves 0; slots below
+	 * ready are read/write, published with release (arena.c).
+	 */
+	char *base __attribute__((aligned(SPOKE_CACHELINE))); /* the region; NULL: none yet */
+	_Atomic size_t ready;
 };
+
+/* Slot k of a's region (k < a->ready). */
+static inline struct spoke_handle *spoke_arena_slot(const struct arena *a, size_t k)
+{
+	return (struct spoke_handle *)(void *)(a->base + k * SPOKE_SLOT_BYTES);
+}
 
 /*
  * Who drives a shard. MANAGED -> ATTACHING -> ATTACHED (spoke_attach: the

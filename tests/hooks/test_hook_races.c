@@ -85,6 +85,14 @@
  *                        which a stale cancel would then stop. The test
  *                        moves the slot to its last generation by hand
  *                        (2^32 timers take minutes).
+ *   arena_ids_across_region_step, arena_ids_across_spill  ids and
+ *                        handles map to each other through the address
+ *                        (arena.c): across the step where a region's next
+ *                        slots are made read/write, and from a full arena
+ *                        into its spill; ids of a region's header slot, of
+ *                        slots never handed out and of slots past the
+ *                        read/write limit name nothing (-ENOENT), and
+ *                        resolving them reads no page that is not mapped.
  *   every_handle_comes_back  once every timer of a mixed load is over
  *                        (one-shots fired and cancelled, periodic timers
  *                        reset and cancelled while armed, queued or running,
@@ -1192,6 +1200,134 @@ static void internal_structs_on_cache_lines(void **state)
 		svc_destroy(s[i]);
 }
 
+/* --- the arena's region: ids <-> handles ------------------------------------ */
+
+static spoke_id id_of(uint32_t gen, const struct arena *a, uint32_t slot)
+{
+	return spoke_make_id(gen, a->index << SPOKE_ARENA_SHIFT | slot);
+}
+
+/* id resolves to slot k of its arena's region, and that handle's address gives id back. */
+static void assert_round_trip(struct spoke *s, spoke_id id)
+{
+	struct arena *a = atomic_load(&s->arenas[(uint32_t)id >> SPOKE_ARENA_SHIFT]);
+	uint32_t k = (uint32_t)id & (SPOKE_ARENA_SLOTS - 1);
+	struct spoke_handle *h = spoke_handle_lookup(s, id);
+
+	if (!a || !h || (char *)h != a->base + (size_t)k * SPOKE_SLOT_BYTES ||
+	    spoke_region_of(h)->arena != a || spoke_handle_slot_id(h) != (uint32_t)id ||
+	    spoke_st_gen(atomic_load(&h->state)) != id >> 32)
+		fail_msg("id %#" PRIx64 ": handle %p, arena %p (base %p), slot id %#x", id,
+			 (void *)h, (void *)a, a ? (void *)a->base : NULL,
+			 h ? spoke_handle_slot_id(h) : 0);
+}
+
+/* No call acts on id: it names no timer. */
+static void assert_names_nothing(struct spoke *s, spoke_id id)
+{
+	if (spoke_cancel(s, id) != -ENOENT || spoke_reset(s, id, 0) != -ENOENT ||
+	    spoke_cancel_sync(s, id) != -ENOENT)
+		fail_msg("id %#" PRIx64 ": not -ENOENT", id);
+}
+
+#define RS_TIMERS (SPOKE_REGION_STEP_SLOTS + 100)
+
+/*
+ * A thread's timers fill its region's first step and go on into the
+ * second: their ids are slots 1, 2, ... of its arena, each naming its own
+ * handle at base + 64 slot, and back. Ids of slot 0 (the header), of a slot
+ * below the read/write limit never handed out, and of slots at and past the
+ * limit (still PROT_NONE: reading one would fault) name nothing, and the
+ * lookup does not touch what is past the limit.
+ */
+static void arena_ids_across_region_step(void **state)
+{
+	struct spoke *s = svc_new(1, 1 * MS, 0);
+	spoke_id *id = calloc(RS_TIMERS, sizeof(*id));
+	struct arena *a;
+	size_t ready;
+
+	(void)state;
+	assert_non_null(id);
+	assert_int_equal(spoke_attach(s, 0), 0); /* a cancel frees at once */
+	for (uint32_t i = 0; i < RS_TIMERS; i++)
+		assert_int_equal(spoke_start(s, 3600 * SEC, never_fn, NULL, &id[i]), 0);
+	a = my_arena(s);
+	assert_non_null(a);
+	assert_int_equal((uintptr_t)a->base % SPOKE_REGION_BYTES, 0);
+	ready = atomic_load(&a->ready);
+	assert_int_equal(ready, 2 * SPOKE_REGION_STEP_SLOTS);
+	assert_int_equal(a->fresh, RS_TIMERS + 1);
+	for (uint32_t i = 0; i < RS_TIMERS; i++) {
+		assert_true(id[i] == id_of(1, a, i + 1)); /* fresh slots, in order */
+		assert_round_trip(s, id[i]);
+	}
+	assert_null(spoke_handle_lookup(s, id_of(1, a, 0)));
+	assert_null(spoke_handle_lookup(s, id_of(1, a, (uint32_t)ready)));
+	assert_null(spoke_handle_lookup(s, id_of(1, a, SPOKE_ARENA_SLOTS - 1)));
+	assert_names_nothing(s, id_of(1, a, 0));
+	assert_names_nothing(s, id_of(1, a, RS_TIMERS + 1)); /* below ready, never handed out */
+	assert_names_nothing(s, id_of(1, a, (uint32_t)ready - 1));
+	assert_names_nothing(s, id_of(1, a, (uint32_t)ready));
+	assert_names_nothing(s, id_of(1, a, SPOKE_ARENA_SLOTS - 1));
+	for (uint32_t i = 0; i < RS_TIMERS; i++)
+		assert_int_equal(spoke_cancel(s, id[i]), 0);
+	for (uint32_t i = 0; i < RS_TIMERS; i++)
+		assert_names_nothing(s, id[i]);
+	svc_destroy(s);
+	free(id);
+}
+
+/*
+ * A thread that holds 2^20 - 1 handles has used up its arena: its next
+ * timers spill into a new arena chained to it. The last slots of the full
+ * region and the first ones of the spill's (another arena index, another
+ * region) each round-trip; two run (reset to 0), two are cancelled. The arena is filled
+ * through spoke_handle_alloc, a million starts being slow under the
+ * sanitizers; the timers around the edge are started for real.
+ */
+static void arena_ids_across_spill(void **state)
+{
+	struct spoke *s = svc_new(1, 1 * MS, 0);
+	struct arena *home, *spill;
+	spoke_id id[4];
+	atomic_uint runs = 0;
+
+	(void)state;
+	assert_int_equal(spoke_attach(s, 0), 0);
+	assert_int_equal(start_cancel_on(s, &home), 0);
+	while (home->fresh < SPOKE_ARENA_SLOTS - 2)
+		assert_non_null(spoke_handle_alloc(home));
+	for (unsigned i = 0; i < ARRAY_SIZE(id); i++)
+		assert_int_equal(spoke_start(s, 3600 * SEC, count_fn, &runs, &id[i]), 0);
+	spill = home->spill;
+	assert_non_null(spill);
+	assert_ptr_equal(spill->home, home);
+	assert_int_not_equal(spill->index, home->index);
+	assert_int_equal((uintptr_t)spill->base % SPOKE_REGION_BYTES, 0);
+	assert_ptr_not_equal(spill->base, home->base);
+	assert_int_equal(atomic_load(&home->ready), SPOKE_ARENA_SLOTS);
+	assert_true(id[0] == id_of(1, home, SPOKE_ARENA_SLOTS - 2));
+	assert_true(id[1] == id_of(1, home, SPOKE_ARENA_SLOTS - 1));
+	assert_true(id[2] == id_of(1, spill, 1));
+	assert_true(id[3] == id_of(1, spill, 2));
+	for (unsigned i = 0; i < ARRAY_SIZE(id); i++)
+		assert_round_trip(s, id[i]);
+	assert_null(spoke_handle_lookup(s, id_of(1, spill, 0)));
+	assert_names_nothing(s, id_of(1, spill, 0));
+	assert_names_nothing(s, id_of(1, spill, 3));
+	assert_int_equal(spoke_reset(s, id[1], 0), 0);
+	assert_int_equal(spoke_reset(s, id[2], 0), 0);
+	ASSERT_EVENTUALLY(spoke_poll(s) >= 0 && atomic_load(&runs) == 2, "the reset timers to run");
+	assert_names_nothing(s, id[1]);
+	assert_names_nothing(s, id[2]);
+	assert_int_equal(spoke_cancel(s, id[0]), 0);
+	assert_int_equal(spoke_cancel(s, id[3]), 0);
+	assert_names_nothing(s, id[0]);
+	assert_names_nothing(s, id[3]);
+	svc_destroy(s);
+}
+
 #define LR_PERIOD (200 * MS)
 
 static struct {
@@ -1277,10 +1413,9 @@ static unsigned handles_not_free(struct spoke *s, unsigned *aux)
 		struct arena *a = atomic_load(&s->arenas[i]);
 		size_t fresh = a ? a->fresh : 0;
 
-		for (size_t k = 0; k < fresh; k++) {
-			struct arena_chunk *c = atomic_load(&a->chunk[k / (SPOKE_ARENA_CHUNK - 1)]);
-			unsigned status = spoke_st_status(
-				atomic_load(&c->h[k % (SPOKE_ARENA_CHUNK - 1)].state));
+		for (size_t k = 1; k < fresh; k++) { /* slot 0: the region's header */
+			unsigned status =
+				spoke_st_status(atomic_load(&spoke_arena_slot(a, k)->state));
 
 			n += status != SPOKE_ST_FREE;
 			*aux += status == SPOKE_ST_AUX;
@@ -1401,6 +1536,8 @@ int main(int argc, char **argv)
 		HOOK_TEST(periodic_rearm_taken_late_runs_late),
 		HOOK_TEST(generation_wrap_spends_slot),
 		HOOK_TEST(every_handle_comes_back),
+		HOOK_TEST(arena_ids_across_region_step),
+		HOOK_TEST(arena_ids_across_spill),
 		HOOK_TEST(fork_while_lock_held_child_creates),
 		HOOK_TEST(fork_child_leaves_parent_instances_alone),
 	};

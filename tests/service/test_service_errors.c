@@ -496,7 +496,7 @@ static void starts_on_new_thread(void *(*fn)(void *), int *rcs, int err)
 }
 
 /*
- * -ENOMEM: a thread with an arena but no handle chunk, and no memory: every
+ * -ENOMEM: a thread with an arena but no handle region, and no memory: every
  * start function is refused, *id untouched, nothing started.
  */
 static void *enomem_thread(void *p)
@@ -644,10 +644,10 @@ static void id_calls_bad_ids_enoent(void **state)
 		bad[n++] = ((gen + 1) << 32) | slot;
 		bad[n++] = ((gen ^ 0x80000000u) << 32) | slot;
 		bad[n++] = (gen << 32) | ((slot + 7) & 0xffffffffu);	/* never issued */
-		bad[n++] = (gen << 32) | ((slot + 1000) & 0xffffffffu); /* same chunk or next */
+		bad[n++] = (gen << 32) | ((slot + 1000) & 0xffffffffu); /* never issued */
 		bad[n++] = (gen << 32) | (slot ^ (1u << 20));		/* another arena */
 		bad[n++] = (gen << 32) | (slot | 0xfff00000u);		/* the last arena */
-		bad[n++] = (gen << 32) | (slot & ~1023u);		/* its chunk's header */
+		bad[n++] = (gen << 32) | (slot & 0xfff00000u);		/* its region's header */
 		bad[n++] = gen << 32;
 		bad[n++] = slot;
 	}
