@@ -30,13 +30,15 @@
  *     read after the first (warm-up) phase has settled and again after the
  *     second; the second may add at most 2 MiB + 96 KiB per thread (5x that
  *     under TSan, whose shadow memory is several times the application's).
- *     Why that slack: the warm-up grows each thread's handle arena (chunks of
- *     1024 handles of 96 bytes, never returned before destroy) to the peak
- *     of its timers live or not yet unlinked; an identical phase reaches about
- *     the same peaks, but each arena keeps the larger of the two, so a second
- *     phase may add about one chunk per arena (= per thread); 2 MiB covers
- *     malloc and sanitizer bookkeeping. A leak of one handle per start adds
- *     96 bytes x starts (printed; ~70 MiB per plain CI phase), far beyond
+ *     Why that slack: the warm-up grows each thread's handle arena (handles
+ *     of 64 bytes, resident page by page as slots are first used, never
+ *     returned before destroy) to the peak of its timers live or not yet
+ *     unlinked; an identical phase reaches about the same peaks, but each
+ *     arena keeps the larger of the two, so a second phase may add the
+ *     difference: 1536 handles (96 KiB) per arena (= per thread) allowed;
+ *     2 MiB covers malloc and sanitizer bookkeeping. A leak of one handle
+ *     per start adds 64 bytes x starts (printed; ~47 MiB per plain CI
+ *     phase), far beyond
  *     the slack. A third phase runs without backpressure: its growth is
  *     printed, not checked (32 CPU-bound workers starve the shard threads,
  *     so cancelled handles wait in the inboxes and the arenas grow with that
@@ -46,8 +48,8 @@
 
 #define SLOTS	     512		      /* records per thread */
 #define SLACK_FIXED  (2ull << 20)	      /* malloc and sanitizer bookkeeping */
-#define HANDLE_BYTES 96			      /* docs/service.md */
-#define CHUNK_BYTES  (1024ull * HANDLE_BYTES) /* one arena chunk */
+#define HANDLE_BYTES 64			      /* docs/service.md */
+#define PEAK_BYTES   (1536ull * HANDLE_BYTES) /* per arena: a peak a little higher */
 /* TSan maps shadow and metadata for every new application byte (several times its size). */
 #define MEM_SCALE (STRESS_TSAN ? 5 : 1)
 
@@ -130,7 +132,7 @@ static void memory_check(uint64_t rss0, uint64_t rss1, uint64_t rss2, uint64_t s
 			 unsigned threads)
 {
 	double mib = 1 << 20, leak = (double)starts * HANDLE_BYTES * MEM_SCALE / mib;
-	uint64_t slack = MEM_SCALE * (SLACK_FIXED + threads * CHUNK_BYTES);
+	uint64_t slack = MEM_SCALE * (SLACK_FIXED + threads * PEAK_BYTES);
 
 	printf("  memory: RSS %.1f MiB at start, %.1f after warm-up, %.1f after the second "
 	       "phase (%+.2f, slack %.1f; a leak of every start would add %.0f)\n",

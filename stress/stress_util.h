@@ -1824,7 +1824,7 @@ static inline void settle_stats(struct spoke *s, const struct expect *e)
  * handles, and one thread running a whole time slice while its owners
  * wait holds a large share of the backlog: with a cap of 16384 those
  * per-thread peaks reached 3-10k handles and a second identical phase added
- * up to 8 MiB of chunks; with 2048 it adds under 1 MiB, at the same speed.
+ * up to 8 MiB of handles; with 2048 it adds under 1 MiB, at the same speed.
  */
 #define PACE_HIGH 2048
 #define PACE_LOW  512
