@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fault_inject.h - make the library's allocations and thread creations fail
- * on purpose, to reach its -ENOMEM and -EAGAIN paths (the handle slabs are
- * mmap()ed: an mmap counts as an allocation).
+ * on purpose, to reach its -ENOMEM and -EAGAIN paths (the handle regions
+ * are mmap()ed and made read/write with mprotect(): each counts as an
+ * allocation).
  *
  * The test program is linked with
  *   -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc,
- *       --wrap=mmap,--wrap=pthread_create
+ *       --wrap=mmap,--wrap=mprotect,--wrap=pthread_create
  * so every call to those from the objects linked into it (libspoke.a and
  * the test itself, not shared libraries) goes through the wrappers below.
  * A wrapper fails only on the thread that armed it, so the service's own
@@ -72,12 +73,14 @@ void *__real_calloc(size_t n, size_t size);
 void *__real_realloc(void *p, size_t n);
 void *__real_aligned_alloc(size_t align, size_t n);
 void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+int __real_mprotect(void *addr, size_t len, int prot);
 int __real_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
 void *__wrap_malloc(size_t n);
 void *__wrap_calloc(size_t n, size_t size);
 void *__wrap_realloc(void *p, size_t n);
 void *__wrap_aligned_alloc(size_t align, size_t n);
 void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+int __wrap_mprotect(void *addr, size_t len, int prot);
 int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
 
 static inline void *fault_refuse_alloc(void)
@@ -115,6 +118,16 @@ void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 		return MAP_FAILED;
 	}
 	return __real_mmap(addr, len, prot, flags, fd, off);
+}
+
+/* As the kernel refuses read/write under strict overcommit with no memory left. */
+int __wrap_mprotect(void *addr, size_t len, int prot)
+{
+	if (fault_take(&fault_allocs_left)) {
+		(void)fault_refuse_alloc();
+		return -1;
+	}
+	return __real_mprotect(addr, len, prot);
 }
 
 int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)

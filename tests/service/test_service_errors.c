@@ -521,6 +521,92 @@ static void start_functions_enomem(void **state)
 }
 
 /*
+ * -ENOMEM when a region's slots cannot be made read/write (mprotect refused,
+ * as under strict overcommit with no memory left): first as the thread's
+ * region is reserved, which must then be given back (no 64 MiB reservation
+ * left behind for every refused start), then at the next step of a region in
+ * use, whose first step holds live timers. Every start function is refused
+ * there, *id untouched, nothing started; with memory back, the next start
+ * works. The counts come from percpu/service.h: SPOKE_REGION_BYTES, and
+ * SPOKE_REGION_STEP_SLOTS less slot 0 (the region's header).
+ */
+#define STEP_TIMERS  8191u
+#define REGION_BYTES (64ul << 20)
+
+struct step_result {
+	int first[5], step[5], after;
+	bool given_back;
+	unsigned started;
+};
+
+/* Reserved regions not yet in use: PROT_NONE mappings of exactly one region. */
+static unsigned reserved_regions(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512], perms[8];
+	unsigned long lo, hi;
+	unsigned n = 0;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && hi - lo == REGION_BYTES &&
+		    strcmp(perms, "---p") == 0)
+			n++;
+	fclose(f);
+	return n;
+}
+
+static void *enomem_step_thread(void *p)
+{
+	struct step_result *r = p;
+	spoke_id id = SENTINEL_ID, *live = calloc(STEP_TIMERS, sizeof(*live));
+	unsigned regions;
+
+	if (!live)
+		abort();
+	(void)spoke_cancel(sc.s, 0); /* makes this thread's arena, not its region */
+	regions = reserved_regions();
+	fault_alloc_after(1); /* the region's reservation passes, its first step does not */
+	try_all_starts(r->first, &id);
+	fault_off();
+	r->given_back = reserved_regions() == regions;
+	for (unsigned i = 0; i < STEP_TIMERS; i++)
+		r->started += spoke_start_on(sc.s, 0, 3600 * SEC, never_fn, NULL, &live[i]) == 0;
+	fault_alloc_after(0);
+	try_all_starts(r->step, &id);
+	fault_off();
+	r->after = spoke_start_on(sc.s, 0, 3600 * SEC, never_fn, NULL, &id);
+	if (r->after == 0)
+		(void)spoke_cancel(sc.s, id);
+	for (unsigned i = 0; i < STEP_TIMERS; i++)
+		(void)spoke_cancel(sc.s, live[i]);
+	free(live);
+	return NULL;
+}
+
+static void start_functions_enomem_region_step(void **state)
+{
+	struct step_result r = {0};
+
+	(void)state;
+	scene_begin(1);
+	pthread_join(thread_start(enomem_step_thread, &r), NULL);
+	for (unsigned i = 0; i < 4; i++) {
+		assert_int_equal(r.first[i], -ENOMEM);
+		assert_int_equal(r.step[i], -ENOMEM);
+	}
+	assert_true(r.first[4] && r.step[4]);
+	assert_true(r.given_back);
+	assert_int_equal(r.started, STEP_TIMERS);
+	assert_int_equal(r.after, 0);
+	/* Started: the witnesses, the step's timers and the one after; none by a refused call. */
+	ASSERT_EVENTUALLY(stats_settled(sc.s, 2 + STEP_TIMERS + 1, 2),
+			  "the thread's timers to be cancelled");
+	spoke_stats(sc.s, &sc.before);
+	scene_end();
+}
+
+/*
  * Not an error: a TTL start the lawn cannot grow for (-ENOMEM) goes to the
  * wheel instead, and from then on cancel, reset and expiry must find it
  * there. The lawn's first hash table holds 32 TTLs; the next new TTL needs
@@ -1147,6 +1233,7 @@ int main(int argc, char **argv)
 		ERR_TEST(spoke_start_periodic_einval),
 		ERR_TEST(spoke_start_ttl_einval),
 		ERR_TEST(start_functions_enomem),
+		ERR_TEST(start_functions_enomem_region_step),
 		ERR_TEST(start_functions_eagain),
 		ERR_TEST(start_ttl_lawn_enomem_goes_to_wheel),
 		ERR_TEST(id_calls_null_service_einval),
