@@ -10,8 +10,8 @@
  * each in a freshly forked process (bench_repeat). One run:
  *
  *   1. spoke_create with the default config except tick_ns (and slack_ns,
- *      --slack): one managed shard per CPU (pinned), a pool of one callback
- *      thread per shard.
+ *      --slack; pin_threads, --no-pin): one managed shard per CPU, pinned,
+ *      a pool of one callback thread per shard.
  *   2. Fill: P timers started from the main thread on the shards in turn,
  *      delays uniform in [5 s, 600 s), so none fires during the run; the run
  *      waits until the shards report all P pending (in their wheels).
@@ -473,6 +473,7 @@ int bench_late_run(const struct bench_late_job *j, unsigned run, uint64_t *late_
 	spoke_config_init(&cfg);
 	cfg.tick_ns = j->tick_ns;
 	cfg.slack_ns = j->slack_ns;
+	cfg.pin_threads = !j->no_pin;
 	err = spoke_create(&s, &cfg);
 	if (err) {
 		free(smp);
@@ -540,6 +541,7 @@ struct plan {
 	unsigned runs, load_threads;
 	double duration_s, load_rate;
 	uint64_t slack_ns; /* --slack (0: the default) */
+	bool no_pin;	   /* --no-pin */
 	uint64_t pending[MAX_PENDING], tick_ns[MAX_TICKS];
 	size_t npending, nticks, nloads; /* nloads 1: no load only, 2: both */
 	size_t max_samples;		 /* per run */
@@ -754,6 +756,7 @@ static void do_cell(struct plan *p, uint64_t pending, uint64_t tick_ns, unsigned
 			 .job = {.pending = pending,
 				 .tick_ns = tick_ns,
 				 .slack_ns = p->slack_ns,
+				 .no_pin = p->no_pin,
 				 .window_ns = (uint64_t)(p->duration_s * 1e9),
 				 .load_threads = load_threads,
 				 .load_rate = p->load_rate,
@@ -797,7 +800,8 @@ static void usage(FILE *f)
 		"  --no-load          only the cells without load\n"
 		"  --pending LIST     pending counts instead of 1e3,1e5,1e6 (at most 3)\n"
 		"  --tick LIST        tick lengths in us instead of 100,1000,10000 (at most 3)\n"
-		"  --slack US         the service's slack_ns in us (default 0: tick/4)\n",
+		"  --slack US         the service's slack_ns in us (default 0: tick/4)\n"
+		"  --no-pin           shard threads not pinned to their CPUs (pin_threads)\n",
 		(double)DEFAULT_LOAD_RATE);
 }
 
@@ -828,6 +832,7 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 		{"pending", required_argument, NULL, 'p'},
 		{"tick", required_argument, NULL, 't'},
 		{"slack", required_argument, NULL, 's'},
+		{"no-pin", no_argument, NULL, 'u'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -903,6 +908,9 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 			}
 			if (strcmp(optarg, "0") == 0)
 				slack_us = 0;
+			break;
+		case 'u':
+			p->no_pin = true;
 			break;
 		case 'h':
 			usage(stdout);

@@ -280,6 +280,7 @@ struct bench_late_job {
 	uint64_t pending;      /* timers held pending (delays 5 s .. 600 s) */
 	uint64_t tick_ns;      /* the service's tick; the rest of its config is the default */
 	uint64_t slack_ns;     /* ... but this slack_ns (0: the default) */
+	bool no_pin;	       /* ... and pin_threads false when set */
 	uint64_t window_ns;    /* how long the stream of measured timers is started */
 	unsigned load_threads; /* start+cancel churn threads meanwhile (0 = no load) */
 	double load_rate;      /* their pairs per second, all together (0 = unthrottled) */
