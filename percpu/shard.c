@@ -253,17 +253,23 @@ void spoke_shard_disarm(struct shard *sh, struct spoke_handle *h)
 			&h->node);
 }
 
-/* Owner: put h on the stage or in its engine for deadline_ns (moving it if pending). */
+/*
+ * Owner: put h on the stage or in its engine for deadline_ns (moving it if
+ * pending). The stage takes deadlines up to its window's end, that is of a
+ * tick up to stage_tick: a compare, not the division deadline_tick costs,
+ * for what every expiry stages.
+ */
 void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns)
 {
 	struct spoke_engine *e;
-	uint64_t t = deadline_tick(sh, deadline_ns);
+	uint64_t t;
 
 	spoke_shard_disarm(sh, h);
-	if (t <= sh->stage_tick) {
+	if (deadline_ns <= tick_time_ns(sh, sh->stage_tick)) {
 		stage_put(sh, &h->node, deadline_ns);
 		return;
 	}
+	t = deadline_tick(sh, deadline_ns);
 	e = engine_of(sh, atomic_load_explicit(&h->state, memory_order_relaxed));
 	if (spoke_engine_start(e, &h->node, t - spoke_engine_now(e)) == 0)
 		return;
@@ -631,13 +637,14 @@ static uint64_t armed_deadline(struct spoke_handle *h)
 }
 
 /*
- * Owner: h has left its engine or the stage, its place there come: claim its
- * run (ARMED -> DISPATCHED) and run or dispatch it. A queued message (start,
- * reset, cancel) decides instead. A foreign reset that moved the deadline
- * later sent none (api.c reset_is_later): h goes back for that deadline. One
- * still storing its deadline (WRITING) is asked for a message (RESET), since
- * h is in no engine now; the sequence it bumped makes our compare-and-swap
- * fail if it published in between, and we look at its deadline then.
+ * Owner: h has left its engine or the stage. If its deadline is still ahead
+ * (the engines run a tick ahead; or a foreign reset moved it later without a
+ * message, api.c reset_is_later) it goes back, on the stage or into its
+ * engine; else claim its run (ARMED -> DISPATCHED) and run or dispatch it. A
+ * queued message (start, reset, cancel) decides instead. A reset still
+ * storing its deadline (WRITING) is asked for a message (RESET), since h is
+ * in no engine now; the sequence it bumped makes our compare-and-swap fail
+ * if it published in between, and we look at its deadline then.
  */
 static void claim_run(struct shard *sh, struct spoke_handle *h)
 {
@@ -669,20 +676,12 @@ static void claim_run(struct shard *sh, struct spoke_handle *h)
 }
 
 /*
- * Engine expiry action (owner): the engines run a tick ahead, so a timer
- * whose deadline is still ahead goes on the stage (or, moved later by a
- * reset, back into its engine); the others are due.
+ * Engine expiry action (owner): the engines run a tick ahead, so most timers
+ * they expire have their deadline still ahead, and claim_run stages them.
  */
 static void on_expire(void *ctx, struct spoke_timer *t)
 {
-	struct shard *sh = ctx;
-	struct spoke_handle *h = caa_container_of(t, struct spoke_handle, node);
-	uint64_t d = armed_deadline(h);
-
-	if (d > sh->clock_ns)
-		spoke_shard_arm(sh, h, d);
-	else
-		claim_run(sh, h);
+	claim_run(ctx, caa_container_of(t, struct spoke_handle, node));
 }
 
 /*
