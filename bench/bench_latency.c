@@ -819,6 +819,16 @@ static int parse_counts(const char *arg, uint64_t *v, size_t max)
 	return n ? (int)n : -EINVAL;
 }
 
+/* A count (bench_parse_count), or 0 for the option's "none" or "default". */
+static bool parse_count_or_zero(const char *arg, uint64_t *v)
+{
+	if (strcmp(arg, "0") == 0) {
+		*v = 0;
+		return true;
+	}
+	return bench_parse_count(arg, v) == 0;
+}
+
 static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 {
 	static const struct option longopts[] = {
@@ -872,13 +882,11 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 			}
 			break;
 		case 'a':
-			if (strcmp(optarg, "0") != 0 && bench_parse_count(optarg, &rate)) {
+			if (!parse_count_or_zero(optarg, &rate)) {
 				fprintf(stderr, "--load-rate: pairs per second, e.g. 1e6; 0 = "
 						"unthrottled\n");
 				return 2;
 			}
-			if (strcmp(optarg, "0") == 0)
-				rate = 0;
 			break;
 		case 'n':
 			no_load = true;
@@ -901,13 +909,11 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 			}
 			break;
 		case 's':
-			if (strcmp(optarg, "0") != 0 && bench_parse_count(optarg, &slack_us)) {
+			if (!parse_count_or_zero(optarg, &slack_us)) {
 				fprintf(stderr,
 					"--slack: us, e.g. 250; 0 = the service's default\n");
 				return 2;
 			}
-			if (strcmp(optarg, "0") == 0)
-				slack_us = 0;
 			break;
 		case 'u':
 			p->no_pin = true;
