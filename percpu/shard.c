@@ -116,10 +116,11 @@ uint64_t spoke_shard_next_tick_ns(const struct shard *sh, uint64_t now_ns)
  *
  * A slot is a circular list (lib/clist.h) around its head in sh->stage,
  * threaded through the timer's engine node, which no engine holds meanwhile
- * (so the node still reads pending); sp_deadline 0 marks it staged. No engine holds a node with
- * deadline 0: the owner starts nothing in an engine for the window's tick or earlier
- * (spoke_shard_arm stages those), so every engine deadline is tick 1 or
- * later. Bit j of stage_bits is set while slot j is not empty.
+ * (so the node still reads pending); sp_deadline 0 marks it staged. No
+ * engine holds a node with deadline 0: the owner starts nothing in an engine
+ * for the window's tick or earlier (spoke_shard_arm stages those), so every
+ * engine deadline is tick 1 or later. Bit j of stage_bits is set while slot
+ * j is not empty.
  *
  * A start or reset with delay 0 is given the next tick as its deadline
  * (api.c deadline_on): it runs at the end of the tick, never in the pass
@@ -162,6 +163,12 @@ static uint64_t stage_start_ns(const struct shard *sh)
 	return sh->stage_tick ? tick_time_ns(sh, sh->stage_tick - 1) : 0;
 }
 
+/* The window's end: the time of stage_tick, the last tick whose deadlines it takes. */
+static uint64_t stage_end_ns(const struct shard *sh)
+{
+	return tick_time_ns(sh, sh->stage_tick);
+}
+
 /* The slot of a deadline in the window (clamped, though callers pass one inside). */
 static unsigned stage_slot_of(const struct shard *sh, uint64_t deadline_ns)
 {
@@ -173,7 +180,7 @@ static unsigned stage_slot_of(const struct shard *sh, uint64_t deadline_ns)
 
 static uint64_t stage_slot_end(const struct shard *sh, unsigned j)
 {
-	uint64_t end = tick_time_ns(sh, sh->stage_tick), x;
+	uint64_t end = stage_end_ns(sh), x;
 
 	if (__builtin_add_overflow(stage_start_ns(sh), (uint64_t)(j + 1) * sh->stage_width_ns,
 				   &x) ||
@@ -255,9 +262,9 @@ void spoke_shard_disarm(struct shard *sh, struct spoke_handle *h)
 
 /*
  * Owner: put h on the stage or in its engine for deadline_ns (moving it if
- * pending). The stage takes deadlines up to its window's end, that is of a
- * tick up to stage_tick: a compare, not the division deadline_tick costs,
- * for what every expiry stages.
+ * pending). The stage takes deadlines up to its window's end (of a tick up to
+ * stage_tick): a compare, not the division deadline_tick costs, for what
+ * every expiry stages.
  */
 void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns)
 {
@@ -265,7 +272,7 @@ void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline
 	uint64_t t;
 
 	spoke_shard_disarm(sh, h);
-	if (deadline_ns <= tick_time_ns(sh, sh->stage_tick)) {
+	if (deadline_ns <= stage_end_ns(sh)) {
 		stage_put(sh, &h->node, deadline_ns);
 		return;
 	}
