@@ -111,8 +111,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define NEW_TIMERS 64 /* started inside the window: more than any free list holds */
-#define NEW_DELAY  (200 * MS)
+#define NEW_TIMERS 64	      /* started inside the window: more than any free list holds */
+#define NEW_DELAY  (10 * SEC) /* far past any stall between start and check */
 
 static _Thread_local int tl_stall_at = -1;
 /*
@@ -287,8 +287,8 @@ static void start_new_timers(void *s)
 
 /*
  * The new timers have been started (their starts maybe still queued): let
- * the stalled reset go; none of them may fire before NEW_DELAY (poll: this
- * thread owns shard 0). Then cancel them all.
+ * the stalled reset go; none of them may fire in the next 100 ms (poll:
+ * this thread owns shard 0). Then cancel them all.
  */
 static void check_new_timers_survive(struct spoke *s, struct stalled_reset *r, bool poll)
 {
@@ -297,7 +297,7 @@ static void check_new_timers_survive(struct spoke *s, struct stalled_reset *r, b
 	assert_no_bg_failures();
 	/* The reset is ordered before the end of the old generation: it succeeded. */
 	assert_int_equal(stalled_reset_finish(r), 0);
-	while (spoke_now_ns() - t0 < NEW_DELAY / 2) {
+	while (spoke_now_ns() - t0 < 100 * MS) {
 		if (poll)
 			spoke_poll(s);
 		sleep_ms(1);
@@ -753,12 +753,12 @@ struct detach_runs {
 
 static struct detach_runs dr;
 
-/* A: waits up to 2 s for B, a later timer of its own shard, as a pool callback may. */
+/* A: waits up to 20 s for B, a later timer of its own shard, as a pool callback may. */
 static void dr_a_fn(void *arg)
 {
 	(void)arg;
 	atomic_store(&dr.a_started, 1);
-	atomic_store(&dr.a_saw_b, WAIT_UNTIL(atomic_load(&dr.b_ran), 2 * SEC));
+	atomic_store(&dr.a_saw_b, WAIT_UNTIL(atomic_load(&dr.b_ran), 20 * SEC));
 }
 
 static void dr_b_fn(void *arg)
@@ -1328,7 +1328,7 @@ static void arena_ids_across_spill(void **state)
 	svc_destroy(s);
 }
 
-#define LR_PERIOD (200 * MS)
+#define LR_PERIOD (500 * MS)
 
 static struct {
 	struct spoke *s;
@@ -1358,9 +1358,10 @@ static void lr_fn(void *arg)
  * P (periodic) runs on the pool at one period and starts Q, due 10 ms
  * later; the owner is held claiming Q until 3 periods + 10 ms, and P's run
  * ends meanwhile, so its re-arm waits in the inbox. P's run for 2 periods
- * must come as soon as the owner goes on, not at 4 periods (190 ms later:
- * what a skip decided on the owner's clock gave); the run after it keeps
- * the phase (4 periods; 3 is skipped, that run ended after it).
+ * must come as soon as the owner goes on, not at 4 periods (490 ms later:
+ * what a skip decided on the owner's clock gave; the bound, half a period,
+ * leaves a stalled thread 250 ms); the run after it keeps the phase (4
+ * periods; 3 is skipped, that run ended after it).
  */
 static void periodic_rearm_taken_late_runs_late(void **state)
 {

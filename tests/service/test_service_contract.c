@@ -334,11 +334,11 @@ struct blocker {
 	_Atomic uint64_t thread_marker;
 };
 
-/* Blocks the thread it runs on (the shard thread when inline) until released or 10 s. */
+/* Blocks its thread (the shard thread when inline) until released, or EVENTUALLY_NS. */
 static void blocker_fn(void *arg)
 {
 	struct blocker *b = arg;
-	uint64_t end = spoke_now_ns() + 10 * SEC;
+	uint64_t end = spoke_now_ns() + EVENTUALLY_NS;
 
 	atomic_store(&b->blocking, 1);
 	while (!atomic_load(&b->release) && spoke_now_ns() < end)
@@ -355,8 +355,9 @@ static struct trec l2h_rec[2];
  * scheduling delay when the machine is not overloaded"), as a functional
  * check, not a speed check: with a pool of 2 threads, one held by a callback
  * that blocks until released, 1 ms timers on either shard run on the other,
- * idle pool thread while the first is still held (the test gives them 2 s,
- * then releases it). A callback must not queue behind an unrelated running
+ * idle pool thread while the first is still held (the test gives them 20 s,
+ * room for a stalled VM, then releases it; queued behind it they would not
+ * run before). A callback must not queue behind an unrelated running
  * callback while a pool thread idles. Blocker on each shard in turn.
  */
 static void line2_not_held_behind_running_callback(void **state)
@@ -374,12 +375,12 @@ static void line2_not_held_behind_running_callback(void **state)
 		for (unsigned j = 0; j < 2; j++)
 			assert_int_equal(spoke_start_on(s, j, MS, trec_fire, &l2h_rec[j], NULL), 0);
 		ran = WAIT_UNTIL(atomic_load(&l2h_rec[0].fired) && atomic_load(&l2h_rec[1].fired),
-				 2 * SEC);
+				 20 * SEC);
 		atomic_store(&l2h_blk.release, 1);
 		ASSERT_EVENTUALLY(atomic_load(&l2h_blk.done), "the blocker to return");
 		if (!ran)
 			fail_msg("blocker on shard %u: 1 ms timers on shard 0: %s, shard 1: %s "
-				 "after 2 s, "
+				 "after 20 s, "
 				 "with one of the 2 pool threads idle",
 				 k, atomic_load(&l2h_rec[0].fired) ? "ran" : "NOT run",
 				 atomic_load(&l2h_rec[1].fired) ? "ran" : "NOT run");

@@ -430,7 +430,7 @@ struct l8s_ctx {
 	atomic_int id_touched;
 	atomic_uint started_before;
 	_Atomic uint64_t y_id;
-	atomic_int t3_calling;
+	atomic_int t3_calling, t3_returned;
 	int t3_rc, t3_y_running;
 };
 
@@ -472,8 +472,13 @@ static void l8s_caller(void *arg)
 		l8s_expect_shutdown(spoke_reset(s, l8s.valid_id, 0), id);
 		l8s_expect_shutdown(spoke_cancel(s, l8s.valid_id), id);
 		l8s_expect_shutdown(spoke_cancel_sync(s, l8s.valid_id), id);
-		/* destroy must not return before the other thread has seen -ESHUTDOWN too */
-		while (!atomic_load(&l8s.t2_shutdown) && spoke_now_ns() < end)
+		/*
+		 * destroy must not return before the other thread has seen
+		 * -ESHUTDOWN too, nor before t3's cancel_sync has returned: a t3
+		 * stalled before its call would otherwise call into a freed service
+		 */
+		while (!(atomic_load(&l8s.t2_shutdown) && atomic_load(&l8s.t3_returned)) &&
+		       spoke_now_ns() < end)
 			sleep_ns(100 * US);
 	}
 	if (atomic_load(&l8s.destroyed))
@@ -523,6 +528,7 @@ static void *l8s_t3(void *p)
 	atomic_store(&l8s.t3_calling, 1);
 	l8s.t3_rc = spoke_cancel_sync(s, atomic_load(&l8s.y_id));
 	l8s.t3_y_running = atomic_load(&l8s.y_running);
+	atomic_store(&l8s.t3_returned, 1);
 	while (!atomic_load(&l8s.release_threads))
 		sleep_ns(100 * US);
 	return NULL;
@@ -534,9 +540,9 @@ static void *l8s_t3(void *p)
  * keeps calling spoke_start until it gets -ESHUTDOWN, then every entry
  * point (start, start_on, periodic, ttl, reset, cancel, cancel_sync) gives
  * -ESHUTDOWN and leaves *id alone; another thread calling in also ends on
- * -ESHUTDOWN (the callback holds destroy until it has, so it never calls
- * into a freed service); a third thread inside cancel_sync of a running
- * callback when destroy begins returns with that callback finished. Nothing
+ * -ESHUTDOWN; a third thread inside cancel_sync of a running callback when
+ * destroy begins returns with that callback finished (the callback holds
+ * destroy until both have returned, so neither calls into a freed service). Nothing
  * runs after destroy returns; the timers started before it are freed (ASan).
  */
 static void line8_destroy_shutdown_during_destroy(void **state)

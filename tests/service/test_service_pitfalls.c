@@ -303,13 +303,13 @@ static void pitfall_state_word_arbitration(void **state)
 /* ==== pitfall: an earlier cross-core start wakes the owner ============================== */
 
 /*
- * Functional bounds only: the sleeper aims at a minute, so a lost wake-up
- * shows as tens of seconds; a woken owner under valgrind on an overloaded
- * machine took 535 ms once.
+ * Functional bounds only: the sleeper aims at an hour, so a lost wake-up
+ * shows as an hour; a woken owner under valgrind on an overloaded machine
+ * took 535 ms once, and a stalled VM adds seconds, so the bound is 15 s.
  */
-#define WK_HOLD_NS    (60 * SEC)
-#define WAKE_BOUND_NS (2 * SEC)
-#define WK_WAIT_NS    (5 * SEC)
+#define WK_HOLD_NS    (3600 * SEC)
+#define WAKE_BOUND_NS (15 * SEC)
+#define WK_WAIT_NS    (20 * SEC)
 
 struct wk_ctx {
 	struct spoke *s;
@@ -356,7 +356,7 @@ static void wk_worker(unsigned idx, void *p)
 		lat = wk_start_and_wait(c, 0, (unsigned)rng_below(&rng, c->nsh));
 		if (lat >= WAKE_BOUND_NS)
 			svc_bg_fail(__FILE__, __LINE__,
-				    "thread %u: a 1 ms timer on a shard asleep toward a minute ran "
+				    "thread %u: a 1 ms timer on a shard asleep toward an hour ran "
 				    "after "
 				    "%" PRIu64 " ms",
 				    idx, lat == UINT64_MAX ? WK_WAIT_NS / MS : lat / MS);
@@ -365,11 +365,11 @@ static void wk_worker(unsigned idx, void *p)
 
 /*
  * Pitfall "a cross-core start earlier than the owner's planned sleep must wake
- * the owner": every shard sleeps toward a timer a minute away (and a TTL
+ * the owner": every shard sleeps toward a timer an hour away (and a TTL
  * timer); then a 1 ms timer started on it from another thread (start_on), a
- * timer a minute away reset to 1 ms, and a 1 ms TTL timer each run within
- * 2 s (a functional bound for the wake-up, not a speed check: without it
- * they run after a minute). Repeated, and from 4 threads at random moments.
+ * timer an hour away reset to 1 ms, and a 1 ms TTL timer each run within
+ * 15 s (a functional bound for the wake-up, not a speed check: without it
+ * they run after an hour). Repeated, and from 4 threads at random moments.
  */
 static void pitfall_cross_core_start_wakes_owner(void **state)
 {
@@ -390,7 +390,7 @@ static void pitfall_cross_core_start_wakes_owner(void **state)
 			uint64_t lat = wk_start_and_wait(&wk, 0, k);
 
 			if (lat >= WAKE_BOUND_NS)
-				fail_msg("start_on(%u, 1 ms) on a shard asleep toward a minute ran "
+				fail_msg("start_on(%u, 1 ms) on a shard asleep toward an hour ran "
 					 "after %s "
 					 "%" PRIu64 " ms",
 					 k, lat == UINT64_MAX ? "more than" : "",
@@ -407,11 +407,11 @@ static void pitfall_cross_core_start_wakes_owner(void **state)
 		t0 = spoke_now_ns();
 		assert_int_equal(spoke_reset(wk.s, rid, MS), 0);
 		if (!WAIT_UNTIL(atomic_load(&wk_reset_rec[k].fired) == 1, WK_WAIT_NS))
-			fail_msg("shard %u: a timer a minute away reset to 1 ms did not run within "
+			fail_msg("shard %u: a timer an hour away reset to 1 ms did not run within "
 				 "%" PRIu64 " s",
 				 k, WK_WAIT_NS / SEC);
 		if (atomic_load(&wk_reset_rec[k].fired_at) - t0 >= WAKE_BOUND_NS)
-			fail_msg("shard %u: a timer a minute away reset to 1 ms ran after %" PRIu64
+			fail_msg("shard %u: a timer an hour away reset to 1 ms ran after %" PRIu64
 				 " ms",
 				 k, (atomic_load(&wk_reset_rec[k].fired_at) - t0) / MS);
 		sleep_ms(30);
@@ -420,7 +420,7 @@ static void pitfall_cross_core_start_wakes_owner(void **state)
 		uint64_t lat = wk_start_and_wait(&wk, 1, 0);
 
 		if (lat >= WAKE_BOUND_NS)
-			fail_msg("a 1 ms TTL timer with every shard asleep toward a minute ran "
+			fail_msg("a 1 ms TTL timer with every shard asleep toward an hour ran "
 				 "after "
 				 "%" PRIu64 " ms",
 				 lat == UINT64_MAX ? WK_WAIT_NS / MS : lat / MS);
@@ -580,6 +580,8 @@ static void delay0_managed(unsigned pool)
 	for (unsigned k = 0; k < 2; k++)
 		rb[k] = atomic_load(&chains[k].runs);
 	tb = spoke_now_ns();
+	for (unsigned k = 0; k < 2; k++) /* and it is not lost either */
+		ASSERT_EVENTUALLY(atomic_load(&chains[k].runs) > ra[k], "the chain to go on");
 	for (unsigned k = 0; k < 2; k++)
 		atomic_store(&chains[k].stop, 1);
 	for (unsigned k = 0; k < 2; k++) {
@@ -590,7 +592,6 @@ static void delay0_managed(unsigned pool)
 				 "in "
 				 "%" PRIu64 " ticks (at most one per tick expected)",
 				 k, rb[k] - ra[k], ticks);
-		assert_true(rb[k] > ra[k]); /* and it is not lost either */
 	}
 	sleep_ms(10);
 	assert_no_bg_failures();

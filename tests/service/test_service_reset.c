@@ -97,7 +97,8 @@ static void line5_reset_idle_timeout(void **state)
 	for (unsigned i = 0; i < L5_THREADS; i++)
 		assert_int_equal(atomic_load(&l5.rec[i].fired), 1);
 	assert_int_equal(spoke_start(l5.s, 3600 * SEC, never_fn, NULL, &id), 0);
-	assert_int_equal(spoke_reset(l5.s, id, MS), 0);
+	/* earlier, but far enough that no stall of this thread lets it run */
+	assert_int_equal(spoke_reset(l5.s, id, 60 * SEC), 0);
 	assert_int_equal(spoke_cancel(l5.s, id), 0);
 	assert_int_equal(spoke_reset(l5.s, id, MS), -ENOENT);
 	svc_destroy(l5.s);
@@ -429,6 +430,7 @@ static void line5_periodic_cancel_from_own_callback(void **state)
 			l5c[i].s = s;
 			l5c[i].period = MS;
 			l5c[i].cancel_at = i == 0 ? 3 : 0;
+			atomic_store(&l5c[i].self_rc, 1); /* no self-cancel yet */
 			l5c[i].t0 = spoke_now_ns();
 			assert_int_equal(spoke_start_periodic(s, MS, per_fn, &l5c[i], &id), 0);
 			atomic_store(&l5c[i].id, id);
@@ -438,6 +440,8 @@ static void line5_periodic_cancel_from_own_callback(void **state)
 		assert_int_equal(spoke_cancel(s, atomic_load(&l5c[1].id)), 0);
 		runs = atomic_load(&l5c[1].runs);
 		sleep_ms(30);
+		/* the 3rd run counts itself before it cancels: a stall may come between */
+		ASSERT_EVENTUALLY(atomic_load(&l5c[0].self_rc) != 1, "the self-cancel");
 		assert_int_equal(atomic_load(&l5c[0].self_rc), 0);
 		assert_int_equal(atomic_load(&l5c[0].runs), 3);
 		assert_in_range(atomic_load(&l5c[1].runs), runs, runs + 1);
@@ -690,9 +694,11 @@ static void line5_periodic_no_drift_skip_missed(void **state)
  * it so). A reset to 0 right after finds that message still queued and
  * rides on it. Before the fix nothing woke the owner for the new deadline:
  * it came at its planned wake-up, took the message, and fired a tick later,
- * 1-3 ticks late (median about 1.6 on the reference machine, against about 0.6 now). Line 2 allows
- * one tick plus scheduling. The median over the trials must stay under 1.25 ticks (a machine that
- * is only busy now and then does not move a median).
+ * 1-3 ticks late (median about 1.6 on the reference machine, against
+ * about 0.6 now). Line 2 allows one tick plus scheduling. The median of a
+ * batch of trials must stay under 1.25 ticks: a host busy now and then does
+ * not move a median, and one busy for a whole batch (valgrind, a loaded CI
+ * machine) gets up to three batches, while the bug moves every batch's.
  */
 #define L5R_TICK   (20 * MS)
 #define L5R_TRIALS 15
@@ -712,15 +718,11 @@ static int u64_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void line5_reset_riding_wakes_owner(void **state)
+/* One batch of trials: the median lateness of a reset to 0 riding on a queued start. */
+static uint64_t l5r_median_lateness(struct spoke *s)
 {
-	struct spoke *s = svc_new(1, L5R_TICK, 0);
 	uint64_t late[L5R_TRIALS];
-	atomic_uint ticks = 0;
-	spoke_id keep_busy;
 
-	(void)state;
-	assert_int_equal(spoke_start_periodic(s, 2 * L5R_TICK, count_fn, &ticks, &keep_busy), 0);
 	for (int i = 0; i < L5R_TRIALS; i++) {
 		uint64_t t0;
 		spoke_id id;
@@ -739,7 +741,25 @@ static void line5_reset_riding_wakes_owner(void **state)
 		      "(tick %.0f ms)\n",
 		      (double)late[L5R_TRIALS / 2] / 1e6, (double)late[L5R_TRIALS - 1] / 1e6,
 		      (double)L5R_TICK / 1e6);
-	assert_true(late[L5R_TRIALS / 2] < L5R_TICK + L5R_TICK / 4);
+	return late[L5R_TRIALS / 2];
+}
+
+static void line5_reset_riding_wakes_owner(void **state)
+{
+	struct spoke *s = svc_new(1, L5R_TICK, 0);
+	uint64_t best = UINT64_MAX;
+	atomic_uint ticks = 0;
+	spoke_id keep_busy;
+
+	(void)state;
+	assert_int_equal(spoke_start_periodic(s, 2 * L5R_TICK, count_fn, &ticks, &keep_busy), 0);
+	for (int batch = 0; batch < 3 && best >= L5R_TICK + L5R_TICK / 4; batch++) {
+		uint64_t median = l5r_median_lateness(s);
+
+		if (median < best)
+			best = median;
+	}
+	assert_true(best < L5R_TICK + L5R_TICK / 4);
 	assert_int_equal(spoke_cancel_sync(s, keep_busy), 0);
 	assert_true(atomic_load(&ticks) > 0);
 	svc_destroy(s);
@@ -749,15 +769,16 @@ static void line5_reset_riding_wakes_owner(void **state)
  * Idle timeouts: a reset from a thread that does not own the timer, moving
  * a one-shot later, sends its owner no message (api.c reset_is_later). Shard
  * 0 is attached here, so its inbox_hwm counts what each of our turns took.
- * X, started here for 20 ms, is reset from other threads to 60 ms, three
+ * X, started here for 20 ms, is reset from other threads to 600 ms, three
  * times: no message. It must not run when its old place in the wheel comes
- * (the owner re-arms it then), but once, at or after 60 ms from the last
- * reset. Y, reset from 60 ms to 5 ms, must still move at once: one message.
+ * (the owner re-arms it then), but once, at or after 600 ms from the last
+ * reset (that long so no stall between two resets lets it run for real).
+ * Y, reset from 600 ms to 5 ms, must still move at once: one message.
  * Then Z on a shard whose 10 s tick puts a 100 ms deadline on the stage at
  * once: reset to 300 ms while staged, it must not run when its slot ends.
  */
 #define L5L_FIRST (20 * MS)
-#define L5L_LATER (60 * MS)
+#define L5L_LATER (600 * MS)
 
 static _Atomic uint64_t l5l_ran_ns;
 static atomic_uint l5l_runs;
@@ -909,11 +930,12 @@ static void l5q_queue_behind_blocker(struct spoke *s, int kind, spoke_id *id)
 			  "T due, and queued on the pool");
 	/*
 	 * The two counters are not one snapshot: a turn counts a start as it
-	 * takes the message, and publishes `pending` at its end. Ten ticks more,
-	 * and T, due after two, has left the wheel for the pool queue.
+	 * takes the message, and publishes `pending` at its end. Ten ticks more
+	 * (longer if the shard thread stalls), and T, due after two, has left
+	 * the wheel for the pool queue.
 	 */
 	sleep_ms(10);
-	assert_int_equal(stats_pending(s), 0);
+	ASSERT_EVENTUALLY(stats_pending(s) == 0, "T off the wheel");
 }
 
 static void line5_reset_moves_run_queued_on_pool(void **state)
