@@ -247,14 +247,17 @@ static inline void svc_abandon_all(void)
 	memset(svc_live, 0, sizeof(svc_live));
 }
 
-/* Waits for cond; on timeout abandons the services (they may be hung) and fails. */
-#define ASSERT_EVENTUALLY(cond, what)                                                              \
+/* Waits for cond; on timeout abandons the services (they may be hung) and fails with msg. */
+#define ASSERT_EVENTUALLY_MSG(cond, ...)                                                           \
 	do {                                                                                       \
 		if (!WAIT_UNTIL(cond, EVENTUALLY_NS)) {                                            \
 			svc_abandon_all();                                                         \
-			fail_msg("timed out waiting for %s (%s)", what, #cond);                    \
+			fail_msg(__VA_ARGS__);                                                     \
 		}                                                                                  \
 	} while (0)
+
+#define ASSERT_EVENTUALLY(cond, what)                                                              \
+	ASSERT_EVENTUALLY_MSG(cond, "timed out waiting for %s (%s)", what, #cond)
 
 static inline int svc_test_setup(void **state)
 {

@@ -193,10 +193,8 @@ static void l7_run(unsigned pool, bool attached)
 		assert_int_equal(spoke_start_on(l7.s, 0, 0, l7_driver, &l7, &id), 0);
 		atomic_store(&l7.self_id, id);
 	}
-	if (!WAIT_UNTIL(atomic_load(&l7.done) && atomic_load(&l7.done2), EVENTUALLY_NS)) {
-		svc_abandon_all();
-		fail_msg("callback hung at step %d (see l7_driver)", atomic_load(&l7.step));
-	}
+	ASSERT_EVENTUALLY_MSG(atomic_load(&l7.done) && atomic_load(&l7.done2),
+			      "callback hung at step %d (see l7_driver)", atomic_load(&l7.step));
 	ASSERT_EVENTUALLY(atomic_load(&l7.children) == 4, "the 4 children to run");
 	if (attached) {
 		atomic_store(&l7.stop_polling, 1);
@@ -303,16 +301,10 @@ static void line7_cancel_sync_of_queued_timer(void **state)
 			if (i % 8 == 7)
 				sleep_ms(3);
 		}
-		for (unsigned i = 0; i < L7Q_PAIRS; i++) {
-			if (!WAIT_UNTIL(atomic_load(&l7q[i].rc_set[0]) ||
-						atomic_load(&l7q[i].rc_set[1]),
-					EVENTUALLY_NS)) {
-				svc_abandon_all();
-				fail_msg(
-					"pair %u: no callback returned from cancel_sync (deadlock)",
-					i);
-			}
-		}
+		for (unsigned i = 0; i < L7Q_PAIRS; i++)
+			ASSERT_EVENTUALLY_MSG(
+				atomic_load(&l7q[i].rc_set[0]) || atomic_load(&l7q[i].rc_set[1]),
+				"pair %u: no callback returned from cancel_sync (deadlock)", i);
 		sleep_ms(20);
 		for (unsigned i = 0; i < L7Q_PAIRS; i++) {
 			for (int w = 0; w < 2; w++) {
@@ -564,12 +556,10 @@ static void line8_destroy_shutdown_during_destroy(void **state)
 		atomic_store(&l8s.y_id, id);
 		/* inline, each shard thread runs one of them; on the pool, either will do */
 		assert_int_equal(spoke_start_on(s, pools[v] ? 1 : 0, 0, l8s_caller, s, NULL), 0);
-		if (!WAIT_UNTIL(atomic_load(&l8s.c_running) && atomic_load(&l8s.y_started),
-				EVENTUALLY_NS)) {
-			svc_abandon_all();
-			fail_msg("callbacks did not run (pool %u): caller %d, slow %d", pools[v],
-				 atomic_load(&l8s.c_running), atomic_load(&l8s.y_started));
-		}
+		ASSERT_EVENTUALLY_MSG(atomic_load(&l8s.c_running) && atomic_load(&l8s.y_started),
+				      "callbacks did not run (pool %u): caller %d, slow %d",
+				      pools[v], atomic_load(&l8s.c_running),
+				      atomic_load(&l8s.y_started));
 		t2 = thread_start(l8s_t2, s);
 		t3 = thread_start(l8s_t3, s);
 		ASSERT_EVENTUALLY(atomic_load(&l8s.t3_calling), "t3 to call cancel_sync");

@@ -352,7 +352,7 @@ static void attached_wake_fd_destroy_wakes_loop(void **state)
 	fd = spoke_wake_fd(s);
 	assert_true(fd >= 0);
 	assert_int_equal(spoke_next_deadline(s), -1);
-	assert_true(WAIT_UNTIL(atomic_load(&gate.running), EVENTUALLY_NS));
+	ASSERT_EVENTUALLY(atomic_load(&gate.running), "the gate callback to run");
 	t = thread_start(destroy_thread, s);
 	woken = fd_readable(fd, (int)(EVENTUALLY_NS / MS));
 	assert_int_equal(spoke_next_deadline(s), -ESHUTDOWN);
@@ -1559,10 +1559,7 @@ static void slack_case(uint64_t tick_ns, uint64_t slack_ns, uint64_t width)
 	slk.tick = tick_ns;
 	slk.slack = width;
 	t = thread_start(slack_thread, &slk);
-	if (!WAIT_UNTIL(atomic_load(&slk.done), EVENTUALLY_NS)) {
-		svc_abandon_all();
-		fail_msg("the attached thread did not finish");
-	}
+	ASSERT_EVENTUALLY_MSG(atomic_load(&slk.done), "the attached thread did not finish");
 	pthread_join(t, NULL);
 	assert_no_bg_failures();
 	assert_never_early();

@@ -668,10 +668,8 @@ static void pitfall_delay0_rearm_attached(void **state)
 	memset(&d0a, 0, sizeof(d0a));
 	d0a.s = svc_new(2, MS, 1);
 	t = thread_start(d0a_thread, &d0a);
-	if (!WAIT_UNTIL(atomic_load(&d0a.done), EVENTUALLY_NS)) {
-		svc_abandon_all();
-		fail_msg("spoke_poll never returned (a delay-0 re-arm ran in the same pass?)");
-	}
+	ASSERT_EVENTUALLY_MSG(atomic_load(&d0a.done),
+			      "spoke_poll never returned (a delay-0 re-arm ran in the same pass?)");
 	pthread_join(t, NULL);
 	assert_no_bg_failures();
 	for (unsigned i = 0; i < 20; i++)

@@ -732,7 +732,7 @@ static uint64_t l5r_median_lateness(struct spoke *s)
 		assert_int_equal(spoke_start_on(s, 0, 1 * SEC, l5r_fire, NULL, &id), 0);
 		t0 = spoke_now_ns();
 		assert_int_equal(spoke_reset(s, id, 0), 0);
-		assert_true(WAIT_UNTIL(atomic_load(&l5r_fired_ns) != 0, EVENTUALLY_NS));
+		ASSERT_EVENTUALLY(atomic_load(&l5r_fired_ns) != 0, "the reset timer to run");
 		assert_true(atomic_load(&l5r_fired_ns) >= t0);
 		late[i] = atomic_load(&l5r_fired_ns) - t0;
 	}
