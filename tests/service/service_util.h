@@ -97,6 +97,13 @@
 #define SCALE(n) ((unsigned)(SVC_TSAN ? ((n) / 4 > 0 ? (n) / 4 : 1) : (n)))
 /* How long "eventually" may take before a test calls it a hang. */
 #define EVENTUALLY_NS ((SVC_TSAN ? 60 : 30) * SEC)
+/*
+ * How long a callback that waits for the test (or for another thread) holds
+ * its thread before it gives up and lets the test fail: far past any stall
+ * of a loaded machine, and short of EVENTUALLY_NS, so that the test's own
+ * wait for the callback outlasts it.
+ */
+#define HOLD_LIMIT_NS (20 * SEC)
 
 /* ---- checks off the main thread ---------------------------------------------- */
 

@@ -858,7 +858,7 @@ static void self_cancel_fn(void *arg)
 {
 	struct self_cancel *c = arg;
 	int n = atomic_fetch_add(&c->runs, 1) + 1;
-	uint64_t end = spoke_now_ns() + 5 * SEC;
+	uint64_t end = spoke_now_ns() + HOLD_LIMIT_NS;
 
 	while (atomic_load(&c->id) == 0 && spoke_now_ns() < end)
 		sleep_ns(100 * US);

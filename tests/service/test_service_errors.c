@@ -82,12 +82,12 @@ static unsigned task_baseline(void)
 	return baseline;
 }
 
-/* Waits until only the baseline threads are left; false after 5 s. */
+/* Waits until only the baseline threads are left; false after HOLD_LIMIT_NS. */
 static bool tasks_back_to_baseline(void)
 {
 	unsigned base = task_baseline();
 
-	return WAIT_UNTIL(task_entries() == base, 5 * SEC);
+	return WAIT_UNTIL(task_entries() == base, HOLD_LIMIT_NS);
 }
 
 static int sentinel_storage;

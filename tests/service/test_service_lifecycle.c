@@ -79,7 +79,7 @@ static void l7_driver(void *arg)
 	struct l7_ctx *c = arg;
 	struct spoke *s = c->s;
 	struct spoke_stats *st = stats_new();
-	uint64_t end = spoke_now_ns() + 5 * SEC, t1, t2, self;
+	uint64_t end = spoke_now_ns() + HOLD_LIMIT_NS, t1, t2, self;
 	spoke_id id = 0;
 	int rc;
 
@@ -255,7 +255,7 @@ static void l7q_fn(void *arg)
 {
 	struct l7q_arg *a = arg;
 	struct l7q_pair *p = a->pair;
-	uint64_t end = spoke_now_ns() + 5 * SEC, other;
+	uint64_t end = spoke_now_ns() + HOLD_LIMIT_NS, other;
 
 	atomic_fetch_add(&p->runs[a->which], 1);
 	while ((other = atomic_load(&p->id[!a->which])) == 0 && spoke_now_ns() < end)
@@ -440,7 +440,7 @@ static void l8s_expect_shutdown(int rc, spoke_id id)
 static void l8s_caller(void *arg)
 {
 	struct spoke *s = arg;
-	uint64_t end = spoke_now_ns() + 10 * SEC;
+	uint64_t end = spoke_now_ns() + HOLD_LIMIT_NS;
 	spoke_id id;
 	int rc = 0;
 

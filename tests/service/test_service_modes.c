@@ -910,7 +910,7 @@ static void ap_gate_fn(void *arg)
 	(void)arg;
 	ap_check_thread();
 	atomic_store(&ap.gate_running, 1);
-	WAIT_UNTIL(atomic_load(&ap.late_ran), 5 * SEC);
+	WAIT_UNTIL(atomic_load(&ap.late_ran), HOLD_LIMIT_NS);
 	atomic_store(&ap.gate_saw_late, atomic_load(&ap.late_ran));
 	atomic_store(&ap.gate_done, 1);
 }
@@ -1010,7 +1010,8 @@ static void ap_blocker_fn(void *arg)
 {
 	(void)arg;
 	atomic_store(&ap.blocker_running, 1);
-	atomic_store(&ap.blocker_timed_out, !WAIT_UNTIL(atomic_load(&ap.attach_returned), 5 * SEC));
+	atomic_store(&ap.blocker_timed_out,
+		     !WAIT_UNTIL(atomic_load(&ap.attach_returned), HOLD_LIMIT_NS));
 }
 
 static void ap_victim_fn(void *arg)
@@ -1058,7 +1059,7 @@ static void ap_other_fn(void *arg)
 static void ap_attacher_fn(void *arg)
 {
 	(void)arg;
-	WAIT_UNTIL(atomic_load(&ap.gate_running), 5 * SEC);
+	WAIT_UNTIL(atomic_load(&ap.gate_running), HOLD_LIMIT_NS);
 	atomic_store(&ap.from_pool_attach_rc, spoke_attach(ap.s, 1));
 	if (atomic_load(&ap.from_pool_attach_rc) == 0) {
 		spoke_poll(ap.s);
@@ -1098,7 +1099,7 @@ static void ap_cross_fn(void *arg)
 	struct ap_cross *me = arg, *other = &ap_cross[me == &ap_cross[0]];
 
 	atomic_store(&me->running, 1);
-	WAIT_UNTIL(atomic_load(&other->running), 5 * SEC);
+	WAIT_UNTIL(atomic_load(&other->running), HOLD_LIMIT_NS);
 	atomic_store(&me->attach_rc, spoke_attach(other->s, other->shard));
 	if (atomic_load(&me->attach_rc) == 0) {
 		spoke_poll(other->s);

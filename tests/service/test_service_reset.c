@@ -204,7 +204,7 @@ static void l5p_fn(void *arg)
 	if (n < 64)
 		atomic_store(&c->enter[n], spoke_now_ns());
 	if (c->self_reset_at && n + 1 == c->self_reset_at) {
-		uint64_t end = spoke_now_ns() + 5 * SEC;
+		uint64_t end = spoke_now_ns() + HOLD_LIMIT_NS;
 
 		while (atomic_load(&c->id) == 0 && spoke_now_ns() < end)
 			sleep_ns(100 * US);
@@ -355,7 +355,7 @@ static void per_fn(void *arg)
 	if (p->slow_every && k % p->slow_every == 0)
 		sleep_ns(p->period * 5 / 2);
 	if (p->cancel_at && (int)k == p->cancel_at) {
-		uint64_t end = spoke_now_ns() + 5 * SEC;
+		uint64_t end = spoke_now_ns() + HOLD_LIMIT_NS;
 
 		while (atomic_load(&p->id) == 0 && spoke_now_ns() < end)
 			sleep_ns(100 * US);
