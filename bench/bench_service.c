@@ -1499,6 +1499,8 @@ static void print_json(const struct row *r)
 			json_str("baseline", r->baseline);
 			json_num("ratio", r->ratio);
 		}
+		if (strcmp(r->workload, wl_name[W_OWN]) == 0)
+			json_num("ratio_engine_clock", r->x[X_CLK_RATIO].med);
 		if (strcmp(r->workload, wl_name[W_RESET]) == 0)
 			json_num("enoent", r->x[X_ENOENT].med);
 		if (strcmp(r->workload, wl_name[W_CROSS_START]) == 0)
