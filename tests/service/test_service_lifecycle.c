@@ -534,8 +534,9 @@ static void *l8s_t3(void *p)
  * -ESHUTDOWN and leaves *id alone; another thread calling in also ends on
  * -ESHUTDOWN; a third thread inside cancel_sync of a running callback when
  * destroy begins returns with that callback finished (the callback holds
- * destroy until both have returned, so neither calls into a freed service). Nothing
- * runs after destroy returns; the timers started before it are freed (ASan).
+ * destroy until both have returned, so neither calls into a freed
+ * service). Nothing runs after destroy returns; the timers started before
+ * it are freed (ASan).
  */
 static void line8_destroy_shutdown_during_destroy(void **state)
 {
