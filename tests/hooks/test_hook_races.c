@@ -1331,7 +1331,7 @@ static void arena_ids_across_spill(void **state)
 	svc_destroy(s);
 }
 
-#define LR_PERIOD (500 * MS)
+#define LR_PERIOD (1000 * MS)
 
 static struct {
 	struct spoke *s;
@@ -1361,9 +1361,9 @@ static void lr_fn(void *arg)
  * P (periodic) runs on the pool at one period and starts Q, due 10 ms
  * later; the owner is held claiming Q until 3 periods + 10 ms, and P's run
  * ends meanwhile, so its re-arm waits in the inbox. P's run for 2 periods
- * must come as soon as the owner goes on, not at 4 periods (490 ms later:
+ * must come as soon as the owner goes on, not at 4 periods (990 ms later:
  * what a skip decided on the owner's clock gave; the bound, half a period,
- * leaves a stalled thread 250 ms); the run after it keeps the phase (4
+ * leaves a stalled thread 500 ms); the run after it keeps the phase (4
  * periods; 3 is skipped, that run ended after it).
  */
 static void periodic_rearm_taken_late_runs_late(void **state)
@@ -1479,8 +1479,9 @@ static void every_handle_comes_back(void **state)
 	run_workers(CB_THREADS, cb_worker, s);
 	/*
 	 * Each round cancels its timers after a millisecond: on a loaded machine
-	 * the pool may not have started one run in all of them. More rounds until
-	 * it has, so that the runs' paths are covered; none in EVENTUALLY_NS fails.
+	 * the pool may not have started one run in all of them (nor the attached
+	 * polls below). More rounds until it has, so that the runs' paths are
+	 * covered; none in EVENTUALLY_NS fails.
 	 */
 	for (uint64_t end = mono_ns() + EVENTUALLY_NS;
 	     atomic_load(&cb_runs) == 0 && mono_ns() < end;)
@@ -1489,6 +1490,9 @@ static void every_handle_comes_back(void **state)
 	assert_int_equal(spoke_attach(s, 0), 0);
 	for (unsigned r = 0; r < CB_ROUNDS; r++)
 		cb_round(s, 0, &own_runs, true);
+	for (uint64_t end = mono_ns() + EVENTUALLY_NS;
+	     atomic_load(&own_runs) == 0 && mono_ns() < end;)
+		cb_round(s, 0, &own_runs, true); /* as for the pool, above */
 	assert_int_equal(spoke_detach(s), 0);
 	assert_no_bg_failures();
 	ASSERT_EVENTUALLY(handles_not_free(s, &aux) == 0, "every timer to end");
