@@ -48,8 +48,8 @@
 #define PAYLOAD_WORDS 2
 /* Per run: 800k items, a few seconds under TSan on 2 cores. */
 #define TOTAL_ITEMS 800000u
-#define DEADLINE_NS (60ull * 1000000000ull)
-#define YIELD_EVERY 64 /* producer items between sched_yield() */
+#define DEADLINE_NS (60ull * 1000000000ull) /* with no item taken: the queue stalled */
+#define YIELD_EVERY 64			    /* producer items between sched_yield() */
 
 struct item {
 	struct cds_wfcq_node node; /* embedded, as in a timer handle */
@@ -282,10 +282,12 @@ static void run_inbox(enum drain_mode mode, unsigned nproducers)
 			ok = false;
 			break;
 		}
+		if (got > 0)
+			deadline = now_ns() + DEADLINE_NS; /* a limit on no progress */
 		if (got == 0) {
 			if (now_ns() > deadline) {
 				snprintf(o->error, sizeof(o->error),
-					 "stalled: %lu of %lu items after %llu s", o->received,
+					 "stalled: %lu of %lu items, none for %llu s", o->received,
 					 (unsigned long)nitems * nproducers,
 					 (unsigned long long)(DEADLINE_NS / 1000000000ull));
 				ok = false;
