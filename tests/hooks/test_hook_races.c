@@ -1462,6 +1462,17 @@ static void cb_round(struct spoke *s, unsigned shard, atomic_uint *runs, bool at
 
 static atomic_uint cb_runs;
 
+/*
+ * Each round cancels its timers after a millisecond: on a loaded machine no
+ * run may have started in any of them. More rounds until one has, so that
+ * the runs' paths are covered; none in EVENTUALLY_NS fails the test later.
+ */
+static void cb_rounds_until_a_run(struct spoke *s, unsigned shard, atomic_uint *runs, bool attached)
+{
+	for (uint64_t end = mono_ns() + EVENTUALLY_NS; atomic_load(runs) == 0 && mono_ns() < end;)
+		cb_round(s, shard, runs, attached);
+}
+
 static void cb_worker(unsigned idx, void *ctx)
 {
 	for (unsigned r = 0; r < CB_ROUNDS; r++)
@@ -1477,22 +1488,12 @@ static void every_handle_comes_back(void **state)
 	(void)state;
 	atomic_store(&cb_runs, 0);
 	run_workers(CB_THREADS, cb_worker, s);
-	/*
-	 * Each round cancels its timers after a millisecond: on a loaded machine
-	 * the pool may not have started one run in all of them (nor the attached
-	 * polls below). More rounds until it has, so that the runs' paths are
-	 * covered; none in EVENTUALLY_NS fails.
-	 */
-	for (uint64_t end = mono_ns() + EVENTUALLY_NS;
-	     atomic_load(&cb_runs) == 0 && mono_ns() < end;)
-		cb_round(s, 1, &cb_runs, false);
+	cb_rounds_until_a_run(s, 1, &cb_runs, false);
 	/* The owner's own starts and cancels: the direct paths. */
 	assert_int_equal(spoke_attach(s, 0), 0);
 	for (unsigned r = 0; r < CB_ROUNDS; r++)
 		cb_round(s, 0, &own_runs, true);
-	for (uint64_t end = mono_ns() + EVENTUALLY_NS;
-	     atomic_load(&own_runs) == 0 && mono_ns() < end;)
-		cb_round(s, 0, &own_runs, true); /* as for the pool, above */
+	cb_rounds_until_a_run(s, 0, &own_runs, true);
 	assert_int_equal(spoke_detach(s), 0);
 	assert_no_bg_failures();
 	ASSERT_EVENTUALLY(handles_not_free(s, &aux) == 0, "every timer to end");

@@ -527,13 +527,16 @@ static int l5d_runs_between(struct l5d_ctx *c, uint64_t from, uint64_t to)
 }
 
 /*
- * Starts the periodic timer with c->t0 just before: the phase the checks
- * assume. A start that took more than a quarter of the margin (the thread
- * was descheduled in between, as under valgrind on a loaded machine) leaves
- * the phase unknown by that much: it is cancelled and tried again.
+ * Starts a part: no polls or runs recorded yet, and the periodic timer
+ * started with c->t0 just before (the phase the checks assume). A start
+ * that took more than a quarter of the margin (the thread was descheduled
+ * in between, as under valgrind on a loaded machine) leaves the phase
+ * unknown by that much: it is cancelled and tried again.
  */
 static void l5d_start(struct l5d_ctx *c, spoke_id *id)
 {
+	c->npolls = 0;
+	atomic_store(&c->runs, 0);
 	for (unsigned attempt = 0;; attempt++) {
 		uint64_t took;
 
@@ -609,8 +612,6 @@ static void *l5d_thread(void *p)
 	 */
 	for (uint64_t end = spoke_now_ns() + EVENTUALLY_NS;
 	     c->checkable < 4 && spoke_now_ns() < end;) {
-		c->npolls = 0;
-		atomic_store(&c->runs, 0);
 		l5d_start(c, &id);
 		for (unsigned k = 1; k <= 10; k++) {
 			l5d_sleep_until(c->t0 + k * P + (k % 2 ? P * 3 / 4 : P / 5));
@@ -630,8 +631,6 @@ static void *l5d_thread(void *p)
 	 * periods: nothing more before 4 periods (no catch-up burst), then one
 	 * run per period, on the original phase.
 	 */
-	c->npolls = 0;
-	atomic_store(&c->runs, 0);
 	l5d_start(c, &id);
 	l5d_sleep_until(c->t0 + P * 7 / 2);
 	{
@@ -652,8 +651,6 @@ static void *l5d_thread(void *p)
 	 * (1.2 periods in) sleeps 2.6 periods. The missed periods are skipped:
 	 * at most one run before 4 periods, then one per period on the phase.
 	 */
-	c->npolls = 0;
-	atomic_store(&c->runs, 0);
 	c->long_run_ns = P * 13 / 5;
 	l5d_start(c, &id);
 	l5d_sleep_until(c->t0 + P * 6 / 5);
