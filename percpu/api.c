@@ -10,16 +10,18 @@
  * posts the handle to the owner's inbox, unless INBOX was already set (then
  * the queued message carries the new state too).
  *
- * Shutdown: every call enters through call_enter(), which counts itself in
- * the calling thread's arena (a line no other thread writes) and then reads
- * `stopping`; spoke_destroy sets `stopping` and then waits until no arena
- * counts a call. A full barrier between the two accesses on each side
- * (membarrier on destroy's side, see spoke_heavy_fence) makes sure a call either
- * sees `stopping` (-ESHUTDOWN) or is waited for.
+ * Shutdown: every call enters through call_enter(), which, inside an RCU
+ * read-side section (urcu_bp.h), reads `stopping` and counts itself in the
+ * calling thread's arena. spoke_destroy sets `stopping`, waits for a grace
+ * period, and then for every arena's count to drain: a call either saw
+ * `stopping` (-ESHUTDOWN) or is counted before destroy looks. A second
+ * grace period before the free lets calls that began while destroy ran
+ * read `stopping` in memory that is still there.
  */
 #define _GNU_SOURCE
 #include "service.h"
 #include "test_hooks.h"
+#include "urcu_bp.h"
 
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -128,9 +130,9 @@ static int config_check(const struct spoke_config *c)
 /* --- entering and leaving a call ------------------------------------------- */
 
 /*
- * A call and spoke_destroy shake hands with spoke_light_fence (the caller:
- * no locked instruction on the hot path) and spoke_heavy_fence (destroy).
- * Only the arena's thread writes in_call, so a plain load and store count it.
+ * A store-load handshake between a frequent side and a rare one (a pool
+ * worker and an attach, shard.c): spoke_light_fence on the frequent side,
+ * spoke_heavy_fence on the rare one.
  */
 void spoke_heavy_fence(const struct spoke *s)
 {
@@ -164,6 +166,7 @@ static void asym_fence_init(struct spoke *s)
 		syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
 }
 
+/* Only the arena's own thread writes in_call, so a plain load and store count it. */
 static void in_call_add(struct arena *a, int d)
 {
 	unsigned v = atomic_load_explicit(&a->in_call, memory_order_relaxed);
@@ -171,61 +174,36 @@ static void in_call_add(struct arena *a, int d)
 	atomic_store_explicit(&a->in_call, v + (unsigned)d, memory_order_release);
 }
 
-/*
- * A thread's first call on an instance has no arena yet: it must create or
- * adopt one (allocation, the pthread key) before it can count itself in it.
- * It counts itself in s->entering meanwhile, with a full handshake against
- * `stopping`; destroy waits for `entering` to drain before it deletes the
- * key and before it looks at the arenas. Only first calls pay for this
- * shared counter.
- */
-static struct arena *enter_first_call(struct spoke *s)
-{
-	struct arena *a = NULL;
-
-	atomic_fetch_add_explicit(&s->entering, 1, memory_order_seq_cst);
-	if (!atomic_load_explicit(&s->stopping, memory_order_seq_cst)) {
-		a = spoke_arena_mine_slow(s);
-		if (a)
-			in_call_add(a, 1);
-	}
-	atomic_fetch_sub_explicit(&s->entering, 1, memory_order_release);
-	return a;
-}
+#ifdef SPOKE_URCU_TSAN
+char spoke_rcu_tsan_token;
+#endif
 
 /*
- * The rest of the handshake, once a's in_call counts this call: false (and
- * the count taken back) if destroy has begun.
+ * Any thread, at the start of every call: count the call in the calling
+ * thread's arena (a's first call on s sets one up: spoke_arena_mine_slow),
+ * or refuse it once destroy has begun. Inside the read-side section, s is
+ * not freed under us, and destroy's grace period orders our look at
+ * `stopping` against its store: either we see it set, or destroy sees our
+ * count. The guard costs two thread-local stores here (urcu_bp.h).
  */
-static bool call_counted(struct spoke *s, struct arena *a)
-{
-	spoke_light_fence(s);
-	if (atomic_load_explicit(&s->stopping, memory_order_acquire)) {
-		in_call_add(a, -1);
-		return false;
-	}
-	return true;
-}
-
 static int call_enter(struct spoke *s, struct arena **out)
 {
-	struct arena *a;
+	struct arena *a = NULL;
+	int err = 0;
 
+	spoke_rcu_read_lock();
 	if (atomic_load_explicit(&s->stopping, memory_order_relaxed))
-		return -ESHUTDOWN;
-	if (spoke_tls_arena.serial == s->serial) {
+		err = -ESHUTDOWN;
+	else if (spoke_tls_arena.serial == s->serial)
 		a = spoke_tls_arena.arena;
+	else if (!(a = spoke_arena_mine_slow(s)))
+		err = -EAGAIN;
+	SPOKE_HOOK(SPOKE_HOOK_CALL_GUARDED);
+	if (a)
 		in_call_add(a, 1);
-	} else {
-		a = enter_first_call(s);
-		if (!a)
-			return atomic_load_explicit(&s->stopping, memory_order_relaxed) ? -ESHUTDOWN
-											: -EAGAIN;
-	}
-	if (!call_counted(s, a))
-		return -ESHUTDOWN;
+	spoke_rcu_read_unlock();
 	*out = a;
-	return 0;
+	return err;
 }
 
 static int call_leave(struct arena *a, int ret)
@@ -372,23 +350,53 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg)
 	return 0;
 }
 
-void spoke_destroy(struct spoke *s)
+/*
+ * A callback that destroys its own instance would wait for itself (its run,
+ * its thread's join): no return value can report that, so it stops the
+ * process with a message naming the misuse, not a crash or a hang.
+ */
+static void abort_if_destroy_in_callback(struct spoke *s)
+{
+	if (!spoke_in_callback_of(s))
+		return;
+	fprintf(stderr, "spoke: spoke_destroy called from inside a timer callback of the same "
+			"instance (misuse: it would wait for that callback to return); aborting\n");
+	abort();
+}
+
+/*
+ * In a child of fork(), an instance inherited from the parent has none of
+ * its threads (arena.c marked it stopping and forked): free what it holds,
+ * waiting for nothing, joining nothing.
+ */
+static void destroy_in_fork_child(struct spoke *s, spoke_fn *release)
+{
+	if (release)
+		spoke_arenas_release_pending(s, release);
+	spoke_pool_forget(s);
+	free_all(s);
+}
+
+static void destroy_with(struct spoke *s, spoke_fn *release)
 {
 	struct timespec pause = {0, 100000};
 	int cancel_state;
 
 	if (!s)
 		return;
+	abort_if_destroy_in_callback(s);
+	if (s->forked) {
+		destroy_in_fork_child(s, release);
+		return;
+	}
 	/* nanosleep and pthread_join are cancellation points: destroy runs to its end. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
 	atomic_store_explicit(&s->stopping, 1, memory_order_seq_cst);
-	spoke_heavy_fence(s);
 	/* Attached loops asleep on their wake fd: come and see -ESHUTDOWN. */
 	for (unsigned k = 0; k < s->nshards; k++)
 		spoke_shard_signal_stop(&s->shards[k]);
-	/* First calls that got past `stopping` finish setting up their arena. */
-	while (atomic_load_explicit(&s->entering, memory_order_acquire) != 0)
-		nanosleep(&pause, NULL);
+	/* Every call that saw `stopping` clear is counted in its arena now. */
+	spoke_rcu_synchronize();
 	/* From now on a thread that exits leaves its arena alone (arena.c: a
 	 * destructor already running finishes first, under the arena lock). */
 	spoke_arena_key_delete(s);
@@ -396,8 +404,22 @@ void spoke_destroy(struct spoke *s)
 	while (spoke_arenas_busy(s))
 		nanosleep(&pause, NULL);
 	stop_threads(s);
+	if (release)
+		spoke_arenas_release_pending(s, release);
+	/* Calls that began while we ran have read `stopping` and left. */
+	spoke_rcu_synchronize();
 	free_all(s);
 	pthread_setcancelstate(cancel_state, NULL);
+}
+
+void spoke_destroy(struct spoke *s)
+{
+	destroy_with(s, NULL);
+}
+
+void spoke_destroy_release(struct spoke *s, spoke_fn *release)
+{
+	destroy_with(s, release);
 }
 
 unsigned spoke_shards(const struct spoke *s)
@@ -432,7 +454,33 @@ static uint64_t deadline_on(const struct shard *sh, uint64_t delay_ns)
 	return d;
 }
 
-/* The shard a plain spoke_start uses: the caller's own, else its CPU's. */
+/*
+ * The deadline of spoke_start_at on sh: the one asked, unless it has passed
+ * (or is now): then the next tick of sh, as delay 0 would give.
+ */
+static uint64_t deadline_at(const struct shard *sh, uint64_t deadline_ns)
+{
+	uint64_t now = spoke_now_ns();
+
+	return deadline_ns > now ? deadline_ns : spoke_shard_next_tick_ns(sh, now);
+}
+
+/* Where a start goes: a shard by index, or one of these. */
+#define SHARD_HOME UINT32_MAX	     /* the caller's own, else its CPU's */
+#define SHARD_TTL  (UINT32_MAX - 1u) /* the Lawn shard of the TTL */
+
+/* What a start asks for: when (a delay, or an absolute deadline), where, what. */
+struct start_req {
+	unsigned shard; /* index, SHARD_HOME or SHARD_TTL */
+	unsigned kind;
+	bool absolute; /* when_ns is a deadline, else a delay */
+	uint64_t when_ns;
+	uint64_t period_ns;
+	spoke_fn *fn;
+	void *arg;
+};
+
+/* Inside a call (s is alive): the shard a plain spoke_start uses. */
 static unsigned home_shard(struct spoke *s)
 {
 	struct shard *mine = spoke_shard_mine(s);
@@ -452,42 +500,66 @@ static unsigned ttl_shard(struct spoke *s, uint64_t ttl_ns)
 	return s->lawn_shard[(h >> 32) % s->nlawn];
 }
 
-static int start_timer(struct spoke *s, unsigned shard, unsigned kind, uint64_t delay_ns,
-		       uint64_t period_ns, spoke_fn *fn, void *arg, spoke_id *id)
+/* Inside a call: the shard index r goes to, or -EINVAL. */
+static int start_shard(struct spoke *s, const struct start_req *r)
 {
-	struct shard *sh = &s->shards[shard];
-	struct spoke_handle *h;
-	struct arena *a;
-	uint64_t deadline, st;
-	bool direct;
-	int err = call_enter(s, &a); /* first: destroy waits for all that follows */
+	if (r->shard == SHARD_HOME)
+		return (int)home_shard(s);
+	if (r->shard == SHARD_TTL)
+		return s->nlawn ? (int)ttl_shard(s, r->when_ns) : -EINVAL;
+	return r->shard < s->nshards ? (int)r->shard : -EINVAL;
+}
 
-	if (err)
-		return err;
-	deadline = deadline_on(sh, delay_ns);
-	direct = spoke_shard_owned_by_me(sh);
-	h = spoke_handle_alloc(a);
+/* A new handle for r in arena a, filled in and not yet published; NULL: -ENOMEM. */
+static struct spoke_handle *start_handle(struct spoke *s, struct arena *a,
+					 const struct start_req *r, uint64_t deadline)
+{
+	struct spoke_handle *h = spoke_handle_alloc(a);
+
 	if (!h)
-		return call_leave(a, -ENOMEM);
-	h->fn = fn;
-	h->arg = arg;
-	if (kind == SPOKE_KIND_PERIODIC) {
+		return NULL;
+	h->fn = r->fn;
+	h->arg = r->arg;
+	if (r->kind == SPOKE_KIND_PERIODIC) {
 		struct spoke_handle *aux = spoke_handle_alloc_aux(a);
 
 		if (!aux) {
 			spoke_handle_release(s, h, 0); /* never armed: its generation stays */
-			return call_leave(a, -ENOMEM);
+			return NULL;
 		}
-		aux->per = (struct spoke_periodic){period_ns, deadline, arg};
+		atomic_init(&aux->per.period_ns, r->period_ns);
+		atomic_init(&aux->per.base_ns, deadline);
+		aux->per.arg = r->arg;
 		h->arg = aux;
 	}
 	spoke_timer_init(&h->node);
 	atomic_store_explicit(&h->deadline_ns, deadline, memory_order_relaxed);
+	return h;
+}
+
+static int start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
+{
+	struct spoke_handle *h;
+	struct shard *sh;
+	struct arena *a;
+	uint64_t deadline, st;
+	int k, err = call_enter(s, &a); /* first: destroy waits for all that follows */
+
+	if (err)
+		return err;
+	k = start_shard(s, r);
+	if (k < 0)
+		return call_leave(a, k);
+	sh = &s->shards[k];
+	deadline = r->absolute ? deadline_at(sh, r->when_ns) : deadline_on(sh, r->when_ns);
+	h = start_handle(s, a, r, deadline);
+	if (!h)
+		return call_leave(a, -ENOMEM);
 	st = spoke_st_armed(spoke_st_gen(atomic_load_explicit(&h->state, memory_order_relaxed)),
-			    kind, shard);
+			    r->kind, (unsigned)k);
 	if (id)
 		*id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h));
-	if (direct) {
+	if (spoke_shard_owned_by_me(sh)) {
 		atomic_store_explicit(&h->state, st, memory_order_release);
 		spoke_count(sh, CTR_STARTED, true);
 		spoke_shard_arm(sh, h, deadline);
@@ -504,22 +576,37 @@ int spoke_start(struct spoke *s, uint64_t delay_ns, spoke_fn *fn, void *arg, spo
 {
 	if (!s || !fn)
 		return -EINVAL;
-	return start_timer(s, home_shard(s), SPOKE_KIND_ONESHOT, delay_ns, 0, fn, arg, id);
+	return start_timer(
+		s, &(struct start_req){SHARD_HOME, SPOKE_KIND_ONESHOT, false, delay_ns, 0, fn, arg},
+		id);
+}
+
+int spoke_start_at(struct spoke *s, uint64_t deadline_ns, spoke_fn *fn, void *arg, spoke_id *id)
+{
+	if (!s || !fn)
+		return -EINVAL;
+	return start_timer(
+		s,
+		&(struct start_req){SHARD_HOME, SPOKE_KIND_ONESHOT, true, deadline_ns, 0, fn, arg},
+		id);
 }
 
 int spoke_start_on(struct spoke *s, unsigned shard, uint64_t delay_ns, spoke_fn *fn, void *arg,
 		   spoke_id *id)
 {
-	if (!s || !fn || shard >= s->nshards)
+	if (!s || !fn || shard >= SPOKE_MAX_SHARDS)
 		return -EINVAL;
-	return start_timer(s, shard, SPOKE_KIND_ONESHOT, delay_ns, 0, fn, arg, id);
+	return start_timer(
+		s, &(struct start_req){shard, SPOKE_KIND_ONESHOT, false, delay_ns, 0, fn, arg}, id);
 }
 
 int spoke_start_periodic(struct spoke *s, uint64_t period_ns, spoke_fn *fn, void *arg, spoke_id *id)
 {
 	if (!s || !fn || period_ns == 0)
 		return -EINVAL;
-	return start_timer(s, home_shard(s), SPOKE_KIND_PERIODIC, period_ns, period_ns, fn, arg,
+	return start_timer(s,
+			   &(struct start_req){SHARD_HOME, SPOKE_KIND_PERIODIC, false, period_ns,
+					       period_ns, fn, arg},
 			   id);
 }
 
@@ -527,9 +614,8 @@ int spoke_start_ttl(struct spoke *s, uint64_t ttl_ns, spoke_fn *fn, void *arg, s
 {
 	if (!s || !fn)
 		return -EINVAL;
-	if (s->nlawn == 0)
-		return -EINVAL; /* unreachable with a valid config, kept as a guard */
-	return start_timer(s, ttl_shard(s, ttl_ns), SPOKE_KIND_TTL, ttl_ns, 0, fn, arg, id);
+	return start_timer(
+		s, &(struct start_req){SHARD_TTL, SPOKE_KIND_TTL, false, ttl_ns, 0, fn, arg}, id);
 }
 
 #ifdef SPOKE_TEST_HOOKS
@@ -644,6 +730,116 @@ static void wait_not_running(struct spoke_handle *h, uint32_t gen)
 	}
 }
 
+/*
+ * The wait-for graph of callbacks: a callback that waits in cancel_sync for
+ * another timer's run records that edge (its struct spoke_run, on its
+ * stack) here for as long as it waits. A wait that would close a cycle (the
+ * run waited for is itself waiting, directly or through others, for the
+ * waiter's run) is refused with -EDEADLK instead, so no two callbacks ever
+ * wait for each other. Runs are named by id (handle and generation), so an
+ * edge to a run that has ended never matches the slot's next timer. One
+ * process-wide list, since a cycle may cross instances; it is taken only by
+ * a cancel_sync that must wait, never by a start, reset or cancel.
+ */
+static pthread_mutex_t waits_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct spoke_run *waits_first;
+
+/* Is (h, id) the run r or one that r is nested in (the same thread's stack)? */
+static bool run_on_stack(const struct spoke_run *r, const struct spoke_handle *h, spoke_id id)
+{
+	for (; r; r = r->outer)
+		if (r->h == h && r->id == id)
+			return true;
+	return false;
+}
+
+/*
+ * Under waits_lock: the waiting run whose thread is running (h, id), or
+ * NULL. An outer run waits whenever a run nested in it does: its thread is
+ * blocked in that wait.
+ */
+static const struct spoke_run *waiting_run(const struct spoke_handle *h, spoke_id id)
+{
+	for (const struct spoke_run *w = waits_first; w; w = w->next_waiting)
+		if (run_on_stack(w, h, id))
+			return w;
+	return NULL;
+}
+
+/*
+ * Under waits_lock: would `me` waiting for (h, id) close a cycle? The
+ * recorded waits form chains (each thread waits for one run at a time, and
+ * no cycle was ever let in), so following them ends within their number.
+ */
+static bool wait_closes_cycle(const struct spoke_run *me, const struct spoke_handle *h, spoke_id id)
+{
+	unsigned waits = 0;
+
+	for (const struct spoke_run *w = waits_first; w; w = w->next_waiting)
+		waits++;
+	for (unsigned hop = 0; hop <= waits; hop++) {
+		const struct spoke_run *w;
+
+		if (run_on_stack(me, h, id))
+			return true;
+		w = waiting_run(h, id);
+		if (!w)
+			return false;
+		h = w->waits_for_h;
+		id = w->waits_for;
+	}
+	return false;
+}
+
+/* fork() child (arena.c): the lock may be held by a thread that is not there. */
+void spoke_waits_reset_in_child(void)
+{
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+
+	waits_lock = fresh;
+	waits_first = NULL;
+}
+
+static void waits_remove(struct spoke_run *me)
+{
+	struct spoke_run **link;
+
+	pthread_mutex_lock(&waits_lock);
+	for (link = &waits_first; *link != me; link = &(*link)->next_waiting)
+		;
+	*link = me->next_waiting;
+	pthread_mutex_unlock(&waits_lock);
+}
+
+/*
+ * Sleep until the run of (h, id) ends; -EDEADLK, without waiting, if it is
+ * the caller's own run or the wait would close a cycle of callbacks.
+ */
+static int wait_run_end(struct spoke_handle *h, spoke_id id)
+{
+	struct spoke_run *me = spoke_current_run();
+
+	if (spoke_running_in_callback(h))
+		return -EDEADLK;
+	if (!me) { /* not a callback: nothing can be waiting for this thread */
+		wait_not_running(h, spoke_st_gen(id));
+		return 0;
+	}
+	pthread_mutex_lock(&waits_lock);
+	if (wait_closes_cycle(me, h, id)) {
+		pthread_mutex_unlock(&waits_lock);
+		return -EDEADLK;
+	}
+	me->waits_for = id;
+	me->waits_for_h = h;
+	me->next_waiting = waits_first;
+	waits_first = me;
+	pthread_mutex_unlock(&waits_lock);
+	wait_not_running(h, spoke_st_gen(id));
+	waits_remove(me);
+	return 0;
+}
+
 int spoke_cancel_sync(struct spoke *s, spoke_id id)
 {
 	struct spoke_handle *h;
@@ -659,9 +855,9 @@ int spoke_cancel_sync(struct spoke *s, spoke_id id)
 	r = cancel_id(s, id);
 	h = resolve(s, id, &st);
 	if (h && spoke_st_status(st) == SPOKE_ST_RUNNING) {
-		if (spoke_running_in_callback(h))
-			return call_leave(a, -EDEADLK);
-		wait_not_running(h, spoke_st_gen(id));
+		err = wait_run_end(h, id);
+		if (err)
+			return call_leave(a, err);
 	}
 	return call_leave(a, r);
 }
@@ -798,6 +994,115 @@ int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
 	return call_leave(a, r);
 }
 
+/* --- what a timer has left, and what a callback runs for ------------------- */
+
+/*
+ * The deadline of the next run of h, whose word was st (generation of the
+ * id), or 0 if h's generation ended while we read: a periodic timer's part
+ * lives in its second slot, which is freed only after the first slot's
+ * generation has moved on, so an unchanged generation after the (acquire)
+ * read says the read was of this timer.
+ */
+static uint64_t next_run_ns(struct spoke_handle *h, uint64_t st)
+{
+	uint64_t d;
+
+	if (spoke_st_kind(st) != SPOKE_KIND_PERIODIC)
+		return atomic_load_explicit(&h->deadline_ns, memory_order_acquire);
+	{
+		struct spoke_periodic *per = spoke_periodic_of(h);
+		uint64_t period = atomic_load_explicit(&per->period_ns, memory_order_relaxed);
+
+		d = atomic_load_explicit(&per->base_ns, memory_order_acquire);
+		/* Running: base is this run's deadline; the next one is a period on. */
+		if (spoke_st_status(st) == SPOKE_ST_RUNNING &&
+		    __builtin_add_overflow(d, period, &d))
+			d = UINT64_MAX;
+	}
+	if (spoke_st_gen(atomic_load_explicit(&h->state, memory_order_acquire)) != spoke_st_gen(st))
+		return 0;
+	return d;
+}
+
+static bool pending_word(uint64_t st)
+{
+	switch (spoke_st_status(st)) {
+	case SPOKE_ST_ARMED:
+	case SPOKE_ST_DISPATCHED:
+		return true;
+	case SPOKE_ST_RUNNING:
+		return spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP);
+	default:
+		return false;
+	}
+}
+
+int64_t spoke_remaining(struct spoke *s, spoke_id id)
+{
+	struct spoke_handle *h;
+	struct arena *a;
+	uint64_t st, d, now;
+	int err;
+
+	if (!s)
+		return -EINVAL;
+	err = call_enter(s, &a);
+	if (err)
+		return err;
+	h = resolve(s, id, &st);
+	if (!h || !pending_word(st) || (d = next_run_ns(h, st)) == 0)
+		return call_leave(a, -ENOENT);
+	now = spoke_now_ns();
+	call_leave(a, 0);
+	if (d <= now)
+		return 0;
+	return d - now > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)(d - now);
+}
+
+spoke_id spoke_self(uint64_t *due_ns)
+{
+	const struct spoke_run *r = spoke_current_run();
+
+	if (!r)
+		return 0;
+	if (due_ns)
+		*due_ns = r->due_ns;
+	return r->id;
+}
+
+/*
+ * The period of a periodic timer is read by its runner when a run ends
+ * (pool.c finish_run), and its second slot may be freed by whoever ends the
+ * timer. Two threads can write it without racing that: the timer's runner
+ * (from inside its callback), and its shard's owner while it is armed with
+ * no message queued (a foreign cancel then leaves the freeing to this very
+ * owner, after the call).
+ */
+int spoke_set_period(struct spoke *s, spoke_id id, uint64_t period_ns)
+{
+	struct spoke_handle *h;
+	struct arena *a;
+	uint64_t st;
+	int err;
+
+	if (!s || period_ns == 0)
+		return -EINVAL;
+	err = call_enter(s, &a);
+	if (err)
+		return err;
+	h = resolve(s, id, &st);
+	if (!h || !pending_word(st))
+		return call_leave(a, -ENOENT);
+	if (spoke_st_kind(st) != SPOKE_KIND_PERIODIC)
+		return call_leave(a, -EINVAL);
+	if (!spoke_running_in_callback(h) &&
+	    !(spoke_st_status(st) == SPOKE_ST_ARMED && !(st & SPOKE_ST_INBOX) &&
+	      spoke_shard_owned_by_me(&s->shards[spoke_st_shard(st)])))
+		return call_leave(a, -EPERM);
+	atomic_store_explicit(&spoke_periodic_of(h)->period_ns, period_ns, memory_order_relaxed);
+	return call_leave(a, 0);
+}
+
 /* --- attached shards ---------------------------------------------------------- */
 
 /*
@@ -821,11 +1126,13 @@ int spoke_attach(struct spoke *s, unsigned shard)
 	struct arena *a;
 	int err, cancel_state;
 
-	if (!s || shard >= s->nshards)
+	if (!s)
 		return -EINVAL;
 	err = call_enter(s, &a);
 	if (err)
 		return err;
+	if (shard >= s->nshards)
+		return call_leave(a, -EINVAL);
 	if (spoke_shard_mine(s) || owns_shard_elsewhere(s))
 		return call_leave(a, -EBUSY);
 	/* It joins the managed thread, a cancellation point; no call may be cut short. */
@@ -880,9 +1187,13 @@ void spoke_detach_at_exit(struct arena *a)
 	if (!sh || sh->in_turn ||
 	    atomic_load_explicit(&sh->mode, memory_order_relaxed) != SHARD_ATTACHED)
 		return;
-	in_call_add(a, 1);
-	if (!call_counted(s, a))
+	spoke_rcu_read_lock();
+	if (atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
+		spoke_rcu_read_unlock();
 		return;
+	}
+	in_call_add(a, 1);
+	spoke_rcu_read_unlock();
 	if (spoke_shard_detach(sh))
 		spoke_shard_abandon(sh); /* no thread to start: left for the next attach */
 	call_leave(a, 0);
@@ -899,7 +1210,7 @@ int spoke_poll(struct spoke *s)
 	/* Its callbacks may reach cancellation points: the turn must not be cut short. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
 	spoke_shard_attached_awake(sh);
-	n = spoke_shard_turn(sh);
+	n = spoke_shard_turn(sh, true);
 	pthread_setcancelstate(cancel_state, NULL);
 	return call_leave(a, n);
 }

@@ -40,6 +40,7 @@
  */
 #include "service.h"
 #include "test_hooks.h"
+#include "urcu_bp.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -358,12 +359,30 @@ static void live_lock_reset_in_child(void)
 {
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 
+	/*
+	 * The parent's instances are unusable here: every call on them says
+	 * -ESHUTDOWN, and their destroy frees without waiting (api.c). The
+	 * list's links are whole at any moment (one store inserts or
+	 * removes), so walking it is safe even if its lock was held.
+	 */
+	for (struct spoke *s = live_first; s; s = s->live_next) {
+		atomic_store_explicit(&s->stopping, 1, memory_order_relaxed);
+		s->forked = true;
+	}
 	live_lock = fresh;
 	live_first = NULL;
+	spoke_waits_reset_in_child();
 }
 
+/*
+ * Also urcu-bp's handlers (urcu_bp.h): without them a child could inherit
+ * its grace-period lock held, or a registry naming readers that are not
+ * there, and wait for ever in its own instances' destroy.
+ */
 static void live_lock_guard_fork(void)
 {
+	(void)pthread_atfork(urcu_bp_before_fork, urcu_bp_after_fork_parent,
+			     urcu_bp_after_fork_child);
 	(void)pthread_atfork(NULL, NULL, live_lock_reset_in_child);
 }
 
@@ -433,9 +452,11 @@ void spoke_arena_key_delete(struct spoke *s)
 	struct spoke **link;
 
 	pthread_mutex_lock(&live_lock);
-	for (link = &live_first; *link != s; link = &(*link)->live_next)
+	/* Not on the list in a fork child, which starts with an empty one. */
+	for (link = &live_first; *link && *link != s; link = &(*link)->live_next)
 		;
-	*link = s->live_next;
+	if (*link)
+		*link = s->live_next;
 	pthread_key_delete(s->arena_key);
 	pthread_mutex_unlock(&live_lock);
 }
@@ -498,4 +519,30 @@ void spoke_arenas_free(struct spoke *s)
 	}
 	if (spoke_tls_arena.serial == s->serial)
 		spoke_tls_arena.serial = 0;
+}
+
+/*
+ * spoke_destroy_release: every timer that will never run now (armed, or due
+ * and not started) hands its argument to release, once; a periodic timer's
+ * second slot (SPOKE_ST_AUX) is no timer. Every spoke thread has stopped.
+ */
+void spoke_arenas_release_pending(struct spoke *s, spoke_fn *release)
+{
+	unsigned n = atomic_load_explicit(&s->narenas, memory_order_acquire);
+
+	for (unsigned i = 0; i < n; i++) {
+		struct arena *a = atomic_load_explicit(&s->arenas[i], memory_order_acquire);
+		size_t fresh = a ? a->fresh : 0;
+
+		for (size_t k = 1; k < fresh; k++) { /* slot 0: the region's header */
+			struct spoke_handle *h = spoke_arena_slot(a, k);
+			uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
+			unsigned status = spoke_st_status(st);
+
+			if (status != SPOKE_ST_ARMED && status != SPOKE_ST_DISPATCHED)
+				continue;
+			release(spoke_st_kind(st) == SPOKE_KIND_PERIODIC ? spoke_periodic_of(h)->arg
+									 : h->arg);
+		}
+	}
 }

@@ -29,12 +29,26 @@
 #include <errno.h>
 #include <stdlib.h>
 
-static _Thread_local const struct spoke_handle *tls_running;
+/* The run in progress on this thread, innermost first (spoke_run_callback). */
+static _Thread_local struct spoke_run *tls_run;
 static _Thread_local bool tls_pool_worker; /* this thread is a pool worker */
+
+struct spoke_run *spoke_current_run(void)
+{
+	return tls_run;
+}
 
 bool spoke_running_in_callback(const struct spoke_handle *h)
 {
-	return tls_running == h;
+	return tls_run && tls_run->h == h;
+}
+
+bool spoke_in_callback_of(const struct spoke *s)
+{
+	for (const struct spoke_run *r = tls_run; r; r = r->outer)
+		if (r->s == s)
+			return true;
+	return false;
 }
 
 /*
@@ -95,7 +109,11 @@ static void finish_run(struct spoke *s, struct spoke_handle *h)
 	if (spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP)) {
 		struct spoke_periodic *per = spoke_periodic_of(h);
 
-		per->base_ns = periodic_next_ns(per->base_ns, per->period_ns, spoke_now_ns());
+		spoke_periodic_set_base(per,
+					periodic_next_ns(spoke_periodic_base(per),
+							 atomic_load_explicit(&per->period_ns,
+									      memory_order_relaxed),
+							 spoke_now_ns()));
 	}
 	do {
 		rearm = spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP) &&
@@ -173,9 +191,9 @@ static bool claim_run(struct shard *sh, struct spoke_handle *h, uint64_t st)
 /* Run h's callback on this thread (h is DISPATCHED, taken off any queue); true if it ran. */
 bool spoke_run_callback(struct spoke *s, struct spoke_handle *h)
 {
-	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
+	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire), due;
 	struct shard *sh = &s->shards[spoke_st_shard(st)];
-	const struct spoke_handle *outer;
+	struct spoke_run run;
 	void *arg;
 
 	if (!claim_run(sh, h, st))
@@ -184,16 +202,21 @@ bool spoke_run_callback(struct spoke *s, struct spoke_handle *h)
 	if (spoke_st_kind(st) == SPOKE_KIND_PERIODIC) {
 		const struct spoke_periodic *per = spoke_periodic_of(h);
 
-		note_lateness(sh, per->base_ns);
+		due = spoke_periodic_base(per);
 		arg = per->arg;
 	} else {
-		note_lateness(sh, atomic_load_explicit(&h->deadline_ns, memory_order_relaxed));
+		due = atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
 		arg = h->arg;
 	}
-	outer = tls_running;
-	tls_running = h;
+	note_lateness(sh, due);
+	run = (struct spoke_run){.s = s,
+				 .h = h,
+				 .id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h)),
+				 .due_ns = due,
+				 .outer = tls_run};
+	tls_run = &run;
 	h->fn(arg);
-	tls_running = outer;
+	tls_run = run.outer;
 	finish_run(s, h);
 	return true;
 }
@@ -355,6 +378,14 @@ void spoke_pool_stop(struct spoke *s)
 			pthread_join(s->workers[i].thread, NULL);
 		s->workers[i].running = false;
 	}
+	spoke_pool_forget(s);
+}
+
+/* Free the pool's memory; its threads are joined, or do not exist (a fork child). */
+void spoke_pool_forget(struct spoke *s)
+{
+	if (!s->workers)
+		return;
 	cds_wfcq_destroy(&s->pool.head, &s->pool.tail);
 	free(s->workers);
 	s->workers = NULL;

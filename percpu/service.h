@@ -68,8 +68,13 @@ enum spoke_kind {
  * RUNNING (it sets the next one and hands it back with the re-arm).
  */
 struct spoke_periodic {
-	uint64_t period_ns;
-	uint64_t base_ns;
+	/*
+	 * Atomic (relaxed) because spoke_remaining and spoke_self read them
+	 * from any thread, and spoke_set_period writes period_ns from the
+	 * owner or the runner; each still has one writer at a time.
+	 */
+	_Atomic uint64_t period_ns;
+	_Atomic uint64_t base_ns;
 	void *arg; /* the caller's */
 };
 
@@ -100,11 +105,21 @@ static inline struct spoke_periodic *spoke_periodic_of(const struct spoke_handle
 	return &((struct spoke_handle *)h->arg)->per;
 }
 
+static inline uint64_t spoke_periodic_base(const struct spoke_periodic *per)
+{
+	return atomic_load_explicit(&per->base_ns, memory_order_relaxed);
+}
+
+static inline void spoke_periodic_set_base(struct spoke_periodic *per, uint64_t d)
+{
+	atomic_store_explicit(&per->base_ns, d, memory_order_relaxed);
+}
+
 /* Owner: h (word st) will run next at d; a periodic timer keeps its phase from there. */
 static inline void spoke_handle_set_base(struct spoke_handle *h, uint64_t st, uint64_t d)
 {
 	if (spoke_st_kind(st) == SPOKE_KIND_PERIODIC)
-		spoke_periodic_of(h)->base_ns = d;
+		spoke_periodic_set_base(spoke_periodic_of(h), d);
 }
 
 /*
@@ -316,7 +331,7 @@ struct spoke {
 	bool thread_attr_live;
 	int sched_policy; /* applied by each thread as it starts: spoke_thread_adopt_sched */
 	struct sched_param sched_param;
-	_Atomic unsigned entering; /* first calls setting up their arena (api.c) */
+	bool forked; /* inherited by a child of fork(): its threads are not there (arena.c) */
 	_Atomic int pool_stop;
 	pthread_key_t arena_key;
 	bool arena_key_live;
@@ -335,6 +350,7 @@ struct spoke_handle *spoke_handle_alloc_aux(struct arena *home);
 void spoke_handle_release(struct spoke *s, struct spoke_handle *h, uint64_t old);
 struct spoke_handle *spoke_handle_lookup(struct spoke *s, spoke_id id);
 void spoke_arenas_free(struct spoke *s);
+void spoke_arenas_release_pending(struct spoke *s, spoke_fn *release);
 
 /*
  * The word of h just moved from old to spoke_st_retired(old): free h, unless
@@ -361,6 +377,8 @@ static inline bool spoke_handle_try_retire(struct spoke *s, struct spoke_handle 
 bool spoke_arenas_busy(struct spoke *s);
 /* api.c: an exiting thread still attached to a shard of a->s hands it back. */
 void spoke_detach_at_exit(struct arena *a);
+/* api.c: a fork child starts with no callback waiting for another (fork handler). */
+void spoke_waits_reset_in_child(void);
 
 /*
  * Thread-local caches, keyed by the instance's serial so that a new instance
@@ -486,7 +504,7 @@ uint64_t spoke_shard_next_tick_ns(const struct shard *sh, uint64_t now_ns);
 void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns);
 void spoke_shard_disarm(struct shard *sh, struct spoke_handle *h);
 void spoke_shard_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool reset);
-int spoke_shard_turn(struct shard *sh);
+int spoke_shard_turn(struct shard *sh, bool all_messages);
 int64_t spoke_shard_next_ns(struct shard *sh);
 int spoke_shard_attach(struct shard *sh, bool from_pool);
 int spoke_shard_detach(struct shard *sh);
@@ -507,12 +525,32 @@ void spoke_ec_sleep(_Atomic uint32_t *seq, _Atomic uint32_t *sleeping, bool (*ha
 void spoke_ec_wait_word(_Atomic uint32_t *word, uint32_t expect, int64_t timeout_ns);
 void spoke_ec_wake_word(_Atomic uint32_t *word);
 
+/*
+ * A callback run in progress on a thread (pool.c spoke_run_callback, on its
+ * stack): what spoke_self reports, and what a cancel_sync from inside it
+ * waits for (api.c: the wait-for graph that refuses cycles).
+ */
+struct spoke_run {
+	struct spoke *s;
+	const struct spoke_handle *h;
+	spoke_id id; /* h's id for this run's generation */
+	uint64_t due_ns;
+	struct spoke_run *outer; /* a run this one is nested in, or NULL */
+	/* While its callback waits in spoke_cancel_sync: the run it waits for (api.c). */
+	spoke_id waits_for;
+	const struct spoke_handle *waits_for_h;
+	struct spoke_run *next_waiting;
+};
+
 /* pool.c */
 int spoke_pool_start(struct spoke *s);
 void spoke_pool_stop(struct spoke *s);
+void spoke_pool_forget(struct spoke *s);
 void spoke_pool_dispatch(struct shard *sh, struct spoke_handle *h);
 bool spoke_run_callback(struct spoke *s, struct spoke_handle *h);
 bool spoke_running_in_callback(const struct spoke_handle *h);
+struct spoke_run *spoke_current_run(void);
+bool spoke_in_callback_of(const struct spoke *s);
 bool spoke_on_pool_thread(void);
 bool spoke_pool_busy_with(const struct shard *sh);
 

@@ -295,8 +295,9 @@ void spoke_shard_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool r
 	struct spoke_periodic *per = spoke_periodic_of(h);
 
 	if (reset)
-		per->base_ns = atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
-	spoke_shard_arm(sh, h, per->base_ns);
+		spoke_periodic_set_base(
+			per, atomic_load_explicit(&h->deadline_ns, memory_order_relaxed));
+	spoke_shard_arm(sh, h, spoke_periodic_base(per));
 }
 
 /* Owner: end a cancelled handle's life (unlinked, counted, freed). */
@@ -369,9 +370,14 @@ static void handle_message(struct shard *sh, struct spoke_handle *h)
 	}
 }
 
-static void take_messages(struct shard *sh)
+/*
+ * Owner: handle the queued messages: at most inbox_batch of them, or, with
+ * all, every message queued before the splice (so a spoke_poll runs what was
+ * queued before it began, and producers cannot keep it running).
+ */
+static void take_messages(struct shard *sh, bool all)
 {
-	unsigned limit = sh->s->cfg.inbox_batch, n = 0;
+	unsigned limit = all ? 0 : sh->s->cfg.inbox_batch, n = 0;
 	struct cds_wfcq_node *node;
 
 	if (!cds_wfcq_empty(&sh->inbox_head, &sh->inbox_tail))
@@ -639,8 +645,22 @@ static uint64_t armed_deadline(struct spoke_handle *h)
 {
 	if (spoke_st_kind(atomic_load_explicit(&h->state, memory_order_relaxed)) ==
 	    SPOKE_KIND_PERIODIC)
-		return spoke_periodic_of(h)->base_ns;
+		return spoke_periodic_base(spoke_periodic_of(h));
 	return atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
+}
+
+/*
+ * Owner: undo a claim that won (word `claimed`, made from `armed`) for a
+ * timer whose deadline turned out to be later: back to exactly `armed`. Only
+ * a foreign cancel (CANCELLED) or reset (WRITING, then a sticky RESET) can
+ * have changed a DISPATCHED word, so an unchanged word is the one this
+ * owner wrote. false: one of them came first; the runner settles it then
+ * (pool.c claim_run retires the cancelled word, undispatches the reset one).
+ */
+static bool owner_give_back(struct spoke_handle *h, uint64_t claimed, uint64_t armed)
+{
+	return atomic_compare_exchange_strong_explicit(&h->state, &claimed, armed,
+						       memory_order_acq_rel, memory_order_relaxed);
 }
 
 /*
@@ -650,8 +670,14 @@ static uint64_t armed_deadline(struct spoke_handle *h)
  * engine; else claim its run (ARMED -> DISPATCHED) and run or dispatch it. A
  * queued message (start, reset, cancel) decides instead. A reset still
  * storing its deadline (WRITING) is asked for a message (RESET), since h is
- * in no engine now; the sequence it bumped makes our compare-and-swap fail
- * if it published in between, and we look at its deadline then.
+ * in no engine now.
+ *
+ * The claim's compare-and-swap alone cannot tell whether a later reset
+ * published between the deadline check and the swap: such a reset only bumps
+ * the word's 12-bit sequence, and 4096 of them leave the word bit-identical.
+ * So the deadline is read again once the claim has won (the swap read the
+ * last publish, so it sees that reset's deadline), and a timer that was moved
+ * later is given back (owner_give_back).
  */
 static void claim_run(struct shard *sh, struct spoke_handle *h)
 {
@@ -670,6 +696,7 @@ static void claim_run(struct shard *sh, struct spoke_handle *h)
 				spoke_shard_arm(sh, h, d);
 				return;
 			}
+			SPOKE_HOOK(SPOKE_HOOK_EXPIRY_CHECKED);
 			next = spoke_st_with_status(s, SPOKE_ST_DISPATCHED);
 		}
 		if (atomic_compare_exchange_weak_explicit(&h->state, &s, next, memory_order_acq_rel,
@@ -678,6 +705,11 @@ static void claim_run(struct shard *sh, struct spoke_handle *h)
 	}
 	if (next & SPOKE_ST_WRITING)
 		return;
+	d = armed_deadline(h);
+	if (d > sh->clock_ns && owner_give_back(h, next, s)) {
+		spoke_shard_arm(sh, h, d);
+		return;
+	}
 	SPOKE_HOOK(SPOKE_HOOK_EXPIRY_CLAIMED);
 	run_or_dispatch(sh, h);
 }
@@ -730,8 +762,12 @@ static void advance_engine(struct shard *sh, struct spoke_engine *e, uint64_t ti
 		spoke_engine_advance(e, tick - now, on_expire, sh);
 }
 
-/* Owner: one turn (messages, then expiries). Returns callbacks run inline. */
-int spoke_shard_turn(struct shard *sh)
+/*
+ * Owner: one turn: expiries, then messages, then what the messages made due
+ * (a start queued past its deadline). all_messages: take every message
+ * queued so far (spoke_poll), not only a batch. Returns callbacks run inline.
+ */
+int spoke_shard_turn(struct shard *sh, bool all_messages)
 {
 	uint64_t tick;
 
@@ -741,11 +777,13 @@ int spoke_shard_turn(struct shard *sh)
 	sh->in_turn = true;
 	sh->fired_inline = 0;
 	/*
-	 * Stage, then engines, then messages: the staged deadlines are the
-	 * earliest; the engines' clocks are current when a message arms a
-	 * timer, so the delay handed to the lawn is the timer's TTL and equal
-	 * TTLs share one queue. A timer whose reset or cancel is still queued
-	 * does not fire meanwhile (claim_run sees INBOX).
+	 * Stage, then engines, then messages, then the stage again: the staged
+	 * deadlines are the earliest; the engines' clocks are current when a
+	 * message arms a timer, so the delay handed to the lawn is the timer's
+	 * TTL and equal TTLs share one queue; a start whose message came after
+	 * its deadline is staged late and runs in this turn. A timer whose
+	 * reset or cancel is still queued does not fire meanwhile (claim_run
+	 * sees INBOX).
 	 */
 	sh->clock_ns = spoke_now_ns();
 	tick = deadline_tick(sh, sh->clock_ns);
@@ -753,7 +791,8 @@ int spoke_shard_turn(struct shard *sh)
 	advance_engine(sh, sh->wheel, tick);
 	if (sh->lawn)
 		advance_engine(sh, sh->lawn, tick);
-	take_messages(sh);
+	take_messages(sh, all_messages);
+	stage_run_due(sh, sh->clock_ns, tick);
 	publish_pending(sh);
 	sh->in_turn = false;
 	return sh->fired_inline;
@@ -857,7 +896,7 @@ static void *shard_main(void *arg)
 	while (!managed_may_leave(sh)) {
 		int64_t wait_ns;
 
-		spoke_shard_turn(sh);
+		spoke_shard_turn(sh, false);
 		wait_ns = spoke_shard_next_ns(sh);
 		/* Messages are flowing: look again in two ticks (see spoke_shard_post). */
 		if (sh->took_messages && (wait_ns < 0 || (uint64_t)wait_ns > 2 * sh->tick_ns))

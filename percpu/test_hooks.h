@@ -8,6 +8,9 @@
  * with it, whose SPOKE_HOOK(p) calls spoke_test_hook(p) when a test has set
  * it; the test decides from its own thread-local state whether to stall.
  *
+ *   SPOKE_HOOK_CALL_GUARDED   a call has found `stopping` clear and not yet
+ *                             counted itself in its arena: inside its RCU
+ *                             read-side section (api.c call_enter)
  *   SPOKE_HOOK_RESET_CLAIMED  a reset from a thread that does not own the
  *                             timer has set WRITING and not yet stored its
  *                             deadline (api.c reset_once)
@@ -19,6 +22,8 @@
  *                             its key destructor has found its instance
  *                             alive and is about to hand its arena (and
  *                             attached shard) on (arena.c arena_thread_exit)
+ *   SPOKE_HOOK_EXPIRY_CHECKED an owner has found an armed timer due and not
+ *                             yet claimed its run (shard.c claim_run)
  *   SPOKE_HOOK_EXPIRY_CLAIMED an owner has claimed an expiring timer's run
  *                             (ARMED -> DISPATCHED) and not yet decided
  *                             where it runs (shard.c on_expire)
@@ -36,10 +41,12 @@
 #define SPOKE_PERCPU_TEST_HOOKS_H
 
 enum spoke_hook {
+	SPOKE_HOOK_CALL_GUARDED,
 	SPOKE_HOOK_RESET_CLAIMED,
 	SPOKE_HOOK_THREAD_EXIT,
 	SPOKE_HOOK_THREAD_EXIT_BEGIN,
 	SPOKE_HOOK_SHARDS_STOPPED,
+	SPOKE_HOOK_EXPIRY_CHECKED,
 	SPOKE_HOOK_EXPIRY_CLAIMED,
 	SPOKE_HOOK_RUN_LOADED,
 	SPOKE_HOOK_DETACH_LAUNCHED,

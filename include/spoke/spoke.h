@@ -21,10 +21,13 @@
  * takes effect after the call, never inside it.
  *
  * Errors every function taking a struct spoke * may return besides its own:
- * -EINVAL for a NULL s; -ESHUTDOWN once spoke_destroy has begun; and, on a
- * thread's first call into this service, -EAGAIN if its per-thread handle
- * arena cannot be set up (no arena left, or no memory for one). In those
- * cases spoke_shards() returns 0 and spoke_stats() fills *out with zeros.
+ * -EINVAL for a NULL s; -ESHUTDOWN once spoke_destroy has begun (a call
+ * made while destroy runs gets it; one made after destroy returned is a
+ * use after free), and in a child of fork() on an instance inherited from
+ * the parent; and, on a thread's first call into this service, -EAGAIN if
+ * its per-thread handle arena cannot be set up (4096 arenas in use, or no
+ * memory for one). In those cases spoke_shards() returns 0 and
+ * spoke_stats() fills *out with zeros.
  */
 #ifndef SPOKE_SPOKE_H
 #define SPOKE_SPOKE_H
@@ -121,19 +124,38 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg);
  * Stop the service: from the moment it begins, every call returns
  * -ESHUTDOWN and nothing is re-armed; it waits for calls in progress and
  * running callbacks, joins its threads, and frees everything. Pending timers
- * never run. Must not be called from a callback or an attached thread's poll.
+ * never run. Called from inside a callback of the same instance it aborts
+ * the process with a message naming the misuse (it would wait for itself).
+ * In a child of fork(), on an instance inherited from the parent, it frees
+ * what it can without waiting for threads that do not exist there.
  */
 void spoke_destroy(struct spoke *s);
 
 /*
+ * As spoke_destroy, and then, on the calling thread once every spoke thread
+ * has stopped, release(arg) once for each timer that was still pending (it
+ * never ran and no cancel returned 0 for it; a periodic timer counts once),
+ * so that whoever owns the args can free them. release NULL: spoke_destroy.
+ */
+void spoke_destroy_release(struct spoke *s, spoke_fn *release);
+
+/*
  * The start functions write the new timer's id to *id (if id is not NULL)
  * before the timer can run. Errors: -EINVAL (NULL s or fn, bad shard or
- * period), -ESHUTDOWN (destroy has begun), -EAGAIN (no arena left for a new
- * calling thread), -ENOMEM (no memory for more handles).
+ * period), -ESHUTDOWN (destroy has begun), -EAGAIN (a thread's first call:
+ * no arena for it, see above), -ENOMEM (no memory or address space for more
+ * handles: a thread's first start reserves 64 MiB of address space for its
+ * handles, and each further 512 KiB of them is made read/write as needed).
  */
 
 /* One-shot timer on the caller's shard (its attached shard, else its CPU's). */
 int spoke_start(struct spoke *s, uint64_t delay_ns, spoke_fn *fn, void *arg, spoke_id *id);
+/*
+ * One-shot timer at an absolute CLOCK_MONOTONIC deadline (spoke_now_ns()
+ * time), on the caller's shard as spoke_start: never runs before it; a
+ * deadline that has already passed runs at the shard's next tick.
+ */
+int spoke_start_at(struct spoke *s, uint64_t deadline_ns, spoke_fn *fn, void *arg, spoke_id *id);
 /* One-shot timer on a given shard (-EINVAL if out of range). */
 int spoke_start_on(struct spoke *s, unsigned shard, uint64_t delay_ns, spoke_fn *fn, void *arg,
 		   spoke_id *id);
@@ -160,10 +182,39 @@ int spoke_cancel(struct spoke *s, spoke_id id);
 
 /*
  * As spoke_cancel, and on return no run of the timer is in progress.
- * -EDEADLK from inside that timer's own callback (nothing is waited for;
- * the cancel itself still takes effect for a periodic timer).
+ * -EDEADLK, without waiting, from inside that timer's own callback, and
+ * from a callback whose wait would close a cycle of callbacks waiting for
+ * each other (A's callback waits for B's run while B's waits for A's, or a
+ * longer chain, across instances too); the cancel itself still takes
+ * effect. Only a cancel_sync that must wait takes a lock (process-wide,
+ * held to check for a cycle, never while waiting).
  */
 int spoke_cancel_sync(struct spoke *s, spoke_id id);
+
+/*
+ * ns until the timer is due (0 if it is due now, or due and waiting for a
+ * callback thread); a periodic timer: until its next run (also from inside
+ * its callback). -ENOENT if it is not pending (a one-shot that ran or runs,
+ * cancelled, stale id).
+ */
+int64_t spoke_remaining(struct spoke *s, spoke_id id);
+
+/*
+ * From inside a callback: the id of the timer whose callback the calling
+ * thread runs, and in *due_ns (if not NULL) the deadline that run was due at
+ * (spoke_now_ns() - *due_ns is its lateness). 0 outside any callback.
+ */
+spoke_id spoke_self(uint64_t *due_ns);
+
+/*
+ * Change a periodic timer's period: the runs after the one already
+ * scheduled (or running) are period_ns apart. Only from inside that timer's
+ * own callback, or from the thread that owns its shard (an attached loop;
+ * then -EPERM if a start, reset or cancel of it from another thread is
+ * still queued). -EINVAL (NULL s, period_ns 0, not a periodic timer),
+ * -ENOENT (not pending), -EPERM (another thread).
+ */
+int spoke_set_period(struct spoke *s, spoke_id id, uint64_t period_ns);
 
 unsigned spoke_shards(const struct spoke *s);
 
@@ -199,9 +250,14 @@ int spoke_attach(struct spoke *s, unsigned shard);
  */
 int spoke_detach(struct spoke *s);
 
-/* Attached thread only: run what is due, inline. From inside one of its callbacks it does
- * nothing and returns 0. Returns callbacks run, or -errno (-EPERM if not
- * attached). */
+/*
+ * Attached thread only: run, inline, every timer of the shard that is due
+ * when it is called, including starts, resets and cancels other threads
+ * queued before the call (it takes every message queued at its entry, and
+ * no more, so producers cannot keep it running). From inside one of its
+ * callbacks it does nothing and returns 0. Returns callbacks run, or -errno
+ * (-EPERM if not attached).
+ */
 int spoke_poll(struct spoke *s);
 
 /*

@@ -21,6 +21,9 @@
  *                        runs: destroy must not free the instance while the
  *                        thread's key destructor (which detaches its shard
  *                        and hands its arena on) is inside it.
+ *   call_guard_vs_destroy  a call has seen `stopping` clear and not yet
+ *                        counted itself when destroy begins: destroy must
+ *                        wait for it (the grace period) before it frees.
  *   thread_exit_late_call_own_arena  a thread whose arena was handed on at
  *                        its exit calls the service again from a later key
  *                        destructor, after a new thread adopted that arena:
@@ -55,6 +58,12 @@
  *                        holds WRITING when the timer's place in the wheel
  *                        comes. The owner must ask it for a message (RESET):
  *                        the timer is in no engine now, and would never run.
+ *   later_resets_wrap_sequence_in_claim_window  the owner has found a
+ *                        timer due and not yet claimed it when another
+ *                        thread resets it later 4096 times, wrapping the
+ *                        word's reset sequence: the claim's swap then
+ *                        succeeds, and the owner must still see the new
+ *                        deadline and give the timer back, not run it.
  *   cancel_vs_reset_publish_seen_by_runner  a queued run whose cancel won
  *                        while a reset held WRITING: the worker reads that
  *                        word, then the reset clears WRITING; the worker's
@@ -395,6 +404,42 @@ static void later_reset_writing_vs_expiry(void **state)
 	svc_destroy(s);
 }
 
+/*
+ * The owner has found X due and stalls before claiming it; meanwhile
+ * another thread resets X to a minute later once per value of the word's
+ * reset sequence, so the word is bit-identical again when the owner goes
+ * on. Every reset returned 0, so X must not run now: the owner's claim
+ * wins the compare-and-swap, and must then see the new deadline and give X
+ * back. A marker timer started after the owner goes on runs in a later
+ * turn, so once it ran the owner has decided about X.
+ */
+#define WRAP_RESETS ((SPOKE_ST_SEQ_MASK >> SPOKE_ST_SEQ_SHIFT) + 1)
+
+static void later_resets_wrap_sequence_in_claim_window(void **state)
+{
+	struct spoke *s = svc_new(1, 100 * US, 1);
+	atomic_uint x_runs = 0, marker_runs = 0;
+	uint64_t st_before, st_after;
+	spoke_id x;
+
+	(void)state;
+	atomic_store(&stall_any_at, SPOKE_HOOK_EXPIRY_CHECKED);
+	assert_int_equal(spoke_start_on(s, 0, 1 * MS, count_fn, &x_runs, &x), 0);
+	sem_wait_or_fail(&any_stalled, "the owner at X's expiry");
+	st_before = atomic_load(&spoke_handle_lookup(s, x)->state);
+	for (unsigned i = 0; i < WRAP_RESETS; i++)
+		assert_int_equal(spoke_reset(s, x, 60 * SEC), 0);
+	st_after = atomic_load(&spoke_handle_lookup(s, x)->state);
+	assert_true(st_after == st_before); /* the window the claim cannot see by itself */
+	sem_post(&any_resume);
+	assert_int_equal(spoke_start_on(s, 0, 1 * MS, count_fn, &marker_runs, NULL), 0);
+	ASSERT_EVENTUALLY(atomic_load(&marker_runs) == 1, "the marker's run");
+	assert_int_equal(atomic_load(&x_runs), 0);
+	assert_true(spoke_remaining(s, x) > 50 * (int64_t)SEC);
+	assert_int_equal(spoke_cancel(s, x), 0);
+	svc_destroy(s);
+}
+
 /* Periodic runs that wait for the test to let them end. */
 static sem_t run_started, run_may_end;
 static void blocking_periodic_fn(void *arg)
@@ -650,6 +695,55 @@ static void fork_child_leaves_parent_instances_alone(void **state)
 	assert_int_equal(r, f.pid);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	svc_destroy(f.s);
+}
+
+/* --- a call that has passed destroy's guard when destroy begins --- */
+
+struct guarded_call {
+	struct spoke *s;
+	int rc;
+	atomic_uint runs;
+};
+
+static void *guarded_start_main(void *arg)
+{
+	struct guarded_call *g = arg;
+
+	tl_stall_at = SPOKE_HOOK_CALL_GUARDED;
+	g->rc = spoke_start_on(g->s, 0, 10 * SEC, count_fn, &g->runs, NULL);
+	return NULL;
+}
+
+/*
+ * A start has looked at `stopping` (clear) and stalls before it counts
+ * itself in its arena: destroy, begun meanwhile, cannot see it in any
+ * count. It must still wait for the call: destroy does not return, and
+ * frees nothing, until the call has left (ASan: a use after free of the
+ * instance and the arena otherwise; and destroy returning while the call
+ * is held would show here). The start itself is allowed through (it began
+ * before destroy), and its timer never runs.
+ */
+static void call_guard_vs_destroy(void **state)
+{
+	struct guarded_call g = {0};
+	struct destroyer d = {0};
+	pthread_t gt, dt;
+
+	(void)state;
+	g.s = d.s = svc_new(1, 1 * MS, 1);
+	gt = thread_start(guarded_start_main, &g);
+	sem_wait_or_fail(&stalled, "the start inside its call guard");
+	svc_abandon_all(); /* destroyed below, by the destroyer */
+	dt = thread_start(destroyer_main, &d);
+	ASSERT_EVENTUALLY(atomic_load(&g.s->stopping) == 1, "destroy to begin");
+	sleep_ms(50); /* room for a destroy that does not wait to return */
+	assert_int_equal(atomic_load(&d.done), 0);
+	sem_post(&resume);
+	pthread_join(gt, NULL);
+	pthread_join(dt, NULL);
+	assert_int_equal(atomic_load(&d.done), 1);
+	assert_int_equal(g.rc, 0);
+	assert_int_equal(atomic_load(&g.runs), 0);
 }
 
 /* --- destroy vs a callback of an attached shard still on the pool queue --- */
@@ -1541,6 +1635,7 @@ int main(int argc, char **argv)
 		HOOK_TEST(reset_writing_vs_cancel_then_reuse),
 		HOOK_TEST(reset_writing_vs_end_of_periodic_run),
 		HOOK_TEST(thread_exit_vs_destroy),
+		HOOK_TEST(call_guard_vs_destroy),
 		HOOK_TEST(destroy_vs_queued_run_of_attached_shard),
 		HOOK_TEST(attach_from_pool_vs_managed_turn),
 		HOOK_TEST(thread_exit_late_call_own_arena),
@@ -1548,6 +1643,7 @@ int main(int argc, char **argv)
 		HOOK_TEST(blocked_inbox_caps_the_wait),
 		HOOK_TEST(internal_structs_on_cache_lines),
 		HOOK_TEST(later_reset_writing_vs_expiry),
+		HOOK_TEST(later_resets_wrap_sequence_in_claim_window),
 		HOOK_TEST(cancel_vs_reset_publish_seen_by_runner),
 		HOOK_TEST(detach_runs_go_to_pool),
 		HOOK_TEST(periodic_rearm_taken_late_runs_late),
