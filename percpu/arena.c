@@ -38,6 +38,7 @@
  * always belongs to its home and "is this handle from my arenas" is one
  * immutable pointer compare. At most 4096 arenas per instance.
  */
+#define _GNU_SOURCE
 #include "service.h"
 #include "test_hooks.h"
 #include "urcu_bp.h"
@@ -52,26 +53,66 @@ _Thread_local struct spoke_tls_arena spoke_tls_arena;
 
 /*
  * A region's address range, PROT_NONE (no commit charge, no pages), aligned
- * to its size: mapped one size larger and the unaligned ends unmapped. No
- * transparent huge pages: under THP "always" a 2 MiB-aligned range would be
- * faulted in, or collapsed by khugepaged, as a whole huge page, so a thread
- * with a few timers would hold 2 MiB and the bytes per timer would grow in
- * 2 MiB steps. Without them a page comes in when its first handle is written.
- * (Here THP is "madvise", where the advice changes nothing.)
+ * to its size. Only the 64 MiB that are kept are ever mapped, so a process
+ * under an address-space limit (RLIMIT_AS) pays 64 MiB per thread, not
+ * twice that for a moment: the kernel's choice is kept if it happens to be
+ * aligned; else the aligned ranges just below it (where a top-down mmap
+ * leaves room) are asked for with MAP_FIXED_NOREPLACE, which never takes a
+ * range that is in use; only if those are taken does it map one size larger
+ * and unmap the unaligned ends. No transparent huge pages: under THP
+ * "always" a 2 MiB-aligned range would be faulted in, or collapsed by
+ * khugepaged, as a whole huge page, so a thread with a few timers would
+ * hold 2 MiB and the bytes per timer would grow in 2 MiB steps. Without
+ * them a page comes in when its first handle is written.
  */
+#define REGION_TRIES 4
+
+static char *region_map(void *at, size_t bytes, int flags)
+{
+	char *p = mmap(at, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static char *region_aligned_near(void)
+{
+	char *p = region_map(NULL, SPOKE_REGION_BYTES, 0);
+	uintptr_t below;
+
+	if (!p || (uintptr_t)p % SPOKE_REGION_BYTES == 0)
+		return p;
+	(void)munmap(p, SPOKE_REGION_BYTES);
+	below = (uintptr_t)p - (uintptr_t)p % SPOKE_REGION_BYTES;
+	for (unsigned i = 0; i < REGION_TRIES && below >= i * SPOKE_REGION_BYTES; i++) {
+		void *at = (void *)(below - i * SPOKE_REGION_BYTES);
+		char *q = region_map(at, SPOKE_REGION_BYTES, MAP_FIXED_NOREPLACE);
+
+		if (q == at)
+			return q;
+		if (q) /* a kernel older than 4.17 took it as a hint */
+			(void)munmap(q, SPOKE_REGION_BYTES);
+	}
+	return NULL;
+}
+
 static char *region_reserve(void)
 {
-	char *p = mmap(NULL, 2 * SPOKE_REGION_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *p = region_aligned_near();
 	size_t head;
 
-	if (p == MAP_FAILED)
-		return NULL;
-	head = (SPOKE_REGION_BYTES - (uintptr_t)p % SPOKE_REGION_BYTES) % SPOKE_REGION_BYTES;
-	if (head)
-		(void)munmap(p, head);
-	(void)munmap(p + head + SPOKE_REGION_BYTES, SPOKE_REGION_BYTES - head);
-	(void)madvise(p + head, SPOKE_REGION_BYTES, MADV_NOHUGEPAGE);
-	return p + head;
+	if (!p) {
+		p = region_map(NULL, 2 * SPOKE_REGION_BYTES, 0);
+		if (!p)
+			return NULL;
+		head = (SPOKE_REGION_BYTES - (uintptr_t)p % SPOKE_REGION_BYTES) %
+		       SPOKE_REGION_BYTES;
+		if (head)
+			(void)munmap(p, head);
+		(void)munmap(p + head + SPOKE_REGION_BYTES, SPOKE_REGION_BYTES - head);
+		p += head;
+	}
+	(void)madvise(p, SPOKE_REGION_BYTES, MADV_NOHUGEPAGE);
+	return p;
 }
 
 /*

@@ -724,10 +724,31 @@ static void on_expire(void *ctx, struct spoke_timer *t)
 }
 
 /*
+ * Owner: from slot j, whose end has not come, move the timers whose deadline
+ * has passed to the run list: a turn that happens anyway (a message, a
+ * poll) runs every due timer, and the slack only spares wake-ups.
+ */
+static void stage_take_due_in_slot(struct shard *sh, unsigned j, uint64_t now,
+				   struct spoke_timer *run)
+{
+	struct spoke_timer *t = sh->stage[j].sp_next, *next;
+
+	for (; t != &sh->stage[j]; t = next) {
+		next = t->sp_next;
+		if (armed_deadline(caa_container_of(t, struct spoke_handle, node)) > now)
+			continue;
+		if (spoke_clist_del(t))
+			sh->stage_bits &= ~(UINT64_C(1) << j);
+		spoke_clist_append(run, t);
+	}
+}
+
+/*
  * Owner: run the staged timers that are due at now: the slots whose end has
  * come, or all of them when the window moves on to tick `window` (its end
- * has passed then). They are taken off their slots before any runs, so what
- * their callbacks stage waits for a later turn.
+ * has passed then), and the due ones of the first slot whose end has not.
+ * They are taken off their slots before any runs, so what their callbacks
+ * stage waits for a later turn.
  */
 static void stage_run_due(struct shard *sh, uint64_t now, uint64_t window)
 {
@@ -739,8 +760,10 @@ static void stage_run_due(struct shard *sh, uint64_t now, uint64_t window)
 	for (uint64_t bits = sh->stage_bits; bits; bits &= bits - 1) {
 		unsigned j = (unsigned)__builtin_ctzll(bits);
 
-		if (!all && stage_slot_end(sh, j) > now)
+		if (!all && stage_slot_end(sh, j) > now) {
+			stage_take_due_in_slot(sh, j, now, &run);
 			break;
+		}
 		spoke_clist_splice_tail(&sh->stage[j], &run);
 		sh->stage_bits &= ~(UINT64_C(1) << j);
 	}

@@ -1,0 +1,386 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_service_calls.c - the calls users of libuv, libevent, timerfd and
+ * timeout.c look for (docs/api.md): absolute deadlines, the time left on a
+ * timer, the running timer from inside its callback, a periodic timer's new
+ * period, and the args of pending timers handed back at destroy.
+ *
+ *   start_at_never_early               an absolute deadline: the callback
+ *                                      never starts before it (pool, inline,
+ *                                      attached, foreign thread)
+ *   start_at_past_runs_next_tick       a deadline already past (and 0) runs
+ *                                      at the shard's next tick, once
+ *   remaining_counts_down              ns until due, 0 once due, -ENOENT once
+ *                                      fired or cancelled; periodic: to the
+ *                                      next run, also from inside its run
+ *   self_names_running_timer           spoke_self() in a callback: its id and
+ *                                      the deadline it was due at (lateness
+ *                                      >= 0); a callback cancels itself
+ *                                      through it; 0 outside a callback
+ *   set_period_from_own_callback       the runs after the change are the new
+ *                                      period apart; -EPERM from another
+ *                                      thread, -EINVAL for a one-shot or 0
+ *   set_period_from_attached_owner     the owner of the shard may change it
+ *                                      while it is armed
+ *   destroy_release_hands_back_args    every pending timer's arg exactly
+ *                                      once (one-shot, periodic, TTL, started
+ *                                      from other threads); none of a timer
+ *                                      that ran or was cancelled
+ */
+#include "service_util.h"
+
+/* ---- spoke_start_at ------------------------------------------------------------------ */
+
+struct at_rec {
+	uint64_t deadline;
+	_Atomic uint64_t ran_ns;
+	atomic_uint runs;
+};
+
+static void at_fn(void *arg)
+{
+	struct at_rec *r = arg;
+
+	atomic_store(&r->ran_ns, spoke_now_ns());
+	atomic_fetch_add(&r->runs, 1);
+}
+
+#define AT_N 64
+
+static void check_at_recs(struct at_rec *r, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		assert_int_equal(atomic_load(&r[i].runs), 1);
+		if (atomic_load(&r[i].ran_ns) < r[i].deadline)
+			fail_msg("timer %u ran %" PRIu64 " ns before its absolute deadline", i,
+				 r[i].deadline - atomic_load(&r[i].ran_ns));
+	}
+}
+
+static unsigned at_runs(struct at_rec *r, unsigned n)
+{
+	unsigned c = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		c += atomic_load(&r[i].runs);
+	return c;
+}
+
+static void start_at_batch(struct spoke *s, struct at_rec *r, unsigned n)
+{
+	uint64_t now = spoke_now_ns();
+
+	for (unsigned i = 0; i < n; i++) {
+		r[i].deadline = now + (uint64_t)(i % 16) * 250 * US + 1 * MS;
+		assert_int_equal(spoke_start_at(s, r[i].deadline, at_fn, &r[i], NULL), 0);
+	}
+}
+
+static void start_at_never_early(void **state)
+{
+	static struct at_rec r[AT_N];
+	struct spoke *s;
+
+	(void)state;
+	for (unsigned threads = 0; threads <= 1; threads++) { /* inline, then the pool */
+		memset(r, 0, sizeof(r));
+		s = svc_new(2, 100 * US, threads);
+		start_at_batch(s, r, AT_N);
+		ASSERT_EVENTUALLY(at_runs(r, AT_N) == AT_N, "every absolute timer to run");
+		check_at_recs(r, AT_N);
+		svc_destroy(s);
+	}
+	/* Attached: the loop's own starts run inline in its polls. */
+	memset(r, 0, sizeof(r));
+	s = svc_new(1, 100 * US, 1);
+	assert_int_equal(spoke_attach(s, 0), 0);
+	start_at_batch(s, r, AT_N);
+	ASSERT_EVENTUALLY((spoke_poll(s), at_runs(r, AT_N) == AT_N), "the polls to run them");
+	check_at_recs(r, AT_N);
+	svc_destroy(s);
+}
+
+static void start_at_past_runs_next_tick(void **state)
+{
+	struct spoke *s = svc_new(1, 1 * MS, 0);
+	struct at_rec past = {0}, zero = {0};
+	uint64_t now;
+
+	(void)state;
+	assert_int_equal(spoke_attach(s, 0), 0);
+	spoke_poll(s);
+	now = spoke_now_ns();
+	assert_int_equal(spoke_start_at(s, now - 5 * MS, at_fn, &past, NULL), 0);
+	assert_int_equal(spoke_start_at(s, 0, at_fn, &zero, NULL), 0);
+	/* Past deadlines are the next tick's: not this pass, and due within a tick. */
+	assert_true(spoke_next_deadline(s) <= (int64_t)(1 * MS));
+	ASSERT_EVENTUALLY((spoke_poll(s), atomic_load(&past.runs) + atomic_load(&zero.runs) == 2),
+			  "both to run");
+	assert_true(atomic_load(&past.ran_ns) >= now);
+	spoke_poll(s);
+	assert_int_equal(atomic_load(&past.runs), 1);
+	assert_int_equal(atomic_load(&zero.runs), 1);
+	svc_destroy(s);
+}
+
+/* ---- spoke_remaining --------------------------------------------------------------- */
+
+static atomic_int per_remaining_ok;
+static struct spoke *per_s;
+static spoke_id per_id;
+
+static void remaining_in_run_fn(void *arg)
+{
+	int64_t left = spoke_remaining(per_s, per_id);
+
+	(void)arg;
+	/* Inside its run: the time to the next run, which is a period (1 s) away. */
+	if (left > (int64_t)(500 * MS) && left <= (int64_t)SEC)
+		atomic_store(&per_remaining_ok, 1);
+	else if (!atomic_load(&per_remaining_ok))
+		atomic_store(&per_remaining_ok, -1);
+}
+
+static void remaining_counts_down(void **state)
+{
+	struct spoke *s = svc_new(1, 1 * MS, 1);
+	atomic_uint runs = 0;
+	int64_t left, again;
+	spoke_id id;
+
+	(void)state;
+	assert_int_equal(spoke_start(s, 10 * SEC, count_fn, &runs, &id), 0);
+	left = spoke_remaining(s, id);
+	assert_true(left > (int64_t)(5 * SEC) && left <= (int64_t)(10 * SEC));
+	sleep_ms(5);
+	again = spoke_remaining(s, id);
+	assert_true(again < left);
+	assert_int_equal(spoke_reset(s, id, 20 * SEC), 0);
+	assert_true(spoke_remaining(s, id) > (int64_t)(15 * SEC));
+	assert_int_equal(spoke_cancel(s, id), 0);
+	assert_int_equal(spoke_remaining(s, id), -ENOENT);
+	/* Fired: nothing left. */
+	assert_int_equal(spoke_start(s, 1 * MS, count_fn, &runs, &id), 0);
+	ASSERT_EVENTUALLY(atomic_load(&runs) == 1, "the short timer");
+	assert_int_equal(spoke_remaining(s, id), -ENOENT);
+	assert_int_equal(spoke_remaining(s, 0), -ENOENT);
+	assert_int_equal(spoke_remaining(NULL, id), -EINVAL);
+	/* Periodic: a period from its start, and from inside each run, to the next. */
+	per_s = s;
+	atomic_store(&per_remaining_ok, 0);
+	assert_int_equal(spoke_start_periodic(s, 1 * SEC, remaining_in_run_fn, NULL, &per_id), 0);
+	left = spoke_remaining(s, per_id);
+	assert_true(left > (int64_t)(500 * MS) && left <= (int64_t)SEC);
+	ASSERT_EVENTUALLY(atomic_load(&per_remaining_ok) != 0, "the periodic run");
+	assert_int_equal(atomic_load(&per_remaining_ok), 1);
+	left = spoke_remaining(s, per_id);
+	assert_true(left >= 0 && left <= (int64_t)SEC);
+	assert_int_equal(spoke_cancel_sync(s, per_id), 0);
+	assert_int_equal(spoke_remaining(s, per_id), -ENOENT);
+	svc_destroy(s);
+}
+
+/* ---- spoke_self --------------------------------------------------------------------- */
+
+static struct {
+	struct spoke *s;
+	spoke_id expect;
+	_Atomic spoke_id seen;
+	_Atomic uint64_t due, ran;
+	atomic_uint runs;
+	atomic_int cancel_rc;
+} me;
+
+static void self_fn(void *arg)
+{
+	uint64_t due = 0;
+	spoke_id id = spoke_self(&due);
+
+	(void)arg;
+	atomic_store(&me.ran, spoke_now_ns());
+	atomic_store(&me.due, due);
+	atomic_store(&me.seen, id);
+	if (atomic_fetch_add(&me.runs, 1) == 2) /* a periodic timer stops itself on its third run */
+		atomic_store(&me.cancel_rc, spoke_cancel(me.s, id));
+}
+
+static void self_names_running_timer(void **state)
+{
+	uint64_t due = 12345, t0;
+
+	(void)state;
+	memset(&me, 0, sizeof(me));
+	assert_int_equal(spoke_self(&due), 0);
+	assert_int_equal(due, 12345);
+	for (unsigned threads = 0; threads <= 1; threads++) {
+		me.s = svc_new(1, 100 * US, threads);
+		atomic_store(&me.runs, 0);
+		t0 = spoke_now_ns();
+		assert_int_equal(spoke_start(me.s, 2 * MS, self_fn, NULL, &me.expect), 0);
+		ASSERT_EVENTUALLY(atomic_load(&me.runs) == 1, "the one-shot's run");
+		assert_true(atomic_load(&me.seen) == me.expect);
+		assert_true(atomic_load(&me.due) >= t0 + 2 * MS);
+		assert_true(atomic_load(&me.ran) >= atomic_load(&me.due));
+		/* Periodic: each run is due a period after the last; the third cancels itself. */
+		atomic_store(&me.runs, 0);
+		atomic_store(&me.cancel_rc, 1);
+		assert_int_equal(spoke_start_periodic(me.s, 2 * MS, self_fn, NULL, &me.expect), 0);
+		ASSERT_EVENTUALLY(atomic_load(&me.cancel_rc) != 1, "the third periodic run");
+		assert_int_equal(atomic_load(&me.cancel_rc), 0);
+		assert_true(atomic_load(&me.seen) == me.expect);
+		assert_int_equal(spoke_cancel(me.s, me.expect), -ENOENT);
+		svc_destroy(me.s);
+		assert_int_equal(atomic_load(&me.runs), 3);
+	}
+}
+
+/* ---- spoke_set_period --------------------------------------------------------------- */
+
+#define SP_RUNS 6
+
+static struct {
+	struct spoke *s;
+	spoke_id id;
+	_Atomic uint64_t at[SP_RUNS];
+	atomic_uint runs;
+	atomic_int rc;
+} sp;
+
+static void set_period_fn(void *arg)
+{
+	unsigned n = atomic_fetch_add(&sp.runs, 1);
+	uint64_t due;
+
+	(void)arg;
+	(void)spoke_self(&due);
+	if (n < SP_RUNS)
+		atomic_store(&sp.at[n], due);
+	if (n == 1) /* from the third run on, 40 ms apart */
+		atomic_store(&sp.rc, spoke_set_period(sp.s, spoke_self(NULL), 40 * MS));
+}
+
+/* Due times b - a apart by a whole number of periods (a run that ends late skips some). */
+static void assert_periods_apart(uint64_t a, uint64_t b, uint64_t period)
+{
+	if (b <= a || (b - a) % period != 0)
+		fail_msg("runs due %" PRIu64 " ns apart, not a multiple of %" PRIu64, b - a,
+			 period);
+}
+
+static void set_period_from_own_callback(void **state)
+{
+	spoke_id one;
+
+	(void)state;
+	memset(&sp, 0, sizeof(sp));
+	atomic_store(&sp.rc, 1);
+	sp.s = svc_new(1, 100 * US, 1);
+	assert_int_equal(spoke_start_periodic(sp.s, 5 * MS, set_period_fn, NULL, &sp.id), 0);
+	/* Another thread may not: the runner or the armed timer's owner may. */
+	assert_int_equal(spoke_set_period(sp.s, sp.id, 1 * MS), -EPERM);
+	assert_int_equal(spoke_set_period(sp.s, sp.id, 0), -EINVAL);
+	assert_int_equal(spoke_start(sp.s, 60 * SEC, never_fn, NULL, &one), 0);
+	assert_int_equal(spoke_set_period(sp.s, one, 1 * MS), -EINVAL);
+	assert_int_equal(spoke_cancel(sp.s, one), 0);
+	assert_int_equal(spoke_set_period(sp.s, one, 1 * MS), -ENOENT);
+	ASSERT_EVENTUALLY(atomic_load(&sp.runs) >= 4, "four runs");
+	assert_int_equal(atomic_load(&sp.rc), 0);
+	/* The first runs 5 ms apart; from the one after the change on, 40 ms apart. */
+	assert_periods_apart(atomic_load(&sp.at[0]), atomic_load(&sp.at[1]), 5 * MS);
+	assert_periods_apart(atomic_load(&sp.at[1]), atomic_load(&sp.at[2]), 40 * MS);
+	assert_periods_apart(atomic_load(&sp.at[2]), atomic_load(&sp.at[3]), 40 * MS);
+	assert_int_equal(spoke_cancel_sync(sp.s, sp.id), 0);
+	svc_destroy(sp.s);
+}
+
+static void set_period_from_attached_owner(void **state)
+{
+	atomic_uint runs = 0;
+	uint64_t t0;
+	spoke_id id;
+
+	(void)state;
+	sp.s = svc_new(1, 100 * US, 0);
+	assert_int_equal(spoke_attach(sp.s, 0), 0);
+	t0 = spoke_now_ns();
+	assert_int_equal(spoke_start_periodic(sp.s, 2 * MS, count_fn, &runs, &id), 0);
+	assert_int_equal(spoke_set_period(sp.s, id, 50 * MS), 0);
+	/* The first run keeps its deadline (2 ms); the next is 50 ms after it. */
+	ASSERT_EVENTUALLY((spoke_poll(sp.s), atomic_load(&runs) == 1), "the first run");
+	ASSERT_EVENTUALLY((spoke_poll(sp.s), atomic_load(&runs) == 2), "the second run");
+	assert_true(spoke_now_ns() >= t0 + 52 * MS);
+	assert_int_equal(spoke_cancel(sp.s, id), 0);
+	svc_destroy(sp.s);
+}
+
+/* ---- spoke_destroy_release ---------------------------------------------------------- */
+
+#define REL_N 32
+
+static atomic_uint rel_count[4 * REL_N];
+
+static void release_fn(void *arg)
+{
+	atomic_fetch_add(&rel_count[(uintptr_t)arg], 1);
+}
+
+static void rel_never(void *arg)
+{
+	(void)arg;
+}
+
+static struct spoke *rel_s;
+
+static void *rel_foreign_main(void *arg)
+{
+	(void)arg;
+	for (uintptr_t i = 3 * REL_N; i < 4 * REL_N; i++)
+		BG_CHECK_INT(spoke_start_on(rel_s, 1, 60 * SEC, rel_never, (void *)i, NULL), ==, 0);
+	return NULL;
+}
+
+static void destroy_release_hands_back_args(void **state)
+{
+	spoke_id ids[REL_N];
+	atomic_uint ran = 0;
+
+	(void)state;
+	memset(rel_count, 0, sizeof(rel_count));
+	rel_s = svc_new(2, 1 * MS, 1);
+	for (uintptr_t i = 0; i < REL_N; i++) {
+		assert_int_equal(spoke_start(rel_s, 60 * SEC, rel_never, (void *)i, &ids[i]), 0);
+		assert_int_equal(
+			spoke_start_periodic(rel_s, 60 * SEC, rel_never, (void *)(REL_N + i), NULL),
+			0);
+		assert_int_equal(
+			spoke_start_ttl(rel_s, 60 * SEC, rel_never, (void *)(2 * REL_N + i), NULL),
+			0);
+	}
+	pthread_join(thread_start(rel_foreign_main, NULL), NULL);
+	assert_no_bg_failures();
+	/* Cancelled ones and ones that ran are not handed back. */
+	for (unsigned i = 0; i < REL_N; i += 2)
+		assert_int_equal(spoke_cancel(rel_s, ids[i]), 0);
+	assert_int_equal(spoke_start(rel_s, 1 * MS, count_fn, &ran, NULL), 0);
+	ASSERT_EVENTUALLY(atomic_load(&ran) == 1, "the short timer");
+	svc_abandon_all();
+	spoke_destroy_release(rel_s, release_fn);
+	for (unsigned i = 0; i < 4 * REL_N; i++)
+		if (atomic_load(&rel_count[i]) != (i < REL_N && i % 2 == 0 ? 0u : 1u))
+			fail_msg("arg %u was handed back %u times", i, atomic_load(&rel_count[i]));
+}
+
+int main(int argc, char **argv)
+{
+	static const struct CMUnitTest all[] = {
+		SVC_TEST(start_at_never_early),
+		SVC_TEST(start_at_past_runs_next_tick),
+		SVC_TEST(remaining_counts_down),
+		SVC_TEST(self_names_running_timer),
+		SVC_TEST(set_period_from_own_callback),
+		SVC_TEST(set_period_from_attached_owner),
+		SVC_TEST(destroy_release_hands_back_args),
+	};
+
+	return svc_main(argc, argv, "calls", all, ARRAY_SIZE(all));
+}
