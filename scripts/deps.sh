@@ -9,7 +9,7 @@ SPOKE_DEBIAN_PACKAGES=(
   libcmocka-dev liburcu-dev
   valgrind
   gnuplot-nox
-  # benchmark-only: `spoke-bench peers` runs them beside spoke; the library never links them
+  # for `spoke-bench peers` (beside spoke) and examples/{uv,event}_attached.c; the library never links them
   libevent-dev libuv1-dev
 )
 
