@@ -6,10 +6,10 @@ set -euo pipefail
 
 SPOKE_DEBIAN_PACKAGES=(
   build-essential cmake clang libclang-rt-14-dev pkg-config
-  libcmocka-dev libck-dev liburcu-dev
+  libcmocka-dev liburcu-dev
   valgrind
   gnuplot-nox
-  # benchmark-only: `spoke-bench peers` runs them beside spoke; the library never links them
+  # for `spoke-bench peers` (beside spoke) and examples/{uv,event}_attached.c; the library never links them
   libevent-dev libuv1-dev
 )
 

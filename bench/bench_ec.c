@@ -1,0 +1,386 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * bench_ec.c - spoke-bench-ec: Concurrency Kit's ck_ec against spoke's own
+ * eventcount (percpu/eventcount.c), for docs/service.md's "Concurrency Kit".
+ *
+ * Both are used the way the service uses an eventcount: a consumer sleeps
+ * until a predicate on its queue (here an atomic counter of posted items)
+ * holds; a producer posts, then signals.
+ *
+ *   spoke    spoke_ec_sleep / spoke_ec_wake_one (a sleeper count, a fence, a
+ *            futex word bumped only when someone sleeps)
+ *   ck-mp    ck_ec32_wait / ck_ec32_inc, multi-producer mode (lock incl;
+ *            the futex is woken when the counter's waiter bit was set)
+ *   ck-sp    ck_ec32_inc in single-producer mode (a plain incl): producer
+ *            cost only, for reference; the service's producers are many
+ *
+ * Measures, runs interleaved (spoke, ck-mp, ck-sp, spoke, ...) and each
+ * figure the median of the runs' results:
+ *   signal   ns per producer signal when nobody sleeps (one thread, CPU 0)
+ *   wake     wake-up latency: producer's signal -> the sleeper runs again
+ *            (sleeper on CPU 1, producer on CPU 0; the producer signals only
+ *            once the sleeper has announced itself and a further 50 us have
+ *            passed, so the sleeper is in futex_wait): median and p99 of each
+ *            run's samples, then the median over runs
+ *   publish  TSan check: a producer writes a plain payload and signals; the
+ *            consumer reads it once the eventcount says so. For ck-mp the
+ *            ck_ec counter is the only edge (its documented use); for spoke
+ *            the posted counter is (as in the service). Under TSan a hidden
+ *            edge is reported as a data race on the payload.
+ *
+ * Usage: spoke-bench-ec [--runs R] [--quick] [--only publish]
+ * Exits 0 if every check passed (publish read what was written; no wake-up
+ * was lost), 1 otherwise. Not a scaling benchmark: 2 threads, 2 CPUs.
+ */
+#define _GNU_SOURCE
+#include "ck_pr_tsan.h" /* before <ck_ec.h>; nothing outside TSan builds */
+
+#include <ck_ec.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* percpu/service.h's prototypes of percpu/eventcount.c (linked from libspoke.a). */
+void spoke_ec_wake_one(_Atomic uint32_t *seq, _Atomic uint32_t *sleeping);
+void spoke_ec_sleep(_Atomic uint32_t *seq, _Atomic uint32_t *sleeping, bool (*has_work)(void *),
+		    void *arg, int64_t timeout_ns);
+
+enum impl { SPOKE, CK_MP, CK_SP, N_IMPL };
+static const char *const impl_name[N_IMPL] = {"spoke", "ck-mp", "ck-sp"};
+
+/* --- ck_ec's platform ops: futex and CLOCK_MONOTONIC ------------------------------------ */
+
+static int ck_gettime(const struct ck_ec_ops *ops, struct timespec *out)
+{
+	(void)ops;
+	return clock_gettime(CLOCK_MONOTONIC, out);
+}
+
+static void ck_wait32(const struct ck_ec_wait_state *st, const uint32_t *addr, uint32_t expect,
+		      const struct timespec *deadline)
+{
+	(void)st;
+	/* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline, as ck_ec gives. */
+	syscall(SYS_futex, addr, FUTEX_WAIT_BITSET_PRIVATE, expect, deadline, NULL,
+		FUTEX_BITSET_MATCH_ANY);
+}
+
+static void ck_wake32(const struct ck_ec_ops *ops, const uint32_t *addr)
+{
+	(void)ops;
+	syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static const struct ck_ec_ops ck_ops = {
+	.gettime = ck_gettime, .wait32 = ck_wait32, .wake32 = ck_wake32};
+static const struct ck_ec_mode ck_mode_mp = {.ops = &ck_ops, .single_producer = false};
+#ifndef SPOKE_CK_TSAN
+static const struct ck_ec_mode ck_mode_sp = {.ops = &ck_ops, .single_producer = true};
+#endif
+
+/* --- one eventcount of either kind, and its queue --------------------------------------- */
+
+struct ec {
+	enum impl impl;
+	_Atomic uint32_t seq, sleeping; /* spoke */
+	struct ck_ec32 ck;		/* ck */
+	_Atomic uint32_t posted;	/* the "queue": items posted ... */
+	uint32_t taken;			/* ... and taken (consumer only) */
+	_Atomic uint32_t acked;		/* consumer -> producer: item taken */
+	uint64_t t_signal;		/* producer's clock at the signal (published by posted) */
+};
+
+static bool has_work(void *arg)
+{
+	struct ec *e = arg;
+
+	return atomic_load_explicit(&e->posted, memory_order_acquire) != e->taken;
+}
+
+static void ec_signal(struct ec *e)
+{
+	switch (e->impl) {
+	case SPOKE:
+		spoke_ec_wake_one(&e->seq, &e->sleeping);
+		break;
+	case CK_MP:
+		SPOKE_CK_INC(&e->ck, &ck_mode_mp);
+		break;
+	case CK_SP:
+#ifdef SPOKE_CK_TSAN
+		SPOKE_CK_INC(&e->ck, &ck_mode_mp); /* the sp path is assembly only */
+#else
+		ck_ec32_inc(&e->ck, &ck_mode_sp);
+#endif
+		break;
+	default:
+		break;
+	}
+}
+
+/* Sleep until has_work(). */
+static void ec_wait(struct ec *e)
+{
+	while (!has_work(e)) {
+		if (e->impl == SPOKE) {
+			spoke_ec_sleep(&e->seq, &e->sleeping, has_work, e, -1);
+		} else {
+			uint32_t v = ck_ec32_value(&e->ck);
+
+			if (has_work(e))
+				break;
+			ck_ec32_wait(&e->ck, &ck_mode_mp, v, NULL);
+		}
+	}
+}
+
+/* Has the consumer gone (or is it about to go) to sleep? */
+static bool ec_sleeper(struct ec *e)
+{
+	if (e->impl == SPOKE)
+		return atomic_load_explicit(&e->sleeping, memory_order_relaxed) != 0;
+	return ck_ec32_has_waiters(&e->ck);
+}
+
+/* --- helpers ------------------------------------------------------------------------------ */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu % CPU_SETSIZE, &set);
+	(void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set); /* best effort */
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static uint64_t pct(uint64_t *v, size_t n, double p)
+{
+	qsort(v, n, sizeof(*v), cmp_u64);
+	return v[(size_t)(p * (double)(n - 1))];
+}
+
+static double median_d(double *v, size_t n)
+{
+	for (size_t i = 1; i < n; i++) /* insertion sort: n is small */
+		for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+			double t = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static unsigned failures;
+
+/* --- signal: producer cost when nobody sleeps --------------------------------------------- */
+
+static double bench_signal(enum impl impl, unsigned n)
+{
+	static struct ec e;
+	uint64_t t0;
+
+	memset(&e, 0, sizeof(e));
+	e.impl = impl;
+	ck_ec32_init(&e.ck, 0);
+	pin(0);
+	t0 = now_ns();
+	for (unsigned i = 0; i < n; i++) {
+		atomic_store_explicit(&e.posted, i + 1, memory_order_release); /* the enqueue */
+		ec_signal(&e);
+	}
+	return (double)(now_ns() - t0) / n;
+}
+
+/* --- wake: latency from signal to the sleeper running ------------------------------------- */
+
+struct wake_run {
+	struct ec e;
+	unsigned n;
+	uint64_t *lat;
+};
+
+static void *wake_consumer(void *arg)
+{
+	struct wake_run *r = arg;
+
+	pin(1);
+	for (unsigned i = 0; i < r->n; i++) {
+		ec_wait(&r->e);
+		r->lat[i] = now_ns() - r->e.t_signal; /* t_signal published by posted */
+		r->e.taken++;
+		atomic_store_explicit(&r->e.acked, i + 1, memory_order_release);
+	}
+	return NULL;
+}
+
+static void bench_wake(enum impl impl, unsigned n, uint64_t *p50, uint64_t *p99)
+{
+	static struct wake_run r;
+	pthread_t th;
+
+	memset(&r, 0, sizeof(r));
+	r.e.impl = impl;
+	ck_ec32_init(&r.e.ck, 0);
+	r.n = n;
+	r.lat = calloc(n, sizeof(*r.lat));
+	if (!r.lat || pthread_create(&th, NULL, wake_consumer, &r) != 0) {
+		fprintf(stderr, "spoke-bench-ec: out of memory or threads\n");
+		exit(2);
+	}
+	pin(0);
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t t;
+
+		while (!ec_sleeper(&r.e)) /* wait for the consumer to announce its sleep */
+			sched_yield();
+		for (t = now_ns(); now_ns() - t < 50000;) /* ... and to get into futex_wait */
+			;
+		r.e.t_signal = now_ns();
+		atomic_store_explicit(&r.e.posted, i + 1, memory_order_release);
+		ec_signal(&r.e);
+		while (atomic_load_explicit(&r.e.acked, memory_order_acquire) != i + 1)
+			sched_yield();
+	}
+	pthread_join(th, NULL);
+	*p50 = pct(r.lat, n, 0.5);
+	*p99 = pct(r.lat, n, 0.99);
+	free(r.lat);
+}
+
+/* --- publish: is the eventcount's edge visible (TSan)? ------------------------------------ */
+
+struct pub_run {
+	struct ec e;
+	unsigned n;
+	uint64_t payload; /* plain: written by the producer, read by the consumer */
+};
+
+static void *pub_consumer(void *arg)
+{
+	struct pub_run *r = arg;
+	uint32_t seen = 0;
+
+	for (unsigned i = 0; i < r->n; i++) {
+		if (r->e.impl == SPOKE) {
+			ec_wait(&r->e); /* the posted counter is the edge */
+			r->e.taken++;
+		} else {
+			uint32_t v;
+
+			/* ck_ec's own use: the counter is the edge, nothing else is read. */
+			while ((v = ck_ec32_value(&r->e.ck)) == seen)
+				ck_ec32_wait(&r->e.ck, &ck_mode_mp, v, NULL);
+			seen = v;
+		}
+		if (r->payload != 1000u + i)
+			failures++;
+		atomic_store_explicit(&r->e.acked, i + 1, memory_order_release);
+	}
+	return NULL;
+}
+
+static void bench_publish(enum impl impl, unsigned n)
+{
+	static struct pub_run r;
+	pthread_t th;
+
+	memset(&r, 0, sizeof(r));
+	r.e.impl = impl;
+	ck_ec32_init(&r.e.ck, 0);
+	r.n = n;
+	if (pthread_create(&th, NULL, pub_consumer, &r) != 0)
+		exit(2);
+	for (unsigned i = 0; i < n; i++) {
+		r.payload = 1000u + i;
+		if (impl == SPOKE)
+			atomic_store_explicit(&r.e.posted, i + 1, memory_order_release);
+		ec_signal(&r.e);
+		while (atomic_load_explicit(&r.e.acked, memory_order_acquire) != i + 1)
+			sched_yield();
+	}
+	pthread_join(th, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	unsigned runs = 7, n_signal = 20000000, n_wake = 2000, n_pub = 2000;
+	bool only_publish = false;
+	double sig[N_IMPL][32], w50[N_IMPL][32], w99[N_IMPL][32];
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--runs") && i + 1 < argc && atoi(argv[i + 1]) > 0)
+			runs = (unsigned)atoi(argv[++i]) > 32 ? 32 : (unsigned)atoi(argv[i]);
+		else if (!strcmp(argv[i], "--quick"))
+			runs = 3, n_signal = 200000, n_wake = 100, n_pub = 500;
+		else if (!strcmp(argv[i], "--only") && i + 1 < argc &&
+			 !strcmp(argv[i + 1], "publish"))
+			only_publish = true, i++;
+		else {
+			fprintf(stderr, "usage: spoke-bench-ec [--runs R] [--quick] "
+					"[--only publish]\n");
+			return 2;
+		}
+	}
+#ifdef SPOKE_CK_TSAN
+	printf("spoke-bench-ec: TSan build, ck_pr as __atomic builtins (ck_pr_tsan.h)\n");
+#elif defined(SPOKE_CK_ASM)
+	printf("spoke-bench-ec-asm: CK's own ck_pr (x86_64 inline assembly)\n");
+#endif
+	for (enum impl k = SPOKE; k <= CK_MP; k++)
+		bench_publish(k, n_pub);
+	printf("publish: %u items through each of spoke and ck-mp, %s\n", n_pub,
+	       failures ? "WRONG PAYLOAD READ" : "every payload read as written");
+	if (only_publish)
+		return failures ? 1 : 0;
+
+	for (unsigned r = 0; r < runs; r++)
+		for (enum impl k = SPOKE; k < N_IMPL; k++) {
+			uint64_t p50, p99;
+
+			sig[k][r] = bench_signal(k, n_signal);
+			if (k == CK_SP)
+				continue; /* one consumer, one producer: ck-mp's wait is the same */
+			bench_wake(k, n_wake, &p50, &p99);
+			w50[k][r] = (double)p50, w99[k][r] = (double)p99;
+		}
+	printf("%u runs interleaved, medians over runs; signal: %u signals, nobody asleep, "
+	       "CPU 0; wake: %u wake-ups, sleeper CPU 1, producer CPU 0\n",
+	       runs, n_signal, n_wake);
+	printf("%-6s %14s %14s %14s\n", "impl", "signal ns", "wake p50 us", "wake p99 us");
+	for (enum impl k = SPOKE; k < N_IMPL; k++) {
+		printf("%-6s %14.2f", impl_name[k], median_d(sig[k], runs));
+		if (k == CK_SP)
+			printf(" %14s %14s\n", "-", "-");
+		else
+			printf(" %14.1f %14.1f\n", median_d(w50[k], runs) / 1e3,
+			       median_d(w99[k], runs) / 1e3);
+	}
+	return failures ? 1 : 0;
+}
