@@ -8,7 +8,9 @@
 #      against the prefix's spoke.pc and runs it with LD_LIBRARY_PATH;
 #   3. versions: `pkg-config --modversion spoke` is what spoke_version() of the
 #      installed library returns, which consumer.c checks against the
-#      headers' SPOKE_VERSION_* macros and the CMake package's version.
+#      headers' SPOKE_VERSION_* macros and the CMake package's version;
+#   4. man pages: `man -M <prefix>/share/man spoke_start_at` (and a page
+#      reached through a .so link) shows the page.
 # Exits non-zero on any failure. Run by ctest as install.consumer.
 set -eu
 
@@ -81,4 +83,14 @@ lib_version=$(LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$tmp
 	die "pkg-config --modversion spoke says $modversion, spoke_version() says $lib_version"
 [ "$modversion" = "$cmake_version" ] ||
 	die "pkg-config --modversion spoke says $modversion, the find_package consumer's spoke_version() $cmake_version"
-echo "run.sh: find_package(spoke) and pkg-config spoke both work from $prefix; version $modversion everywhere"
+
+# 4. man pages
+mandir=$prefix/share/man
+for page in spoke spoke_start_at spoke_destroy_release; do
+	[ -f "$mandir/man3/$page.3" ] || die "no man3/$page.3 installed under $mandir"
+	if command -v man >/dev/null 2>&1; then
+		MANPATH='' MANWIDTH=80 man -M "$mandir" 3 "$page" 2>"$tmp/man.err" | grep -q "$page" ||
+			die "man -M $mandir 3 $page shows no page for $page: $(cat "$tmp/man.err")"
+	fi
+done
+echo "run.sh: find_package(spoke) and pkg-config spoke both work from $prefix; version $modversion everywhere; man pages installed"
