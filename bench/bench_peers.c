@@ -113,9 +113,16 @@
 #define FALLBACK_BYTES	  ((double)sizeof(struct spoke_timer))
 #define EST_GROWTH	  1.2 /* per 10x: allowance for falling out of cache */
 
+/* libevent and libuv only if bench/CMakeLists.txt found them. */
 static const struct peer_ops *const all_peers[] = {
-	&peer_hierarchical, &peer_hashed, &peer_lawn,	 &peer_service,	    &peer_binheap,
-	&peer_libevent,	    &peer_libuv,  &peer_timerfd, &peer_posix_timer,
+	&peer_hierarchical, &peer_hashed,      &peer_lawn, &peer_service, &peer_binheap,
+#if SPOKE_BENCH_LIBEVENT
+	&peer_libevent,
+#endif
+#if SPOKE_BENCH_LIBUV
+	&peer_libuv,
+#endif
+	&peer_timerfd,	    &peer_posix_timer,
 };
 #define NALL_PEERS (sizeof(all_peers) / sizeof(all_peers[0]))
 

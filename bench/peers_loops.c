@@ -30,18 +30,25 @@
  * W1 and W3 run on the real clock. The cost of the pass-through (one
  * relaxed load and an indirect call, ~1 ns on a ~20 ns clock read) is paid
  * by every clock read in this executable.
+ *
+ * Either loop is compiled in only if bench/CMakeLists.txt found it
+ * (SPOKE_BENCH_LIBEVENT, SPOKE_BENCH_LIBUV); the clock is always there.
  */
 #define _GNU_SOURCE
 #include "peers.h"
 
 #include <dlfcn.h>
+#if SPOKE_BENCH_LIBEVENT
 #include <event2/event.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#if SPOKE_BENCH_LIBUV
 #include <uv.h>
+#endif
 
 /* ---- the clock --------------------------------------------------------- */
 
@@ -111,13 +118,17 @@ void peers_clock_fake_stop(void)
 	__atomic_store_n(&fake_on, false, __ATOMIC_RELAXED);
 }
 
+#if SPOKE_BENCH_LIBEVENT || SPOKE_BENCH_LIBUV
 /* A slot's delay in ms (both loops count ms). */
 static uint64_t delay_ms(const struct peer *p, uint64_t delay_ticks)
 {
 	return delay_ticks * p->tick_ns / NS_PER_MS;
 }
 
+#endif
+
 /* ---- libevent ---------------------------------------------------------- */
+#if SPOKE_BENCH_LIBEVENT
 
 struct event_peer {
 	struct peer p;
@@ -216,7 +227,10 @@ const struct peer_ops peer_libevent = {
 	.advance = event_advance,
 };
 
+#endif /* SPOKE_BENCH_LIBEVENT */
+
 /* ---- libuv ------------------------------------------------------------- */
+#if SPOKE_BENCH_LIBUV
 
 struct uv_peer {
 	struct peer p;
@@ -311,3 +325,4 @@ const struct peer_ops peer_libuv = {
 	.stop = uv_peer_stop,
 	.advance = uv_peer_advance,
 };
+#endif /* SPOKE_BENCH_LIBUV */

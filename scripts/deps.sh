@@ -1,30 +1,62 @@
 #!/usr/bin/env bash
 # deps.sh - make sure the Debian 12 packages spoke needs are installed.
 # As root it installs what is missing with apt-get; otherwise it prints the
-# exact line to run and fails. Sourced by run.sh and test.sh.
+# exact line to run and fails. Sourced by run.sh, test.sh and the others.
+#   spoke_install_deps lib          the library and spoke-demo (scripts/run.sh)
+#   spoke_install_deps lib bench    + spoke-bench peers' loops and the plots
+#   spoke_install_deps              everything: lib, bench and the test suite
 set -euo pipefail
 
-SPOKE_DEBIAN_PACKAGES=(
-  build-essential cmake clang libclang-rt-14-dev pkg-config
-  libcmocka-dev liburcu-dev
-  valgrind
-  gnuplot-nox
-  # for `spoke-bench peers` (beside spoke) and examples/{uv,event}_attached.c; the library never links them
-  libevent-dev libuv1-dev
+# The library and the examples' demo: nothing more.
+SPOKE_LIB_PACKAGES=(
+  build-essential cmake pkg-config liburcu-dev
 )
+
+# `spoke-bench peers` runs libevent and libuv beside spoke, and
+# examples/{uv,event}_attached.c embed a shard in their loops (the library
+# never links them); scripts/plot.sh draws with gnuplot.
+SPOKE_BENCH_PACKAGES=(
+  libevent-dev libuv1-dev
+  gnuplot-nox
+)
+
+# The test suite (scripts/test.sh, fuzz.sh, soak.sh), on top of the two sets
+# above: sanitizers and libFuzzer (clang), cmocka, valgrind, the man page
+# checker (groff, man-db), and what the examples beyond spoke-demo need.
+SPOKE_DEBIAN_PACKAGES=(
+  clang libclang-rt-14-dev
+  libcmocka-dev
+  valgrind
+  groff-base man-db
+)
+
+# The packages of the sets named (lib, bench, test; none = all three).
+spoke_packages() {
+  local set
+  [ $# -eq 0 ] && set -- lib bench test
+  for set in "$@"; do
+    case "$set" in
+      lib) printf '%s\n' "${SPOKE_LIB_PACKAGES[@]}" ;;
+      bench) printf '%s\n' "${SPOKE_BENCH_PACKAGES[@]}" ;;
+      test) printf '%s\n' "${SPOKE_DEBIAN_PACKAGES[@]}" ;;
+      *) echo "spoke: unknown package set '$set' (lib, bench, test)" >&2; return 2 ;;
+    esac
+  done
+}
 
 spoke_missing_packages() {
   local p
-  for p in "${SPOKE_DEBIAN_PACKAGES[@]}"; do
+  for p in $(spoke_packages "$@"); do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
       echo "$p"
     fi
   done
 }
 
+# spoke_install_deps [set...]: the sets of spoke_packages (none = all).
 spoke_install_deps() {
   local missing
-  missing=$(spoke_missing_packages | tr '\n' ' ')
+  missing=$(spoke_missing_packages "$@" | tr '\n' ' ')
   [ -z "${missing// /}" ] && return 0
   if [ "$(id -u)" -eq 0 ]; then
     echo "spoke: installing missing Debian packages: $missing"
@@ -52,8 +84,11 @@ spoke_build_variant() {
        return 2 ;;
   esac
   spoke_build="$root/build/test-${v//,/-}"
+  # The project's own builds are warning-free: -Werror (SPOKE_WERROR), and every
+  # part required (ON), so a missing dependency fails instead of skipping tests.
   cmake -S "$root" -B "$spoke_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DCMAKE_C_COMPILER="$cc" -DSPOKE_SANITIZE="$san" >/dev/null
+        -DCMAKE_C_COMPILER="$cc" -DSPOKE_SANITIZE="$san" -DSPOKE_WERROR=ON \
+        -DSPOKE_BUILD_TESTS=ON -DSPOKE_BUILD_BENCH=ON -DSPOKE_BUILD_EXAMPLES=ON >/dev/null
   cmake --build "$spoke_build" -j "$(nproc)" >/dev/null
 }
 
@@ -65,5 +100,5 @@ spoke_sanitizer_env() {
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
-  spoke_install_deps
+  spoke_install_deps "$@"
 fi

@@ -32,7 +32,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 echo "=== spoke fuzz: build ==="
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
-      -DSPOKE_FUZZ=ON -DSPOKE_BUILD_TESTS=OFF -DSPOKE_BUILD_BENCH=OFF >/dev/null
+      -DSPOKE_FUZZ=ON -DSPOKE_WERROR=ON -DSPOKE_BUILD_TESTS=OFF -DSPOKE_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >/dev/null
 
 # Per-target limits: the longest input and how long one input may take.

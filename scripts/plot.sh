@@ -17,7 +17,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=scripts/deps.sh
 . "$root/scripts/deps.sh"
-spoke_install_deps
+spoke_install_deps bench
 
 if [ $# -ne 2 ]; then
   echo "usage: $0 <in.json> <out-dir>" >&2

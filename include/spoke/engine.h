@@ -29,6 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <spoke/version.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -36,9 +36,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <spoke/version.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/*
+ * The version of the library loaded, "MAJOR.MINOR.PATCH" (static storage),
+ * as `pkg-config --modversion spoke` prints it; the headers' version is in
+ * SPOKE_VERSION_MAJOR, _MINOR and _PATCH (spoke/version.h). Any thread.
+ */
+const char *spoke_version(void);
 
 typedef uint64_t spoke_id; /* 0 is never a valid id */
 typedef void spoke_fn(void *arg);
