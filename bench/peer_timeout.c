@@ -14,6 +14,9 @@
  *     PAIRS     W1 pairs (default max(N, 1e5), as spoke-bench); `setup` runs
  *               only the N starts, so that perf stat can subtract them
  *
+ * PEER_TTLS=K in the environment draws every delay from K distinct TTLs
+ * (as `spoke-bench schemes --ttls K`, same seed), for the Lawn's own ground.
+ *
  * Prints one line: ns per op (per pair for W1, per fired timer for W2).
  * The workloads are those of bench_schemes.c: delays uniform in [1, 2^20)
  * ticks from the same seed; W1 starts a fresh timer with a random delay and
@@ -34,6 +37,16 @@
 #include "timeout.h"
 
 #define SPAN BENCH_DELAY_SPAN_TICKS
+
+static unsigned ttl_count;
+static uint64_t ttl_table[65536];
+
+static uint64_t delay_of(uint64_t x)
+{
+	if (ttl_count)
+		return ttl_table[bench_below((uint32_t)x, ttl_count)];
+	return bench_random_delay(x);
+}
 
 static void count_expired(void *ctx, struct spoke_timer *t)
 {
@@ -57,14 +70,14 @@ static double run_spoke(const char *scheme, const char *w, uint32_t n, uint64_t 
 	if (!timers || spoke_engine_new(&e, scheme, &params))
 		exit(2);
 	for (uint32_t i = 0; i < n; i++)
-		err |= spoke_engine_start(e, &timers[i], bench_random_delay(bench_rng_next(rng)));
+		err |= spoke_engine_start(e, &timers[i], delay_of(bench_rng_next(rng)));
 	t0 = bench_now_ns();
 	if (strcmp(w, "w1") == 0) {
 		for (uint64_t i = 0; i < pairs; i++) {
 			uint64_t x = bench_rng_next(rng);
 			uint32_t victim = bench_w1_victim(x, n, spare);
 
-			err |= spoke_engine_start(e, &timers[spare], bench_random_delay(x));
+			err |= spoke_engine_start(e, &timers[spare], delay_of(x));
 			err |= spoke_engine_stop(e, &timers[victim]);
 			spare = victim;
 		}
@@ -114,14 +127,14 @@ static double run_timeout(const char *w, uint32_t n, uint64_t pairs, struct benc
 	for (uint32_t i = 0; i <= n; i++)
 		timeout_init(&to[i], 0);
 	for (uint32_t i = 0; i < n; i++)
-		timeouts_add(T, &to[i], bench_random_delay(bench_rng_next(rng)));
+		timeouts_add(T, &to[i], delay_of(bench_rng_next(rng)));
 	t0 = bench_now_ns();
 	if (strcmp(w, "w1") == 0) {
 		for (uint64_t i = 0; i < pairs; i++) {
 			uint64_t x = bench_rng_next(rng);
 			uint32_t victim = bench_w1_victim(x, n, spare);
 
-			timeouts_add(T, &to[spare], bench_random_delay(x));
+			timeouts_add(T, &to[spare], delay_of(x));
 			timeouts_del(T, &to[victim]);
 			spare = victim;
 		}
@@ -166,6 +179,16 @@ int main(int argc, char **argv)
 	pairs = bench_w1_pairs(n);
 	if (argc > 5 && bench_parse_count(argv[5], &pairs))
 		return 2;
+	if (getenv("PEER_TTLS")) {
+		struct bench_rng r;
+
+		bench_rng_seed(&r, BENCH_SEED ^ 0x77);
+		ttl_count = (unsigned)strtoul(getenv("PEER_TTLS"), NULL, 10);
+		if (ttl_count > 65536)
+			return 2;
+		for (unsigned i = 0; i < ttl_count; i++)
+			ttl_table[i] = bench_random_delay(bench_rng_next(&r));
+	}
 	bench_rng_seed(&rng, BENCH_SEED + run);
 	if (strcmp(argv[1], "timeout") == 0)
 		v = run_timeout(argv[2], (uint32_t)n, pairs, &rng);

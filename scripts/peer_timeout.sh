@@ -21,6 +21,8 @@
 #     --runs K        repetitions per cell, median reported (default 5)
 #     --cpu C         CPU to pin to with taskset (default the last one)
 #     --cc CC         compiler (default cc), flags -O2 for everything
+#     --ttls K        draw every delay from K distinct TTLs (as `spoke-bench
+#                     schemes --ttls K`); default uniform, nearly all distinct
 #
 # Prints, per workload, a markdown table of medians (ns per pair for W1, per
 # fired timer for W2) and the ratio of each spoke row to timeout.c.
@@ -51,6 +53,7 @@ while [ $# -gt 0 ]; do
 	--runs) runs=$2 shift ;;
 	--cpu) cpu=$2 shift ;;
 	--cc) cc=$2 shift ;;
+	--ttls) PEER_TTLS=$2 && export PEER_TTLS && shift ;;
 	*) usage ;;
 	esac
 	shift
