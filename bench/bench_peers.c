@@ -787,9 +787,18 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 
 /* ---- main -------------------------------------------------------------- */
 
+static void peer_step(struct bench_progress *pr, const char *who, const char *n)
+{
+	char what[96];
+
+	snprintf(what, sizeof(what), "%s n=%s", who, n);
+	bench_progress_step(pr, what, peers_real_now_ns());
+}
+
 int bench_peers_main(int argc, char **argv)
 {
 	static struct plan plan;
+	struct bench_progress progress;
 	struct plan *p = &plan;
 	uint64_t t0 = peers_real_now_ns();
 	unsigned long nofile, sigpending;
@@ -803,11 +812,18 @@ int bench_peers_main(int argc, char **argv)
 	sigpending = raise_limit(RLIMIT_SIGPENDING);
 	print_header(p, nofile, sigpending);
 
+	/* a step: one peer's workloads at one size, or the memory floor at one */
+	bench_progress_start(&progress, "spoke-bench peers", p->nsizes * (p->npeers + 1), t0);
 	for (size_t i = 0; i < p->nsizes; i++) {
+		char nb[32];
+
+		bench_fmt_count(nb, sizeof(nb), p->sizes[i]);
 		/* spoke's engines first: every other row's ratio needs their best */
 		for (size_t s = 0; s < p->npeers; s++)
-			if (p->peers[s]->spoke_engine)
+			if (p->peers[s]->spoke_engine) {
 				run_peer(p, s, i, false);
+				peer_step(&progress, p->peers[s]->name, nb);
+			}
 		for (size_t s = 0; s < p->npeers; s++)
 			for (int w = 0; w < NWORKLOADS && p->peers[s]->spoke_engine; w++)
 				print_result(p, p->peers[s]->name, workload_names[w], i,
@@ -815,10 +831,14 @@ int bench_peers_main(int argc, char **argv)
 					     unit_of(p->peers[s], (enum workload_id)w),
 					     best_engine(p, (enum workload_id)w, i));
 		run_floor_cell(p, i);
+		peer_step(&progress, "memory floor", nb);
 		for (size_t s = 0; s < p->npeers; s++)
-			if (!p->peers[s]->spoke_engine)
+			if (!p->peers[s]->spoke_engine) {
 				run_peer(p, s, i, true);
+				peer_step(&progress, p->peers[s]->name, nb);
+			}
 	}
+	bench_progress_end(&progress);
 
 	if (p->out.format == BENCH_TABLE)
 		print_summary(p);

@@ -16,7 +16,12 @@
  *               timer (total / N): the cost of the empty ticks is included.
  *   W3          RSS just before the timer array and the engine exist, and
  *               after the N starts; (after - before) / N bytes per timer. The
- *               40-byte struct spoke_timer is part of it.
+ *               24-byte struct spoke_timer is part of it.
+ *
+ * --ttls K draws every delay from K distinct values instead (fixed by the
+ * seed, uniform in the same range; each start picks one of the K at
+ * random): the Timer Lawn's own ground, one FIFO per TTL, against the
+ * default where nearly every timer has a TTL of its own.
  *
  * Each run is a freshly forked child (bench_repeat), so every run, and W3's
  * RSS in particular, starts from the same small heap; K runs (--runs,
@@ -73,6 +78,29 @@ static const struct spoke_engine_params engine_params = {
 	.max_interval = DELAY_SPAN_TICKS,
 };
 
+/* --ttls: 0 = every delay uniform in [1, 2^20); else one of ttl_table[0..ttl_count) */
+#define MAX_TTLS 65536
+static unsigned ttl_count;
+static uint64_t ttl_table[MAX_TTLS];
+
+static void ttls_init(unsigned k)
+{
+	struct bench_rng r;
+
+	bench_rng_seed(&r, BENCH_SEED ^ 0x77);
+	ttl_count = k;
+	for (unsigned i = 0; i < k; i++)
+		ttl_table[i] = bench_random_delay(bench_rng_next(&r));
+}
+
+/* The delay of a start, from the low 32 bits of x (W1 takes its victim from the high ones). */
+static uint64_t delay_of(uint64_t x)
+{
+	if (ttl_count)
+		return ttl_table[bench_below((uint32_t)x, ttl_count)];
+	return bench_random_delay(x);
+}
+
 /* One run's subject: a scheme at a size. */
 struct cell {
 	const char *scheme;
@@ -118,8 +146,7 @@ static int fixture_open(struct fixture *f, const struct cell *c, unsigned run, s
 		return bench_fail(out, err, "spoke_engine_new: %s", strerror(-err));
 	}
 	for (size_t i = 0; i < nstart; i++) {
-		err = spoke_engine_start(f->e, &f->timers[i],
-					 bench_random_delay(bench_rng_next(&f->rng)));
+		err = spoke_engine_start(f->e, &f->timers[i], delay_of(bench_rng_next(&f->rng)));
 		if (err) {
 			fixture_close(f);
 			return bench_fail(out, err, "start of timer %zu: %s", i, strerror(-err));
@@ -147,7 +174,7 @@ static int run_w1(void *arg, unsigned run, struct bench_sample *out)
 		uint64_t x = bench_rng_next(&f.rng);
 		uint32_t victim = bench_w1_victim(x, n, spare);
 
-		err |= spoke_engine_start(f.e, &f.timers[spare], bench_random_delay(x));
+		err |= spoke_engine_start(f.e, &f.timers[spare], delay_of(x));
 		err |= spoke_engine_stop(f.e, &f.timers[victim]);
 		spare = victim;
 	}
@@ -533,10 +560,18 @@ static int plot(const struct plan *p)
 			.nseries = p->nschemes,
 		};
 	}
-	snprintf(title, sizeof(title),
-		 "spoke-bench schemes: delays uniform in [1, 2^{20}) ticks, median of %u runs "
-		 "(a missing point was skipped: too slow)",
-		 p->runs);
+	if (ttl_count)
+		snprintf(title, sizeof(title),
+			 "Timer engines, N outstanding timers, delays drawn from %u distinct TTLs "
+			 "in [1, 2^{20}) ticks; median of %u runs (a missing point was skipped: "
+			 "too slow)",
+			 ttl_count, p->runs);
+	else
+		snprintf(title, sizeof(title),
+			 "Timer engines, N outstanding timers, delays uniform in [1, 2^{20}) ticks "
+			 "(nearly every TTL distinct); median of %u runs (a missing point was "
+			 "skipped: too slow)",
+			 p->runs);
 	return bench_plot_png(p->plot, title, panels, NWORKLOADS);
 }
 
@@ -554,7 +589,8 @@ static void usage(FILE *f)
 		"  --max-n N       largest N, a power of ten 1e3..1e7 (default 1e6)\n"
 		"  --quick         N = 1e3 and 1e4, 3 runs, budget 0.2 s (smoke test)\n"
 		"  --scheme NAME   only this scheme (repeatable)\n"
-		"  --budget SEC    skip a cell whose runs would take longer (default 30)\n");
+		"  --budget SEC    skip a cell whose runs would take longer (default 30)\n"
+		"  --ttls K        draw every delay from K distinct TTLs (default: all uniform)\n");
 }
 
 static bool known_scheme(const char *name)
@@ -569,15 +605,11 @@ static bool known_scheme(const char *name)
 static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 {
 	static const struct option longopts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{"plot", required_argument, NULL, 'p'},
-		{"runs", required_argument, NULL, 'r'},
-		{"max-n", required_argument, NULL, 'n'},
-		{"quick", no_argument, NULL, 'q'},
-		{"scheme", required_argument, NULL, 's'},
-		{"budget", required_argument, NULL, 'b'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+		{"json", no_argument, NULL, 'j'},	  {"plot", required_argument, NULL, 'p'},
+		{"runs", required_argument, NULL, 'r'},	  {"max-n", required_argument, NULL, 'n'},
+		{"quick", no_argument, NULL, 'q'},	  {"scheme", required_argument, NULL, 's'},
+		{"budget", required_argument, NULL, 'b'}, {"ttls", required_argument, NULL, 't'},
+		{"help", no_argument, NULL, 'h'},	  {NULL, 0, NULL, 0},
 	};
 	struct bench_grid_opts g = {0};
 	int opt, taken;
@@ -603,6 +635,18 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 			if (p->nschemes < MAX_SCHEMES)
 				p->schemes[p->nschemes++] = optarg;
 			break;
+		case 't': {
+			char *end;
+			unsigned long k = strtoul(optarg, &end, 10);
+
+			if (*end || k < 1 || k > MAX_TTLS) {
+				fprintf(stderr, "--ttls: want 1..%d distinct TTLs, not '%s'\n",
+					MAX_TTLS, optarg);
+				return 2;
+			}
+			ttls_init((unsigned)k);
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			*done = true;
@@ -636,6 +680,8 @@ int bench_schemes_main(int argc, char **argv)
 	struct plan *p = &plan;
 	uint64_t t0 = bench_now_ns();
 	char machine[256], nb0[32], nb1[32];
+	struct bench_progress progress;
+	char ttls_words[64];
 	double wall_s;
 	bool done;
 	int rc;
@@ -644,13 +690,20 @@ int bench_schemes_main(int argc, char **argv)
 	if (rc || done)
 		return rc;
 	bench_machine(machine, sizeof(machine));
+	if (ttl_count)
+		snprintf(ttls_words, sizeof(ttls_words), "drawn from %u distinct TTLs uniform",
+			 ttl_count);
+	else
+		snprintf(ttls_words, sizeof(ttls_words), "uniform");
+	bench_progress_start(&progress, "spoke-bench schemes", p->nschemes * p->nsizes * NWORKLOADS,
+			     t0);
 	if (p->out.format == BENCH_TABLE)
-		printf("spoke-bench schemes: N = %s .. %s outstanding timers, delays uniform in "
+		printf("spoke-bench schemes: N = %s .. %s outstanding timers, delays %s in "
 		       "[1, 2^20) ticks (seed %#llx),\n"
 		       "median, min, max of %u runs; a cell estimated over %g s is skipped.\n"
 		       "machine: %s\n\n",
 		       bench_fmt_count(nb0, sizeof(nb0), p->sizes[0]),
-		       bench_fmt_count(nb1, sizeof(nb1), p->sizes[p->nsizes - 1]),
+		       bench_fmt_count(nb1, sizeof(nb1), p->sizes[p->nsizes - 1]), ttls_words,
 		       (unsigned long long)BENCH_SEED, p->runs, p->budget_s, machine);
 
 	for (size_t s = 0; s < p->nschemes; s++) {
@@ -664,14 +717,24 @@ int bench_schemes_main(int argc, char **argv)
 				 strerror(-err));
 			bench_out_note(&p->out, "skipped", p->schemes[s], "all", 0, why);
 			for (int w = 0; w < NWORKLOADS; w++)
-				for (size_t i = 0; i < p->nsizes; i++)
+				for (size_t i = 0; i < p->nsizes; i++) {
 					p->res[s][w][i].state = CELL_SKIPPED;
+					bench_progress_step(&progress, why, bench_now_ns());
+				}
 			continue;
 		}
 		for (size_t i = 0; i < p->nsizes; i++)
-			for (int w = 0; w < NWORKLOADS; w++)
+			for (int w = 0; w < NWORKLOADS; w++) {
+				char what[96], nb[32];
+
 				run_cell(p, s, (enum workload_id)w, i);
+				snprintf(what, sizeof(what), "%s %s n=%s", p->schemes[s],
+					 workloads[w].name,
+					 bench_fmt_count(nb, sizeof(nb), p->sizes[i]));
+				bench_progress_step(&progress, what, bench_now_ns());
+			}
 	}
+	bench_progress_end(&progress);
 
 	if (p->out.format == BENCH_TABLE)
 		print_summary(p);

@@ -613,3 +613,42 @@ void bench_sleep_ns(uint64_t ns)
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		;
 }
+
+/* ---- progress ---------------------------------------------------------- */
+
+static void fmt_duration(char *buf, size_t len, double s)
+{
+	if (s < 60)
+		snprintf(buf, len, "%.0fs", s);
+	else if (s < 3600)
+		snprintf(buf, len, "%dm%02ds", (int)(s / 60), (int)s % 60);
+	else
+		snprintf(buf, len, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
+}
+
+void bench_progress_start(struct bench_progress *pr, const char *cmd, size_t total, uint64_t now_ns)
+{
+	*pr = (struct bench_progress){.cmd = cmd, .total = total, .t0_ns = now_ns};
+	pr->tty = isatty(STDERR_FILENO) == 1;
+}
+
+void bench_progress_step(struct bench_progress *pr, const char *what, uint64_t now_ns)
+{
+	double elapsed = (double)(now_ns - pr->t0_ns) / 1e9, left;
+	char el[32], lt[32];
+
+	if (pr->done < pr->total)
+		pr->done++;
+	left = elapsed / (double)pr->done * (double)(pr->total - pr->done);
+	fmt_duration(el, sizeof(el), elapsed);
+	fmt_duration(lt, sizeof(lt), left);
+	fprintf(stderr, "%s%s: %zu/%zu cells, %s, %s elapsed, about %s left%s", pr->tty ? "\r" : "",
+		pr->cmd, pr->done, pr->total, what, el, lt, pr->tty ? "\033[K" : "\n");
+	fflush(stderr);
+}
+
+void bench_progress_end(struct bench_progress *pr)
+{
+	if (pr->tty && pr->done > 0)
+		fputs("\r\033[K", stderr);
+}

@@ -229,6 +229,29 @@ int bench_grid_finish(const struct bench_grid_opts *g, int argc, char **argv, co
 /* sizes[] = 1e3, 1e4, .. max_n: how many; 0 when max_n is not a power of ten 1e3..1e7 (said). */
 size_t bench_grid_sizes(uint64_t *sizes, size_t max, uint64_t max_n);
 
+/* ---- progress ---------------------------------------------------------- */
+
+/*
+ * Progress of a long run on stderr: on a terminal one line rewritten in
+ * place ("37/128 cells, heap W1 n=1e5, 1m12s elapsed, about 2m40s left"),
+ * the time left extrapolated from the mean time per cell so far; otherwise
+ * (a log, a pipe) one plain line per cell, the same words. Times are the
+ * caller's (peers interposes clock_gettime, so it passes its own clock).
+ */
+struct bench_progress {
+	const char *cmd; /* "spoke-bench schemes" */
+	size_t done, total;
+	uint64_t t0_ns;
+	bool tty;
+};
+
+void bench_progress_start(struct bench_progress *pr, const char *cmd, size_t total,
+			  uint64_t now_ns);
+/* One more cell done; `what` names it. */
+void bench_progress_step(struct bench_progress *pr, const char *what, uint64_t now_ns);
+/* Clear the terminal line (nothing otherwise). */
+void bench_progress_end(struct bench_progress *pr);
+
 /* ---- plot -------------------------------------------------------------- */
 
 struct bench_point {

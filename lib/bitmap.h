@@ -34,9 +34,10 @@ void spoke_bitmap_fini(struct spoke_bitmap *b);
 /* Clear every bit in O(nbits / 64). */
 void spoke_bitmap_zero(struct spoke_bitmap *b);
 
-static inline void spoke_bitmap_set(struct spoke_bitmap *b, size_t i)
+/* Set bit i of level l, and upwards while the word was zero before. */
+static inline void spoke_bitmap_set_from(struct spoke_bitmap *b, unsigned l, size_t i)
 {
-	for (unsigned l = 0; l < b->depth; l++) {
+	for (; l < b->depth; l++) {
 		uint64_t *w = &b->word[l][i >> 6];
 		uint64_t was = *w;
 
@@ -45,6 +46,11 @@ static inline void spoke_bitmap_set(struct spoke_bitmap *b, size_t i)
 			return;
 		i >>= 6;
 	}
+}
+
+static inline void spoke_bitmap_set(struct spoke_bitmap *b, size_t i)
+{
+	spoke_bitmap_set_from(b, 0, i);
 }
 
 /* Clear bit i of level l, and upwards while that empties a word. */

@@ -4,6 +4,7 @@
  * the count, deadline arithmetic and the advance loop.
  * See engine_impl.h for the contract a scheme fills in.
  */
+#include "engine_hierarchical.h"
 #include "engine_impl.h"
 
 #include <errno.h>
@@ -84,49 +85,77 @@ void spoke_timer_init(struct spoke_timer *t)
 /*
  * Take a pending timer out of wherever it is: the due (or firing) list or
  * the scheme, told apart by its deadline (engine_impl.h). Both leave
- * sp_link NULL, which is what makes t no longer pending.
+ * sp_link NULL, which is what makes t no longer pending. `hierarchical`,
+ * the scheme most callers run, is reached inline rather than through the
+ * ops table (engine_hierarchical.h); every other scheme out of line, so that
+ * the fast path makes no call that needs a frame.
  */
-static void unlink_pending(struct spoke_engine *e, struct spoke_timer *t)
+static __attribute__((noinline)) void unlink_other(struct spoke_engine *e, struct spoke_timer *t)
 {
 	if (t->sp_deadline <= e->now)
 		spoke_tlist_del(t);
 	else
 		e->ops->remove(e, t);
+}
+
+static inline void unlink_pending(struct spoke_engine *e, struct spoke_timer *t)
+{
+	if (__builtin_expect(e->ops == &spoke_hierarchical_ops, 1) && t->sp_deadline > e->now)
+		spoke_hier_remove(spoke_to_hier(e), t);
+	else
+		unlink_other(e, t);
 	e->count--;
 }
 
-static uint64_t deadline_after(uint64_t now, uint64_t delay_ticks)
+static inline uint64_t deadline_after(uint64_t now, uint64_t delay_ticks)
 {
 	uint64_t d;
 
-	if (delay_ticks == 0)
-		delay_ticks = 1;
+	delay_ticks += delay_ticks == 0; /* max(delay, 1) without a branch */
 	if (__builtin_add_overflow(now, delay_ticks, &d))
 		return UINT64_MAX;
 	return d;
 }
 
-int spoke_engine_start(struct spoke_engine *e, struct spoke_timer *t, uint64_t delay_ticks)
+/* A start that admit() (if any) accepted: nothing can fail from here. */
+static inline int start_admitted(struct spoke_engine *e, struct spoke_timer *t,
+				 uint64_t delay_ticks)
 {
-	if (e->ops->admit) {
-		int err = e->ops->admit(e, delay_ticks);
+	uint64_t d;
 
-		if (err)
-			return err;
-	}
 	if (spoke_timer_pending(t))
 		unlink_pending(e, t);
-	t->sp_deadline = deadline_after(e->now, delay_ticks);
+	d = deadline_after(e->now, delay_ticks);
+	t->sp_deadline = d;
 	e->count++;
 	/*
 	 * The clock saturates: once now == UINT64_MAX no later tick exists, so
 	 * a new timer is due at once and fires in the next advance call.
 	 */
-	if (t->sp_deadline == e->now)
+	if (__builtin_expect(d == e->now, 0))
 		spoke_due_push(e, t);
+	else if (__builtin_expect(e->ops == &spoke_hierarchical_ops, 1))
+		spoke_hier_insert(spoke_to_hier(e), t);
 	else
 		e->ops->insert(e, t);
 	return 0;
+}
+
+static __attribute__((noinline)) int start_checked(struct spoke_engine *e, struct spoke_timer *t,
+						   uint64_t delay_ticks)
+{
+	int err = e->ops->admit(e, delay_ticks);
+
+	if (err)
+		return err;
+	return start_admitted(e, t, delay_ticks);
+}
+
+int spoke_engine_start(struct spoke_engine *e, struct spoke_timer *t, uint64_t delay_ticks)
+{
+	if (e->ops->admit)
+		return start_checked(e, t, delay_ticks);
+	return start_admitted(e, t, delay_ticks);
 }
 
 int spoke_engine_stop(struct spoke_engine *e, struct spoke_timer *t)

@@ -55,32 +55,13 @@
  * overflow head) leaves the bitmap alone. One subtraction and one compare,
  * and no branch on which case it is.
  */
-#include "bitmap.h"
-#include "engine_impl.h"
+#include "engine_hierarchical.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
 #define DEFAULT_LEVEL_BITS 10
 #define MAX_LEVEL_BITS	   16
-
-struct hier_engine {
-	struct spoke_engine base;
-	unsigned bits;		   /* B */
-	unsigned levels;	   /* levels actually kept: at most ceil(64 / B) */
-	uint64_t slot_mask;	   /* 2^B - 1 */
-	uint8_t level_of_bit[64];  /* highest differing bit -> level (or levels) */
-	struct spoke_tlist *slots; /* levels * 2^B heads */
-	size_t slots_bytes;	   /* their size: a back link below is a slot head */
-	struct spoke_bitmap occupied;
-	struct spoke_tlist overflow;
-	uint64_t overflow_visit; /* tick to re-examine overflow (<= the true one) */
-};
-
-static struct hier_engine *to_hier(struct spoke_engine *e)
-{
-	return (struct hier_engine *)e;
-}
 
 /* Bits covered by levels 0..k-1: the shift of level k's digit. */
 static unsigned level_shift(const struct hier_engine *h, unsigned k)
@@ -103,7 +84,7 @@ static uint64_t digit(const struct hier_engine *h, uint64_t x, unsigned k)
 
 static int hier_init(struct spoke_engine *e, const struct spoke_engine_params *p)
 {
-	struct hier_engine *h = to_hier(e);
+	struct hier_engine *h = spoke_to_hier(e);
 	unsigned bits = p->level_bits ? p->level_bits : DEFAULT_LEVEL_BITS;
 	unsigned levels, needed;
 	size_t nslots;
@@ -117,8 +98,13 @@ static int hier_init(struct spoke_engine *e, const struct spoke_engine_params *p
 	h->bits = bits;
 	h->levels = levels;
 	h->slot_mask = (1ull << bits) - 1;
-	for (unsigned b = 0; b < 64; b++)
-		h->level_of_bit[b] = (uint8_t)(b / bits < levels ? b / bits : levels);
+	for (unsigned b = 0; b < 64; b++) {
+		unsigned k = b / bits;
+
+		h->place_of_bit[b] = k < levels ? (uint32_t)k << bits | (uint32_t)(k * bits)
+										<< HIER_SHIFT_SHIFT
+						: HIER_OVERFLOW;
+	}
 	nslots = (size_t)levels << bits;
 	h->slots = calloc(nslots, sizeof(*h->slots));
 	if (!h->slots)
@@ -128,6 +114,7 @@ static int hier_init(struct spoke_engine *e, const struct spoke_engine_params *p
 		free(h->slots);
 		return -ENOMEM;
 	}
+	h->occupied0 = h->occupied.word[0];
 	spoke_tlist_init(&h->overflow);
 	h->overflow_visit = UINT64_MAX;
 	return 0;
@@ -135,7 +122,7 @@ static int hier_init(struct spoke_engine *e, const struct spoke_engine_params *p
 
 static void hier_fini(struct spoke_engine *e)
 {
-	struct hier_engine *h = to_hier(e);
+	struct hier_engine *h = spoke_to_hier(e);
 
 	spoke_bitmap_fini(&h->occupied);
 	free(h->slots);
@@ -147,61 +134,35 @@ static uint64_t overflow_entry_tick(const struct hier_engine *h, uint64_t d)
 	return clear_below(h, d, h->levels);
 }
 
+void spoke_hier_overflow_push(struct hier_engine *h, struct spoke_timer *t)
+{
+	uint64_t visit = overflow_entry_tick(h, t->sp_deadline);
+
+	spoke_tlist_push(&h->overflow, t);
+	if (visit < h->overflow_visit)
+		h->overflow_visit = visit;
+}
+
 /* Put t where the clock will meet it, relative to now (see the top). */
 static void place(struct hier_engine *h, struct spoke_timer *t)
 {
-	uint64_t d = t->sp_deadline, x = d ^ h->base.now;
-	unsigned k;
-	size_t slot;
+	uint64_t x = t->sp_deadline ^ h->base.now;
 
 	if (x == 0) { /* only while cascading: due at this very tick */
 		spoke_due_push(&h->base, t);
 		return;
 	}
-	k = h->level_of_bit[63 - __builtin_clzll(x)];
-	if (k == h->levels) {
-		uint64_t visit = overflow_entry_tick(h, d);
-
-		spoke_tlist_push(&h->overflow, t);
-		if (visit < h->overflow_visit)
-			h->overflow_visit = visit;
-		return;
-	}
-	slot = ((size_t)k << h->bits) | digit(h, d, k);
-	/* Unconditional (setting a set bit is harmless): "was the slot empty" is a coin flip. */
-	spoke_bitmap_set(&h->occupied, slot);
-	spoke_tlist_push(&h->slots[slot], t);
+	spoke_hier_place_x(h, t, x);
 }
 
 static void hier_insert(struct spoke_engine *e, struct spoke_timer *t)
 {
-	place(to_hier(e), t);
+	spoke_hier_insert(spoke_to_hier(e), t);
 }
 
 static void hier_remove(struct spoke_engine *e, struct spoke_timer *t)
 {
-	struct hier_engine *h = to_hier(e);
-	/*
-	 * See the top: t's slot if t is the first timer of one, else slot 0
-	 * with `emptied` false (no timer is ever in a slot 0: its digit on
-	 * its level is above now's), which clear_if leaves alone.
-	 */
-	uintptr_t offset = (uintptr_t)t->sp_link - (uintptr_t)h->slots;
-	bool first = offset < h->slots_bytes;
-	bool emptied = first & (t->sp_next == NULL);
-	size_t slot = (size_t)(offset / sizeof(*h->slots)) & -(size_t)first;
-
-	spoke_tlist_del(t);
-	spoke_bitmap_clear_if(&h->occupied, slot, emptied);
-	/*
-	 * An empty overflow list has overflow_visit UINT64_MAX (this and
-	 * visit_overflow keep it so), so this acts only when t was the last
-	 * overflow timer, and is one predictable test when nothing overflows.
-	 * A stop that leaves overflow timers may leave overflow_visit early:
-	 * one vain visit at worst.
-	 */
-	if (h->overflow_visit != UINT64_MAX && spoke_tlist_empty(&h->overflow))
-		h->overflow_visit = UINT64_MAX;
+	spoke_hier_remove(spoke_to_hier(e), t);
 }
 
 static void visit_overflow(struct hier_engine *h)
@@ -226,7 +187,7 @@ static void visit_overflow(struct hier_engine *h)
 
 static uint64_t hier_next_event(struct spoke_engine *e)
 {
-	struct hier_engine *h = to_hier(e);
+	struct hier_engine *h = spoke_to_hier(e);
 	size_t slot = spoke_bitmap_next(&h->occupied, 0);
 	unsigned k;
 
@@ -255,7 +216,7 @@ static void cascade_slot(struct hier_engine *h, size_t slot)
 
 static void hier_collect(struct spoke_engine *e)
 {
-	struct hier_engine *h = to_hier(e);
+	struct hier_engine *h = spoke_to_hier(e);
 	uint64_t now = e->now;
 	unsigned top;
 

@@ -10,21 +10,36 @@
  * deadline saturates at UINT64_MAX; the key is then deadline - N, not D,
  * so that deadline = N + key holds for every timer and the argument stands.
  *
- * `closest` caches the earliest deadline over all queue heads. A start
- * lowers it (a stale value stays stale); a stop of a timer whose deadline
- * equals it marks it stale (0, as in the paper: no deadline is 0);
- * next_event() recomputes a stale value over the heads of all queues,
- * O(number of TTLs). collect() - the paper's
- * PerTickBookkeeping - returns at once if now < closest, else walks every
- * queue, moves the due heads to the due list in queue order (the timers of
- * one TTL fire in the order they were started), drops queues that became
- * empty and recomputes closest on the way.
+ * Finding the next queue to expire. The paper keeps the earliest head
+ * deadline and recomputes it over every queue (O(number of TTLs) per due
+ * tick): with a different TTL per timer that is an unsorted list. Here each
+ * live queue carries a key timer, armed in a private `hierarchical` engine
+ * (`heads`) at the deadline of the queue's head, so the next queue to expire
+ * is that engine's next event, found by a bit scan, and collect() visits
+ * only the queues whose key fires at this tick: O(1) per fired timer and
+ * per cascade, whatever the number of TTLs (docs/engines.md measures it).
+ * A start into an existing queue leaves its key alone (the head does not
+ * change); a start that opens a queue arms its key (O(1)). A stop of a head
+ * that leaves the queue non-empty re-arms the key at the new head (O(1), a
+ * wheel re-arm), so next() stays exact; the node before t is a sentinel
+ * (deadline 0: no queued timer has deadline 0) iff t was the head. A stop
+ * that empties the queue stops its key and closes the queue. So start and
+ * stop stay O(1). A key that fires early anyway finds nothing due and is
+ * re-armed at its head.
+ *
+ * The heads engine has its own clock, which follows ours: collect()
+ * advances it to now, and next_event() first brings it up to now (the
+ * engine may have run on to an advance's target without a collect; no key
+ * is due in between, since the clock never passes the earliest deadline),
+ * then answers its next event: never later than the earliest key, hence
+ * than the earliest head, and each key moves at most once per wheel level
+ * before it fires (bounded advance(next()) steps).
  *
  * Costs, n timers over q distinct TTLs: start and stop O(1) expected (one
- * hash lookup, an append or unlink); next_event() O(1), O(q) after a stop
- * of the earliest timer; collect() O(q + timers fired). Good for many
- * timers sharing few TTLs (request timeouts, leases); with a different
- * TTL per timer it degrades to an unsorted list.
+ * hash lookup, an append or unlink, and a key armed or stopped when a queue
+ * opens or closes); next_event() O(1) (a bit scan); collect() O(1 + timers
+ * fired) plus the key cascades of the wheel. Memory: 88 bytes per live
+ * queue, the heads engine's 56 KiB of slots.
  *
  * Each queue is circular around a sentinel timer in its struct, as in
  * engine_sorted_list.c: no link of a queued timer is NULL, so it reads as
@@ -34,7 +49,7 @@
  * queue they are two different nodes), so the queue is found from the
  * sentinel's address: nothing per timer names it.
  *
- * Memory: queue structs (64 bytes on LP64) come from a pool grown 64 at a
+ * Memory: queue structs (88 bytes on LP64) come from a pool grown 64 at a
  * time (a directory of chunks that never move, since timers point at the
  * sentinels in them) and recycled through a free list; the hash table
  * (chained through the queue structs, power-of-two size, 64 buckets at
@@ -58,9 +73,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#define LAWN_CHUNK_QUEUES  64
-#define LAWN_MIN_BUCKETS   64
-#define LAWN_CLOSEST_STALE 0 /* no timer in a queue has deadline 0 */
+#define LAWN_CHUNK_QUEUES 64
+#define LAWN_MIN_BUCKETS  64
 
 /*
  * The timers of one TTL, and the links that find it. The field order is
@@ -74,6 +88,7 @@ struct lawn_queue {
 	struct lawn_queue *hash_next;		  /* bucket chain */
 	struct lawn_queue **hash_pprev;		  /* what points at us in the chain */
 	struct lawn_queue *live_next, *live_prev; /* live list; live_next links the free list */
+	struct spoke_timer key; /* in `heads` at (or before) the head's deadline */
 };
 
 /* A block of the queue pool, freed only by fini. */
@@ -91,7 +106,18 @@ struct lawn_engine {
 	struct lawn_queue *free_queues; /* recycled queue structs */
 	struct lawn_chunk **chunks;	/* the pool, by chunk number */
 	size_t nchunks, chunks_cap;
-	uint64_t closest; /* earliest head deadline, or LAWN_CLOSEST_STALE */
+	struct spoke_engine *heads; /* `hierarchical`: one key per live queue */
+	/*
+	 * next_event()'s last answer, while next_known: never later than the
+	 * earliest key (arming a key lowers it; moving or stopping the key it
+	 * names forgets it), so empty ticks do not ask the heads engine.
+	 */
+	uint64_t next_tick;
+	bool next_known;
+	/* admit()'s lookup, for the insert() that follows it (see lawn_insert) */
+	struct lawn_queue *hint_queue;
+	uint64_t hint_ttl;
+	bool hint_valid;
 };
 
 static struct lawn_engine *to_lawn(struct spoke_engine *e)
@@ -103,6 +129,11 @@ static struct lawn_queue *queue_of_sentinel(struct spoke_timer *sentinel)
 {
 	return (struct lawn_queue *)(void *)((char *)sentinel -
 					     offsetof(struct lawn_queue, sentinel));
+}
+
+static struct lawn_queue *queue_of_key(struct spoke_timer *key)
+{
+	return (struct lawn_queue *)(void *)((char *)key - offsetof(struct lawn_queue, key));
 }
 
 static struct spoke_timer *queue_head(const struct lawn_queue *q)
@@ -225,7 +256,8 @@ static struct lawn_queue *queue_open(struct lawn_engine *l, uint64_t ttl_ticks)
 	l->free_queues = q->live_next;
 	q->ttl_ticks = ttl_ticks;
 	spoke_clist_init(&q->sentinel);
-	q->sentinel.sp_deadline = 0; /* never read; set for tidiness */
+	q->sentinel.sp_deadline = 0; /* tells the sentinel from a timer (lawn_remove) */
+	spoke_timer_init(&q->key);
 	hash_add(l, q);
 	q->live_prev = NULL;
 	q->live_next = l->live_queues;
@@ -236,9 +268,19 @@ static struct lawn_queue *queue_open(struct lawn_engine *l, uint64_t ttl_ticks)
 	return q;
 }
 
+/* The key is about to move or stop: forget next_tick if the key defined it. */
+static void key_leaving(struct lawn_engine *l, struct lawn_queue *q)
+{
+	if (spoke_timer_pending(&q->key) && spoke_timer_deadline(&q->key) == l->next_tick)
+		l->next_known = false;
+}
+
 /* Drop an empty queue from the table and the live list, back to the pool. */
 static void queue_close(struct lawn_engine *l, struct lawn_queue *q)
 {
+	key_leaving(l, q);
+	(void)spoke_engine_stop(l->heads, &q->key); /* -ENOENT if it just fired */
+	l->hint_valid = false;
 	hash_del(q);
 	if (q->live_prev)
 		q->live_prev->live_next = q->live_next;
@@ -251,26 +293,22 @@ static void queue_close(struct lawn_engine *l, struct lawn_queue *q)
 	l->nqueues--;
 }
 
-/* Earliest head deadline over all queues, UINT64_MAX if there are none. */
-static uint64_t scan_closest(const struct lawn_engine *l)
-{
-	uint64_t min = UINT64_MAX;
-
-	for (const struct lawn_queue *q = l->live_queues; q; q = q->live_next)
-		if (queue_head(q)->sp_deadline < min)
-			min = queue_head(q)->sp_deadline;
-	return min;
-}
-
 /* ---- the operations ---- */
 
 static int lawn_init(struct spoke_engine *e, const struct spoke_engine_params *p)
 {
 	struct lawn_engine *l = to_lawn(e);
 
+	int err;
+
 	(void)p;
-	l->closest = UINT64_MAX;
-	return rehash(l, LAWN_MIN_BUCKETS);
+	err = spoke_engine_new(&l->heads, "hierarchical", NULL);
+	if (err)
+		return err;
+	err = rehash(l, LAWN_MIN_BUCKETS);
+	if (err)
+		spoke_engine_free(l->heads);
+	return err;
 }
 
 static void lawn_fini(struct spoke_engine *e)
@@ -285,6 +323,8 @@ static void lawn_fini(struct spoke_engine *e)
 	free(l->buckets);
 	l->buckets = NULL;
 	l->live_queues = l->free_queues = NULL;
+	spoke_engine_free(l->heads);
+	l->heads = NULL;
 }
 
 /*
@@ -297,9 +337,16 @@ static int lawn_admit(struct spoke_engine *e, uint64_t delay_ticks)
 {
 	struct lawn_engine *l = to_lawn(e);
 	uint64_t ttl_ticks = ttl_of_delay(e->now, delay_ticks);
+	struct lawn_queue *q;
 	int err;
 
-	if (ttl_ticks == 0 || lookup(l, ttl_ticks)) /* end of time, or a known TTL */
+	if (ttl_ticks == 0) /* end of time: the timer goes to the due list */
+		return 0;
+	q = lookup(l, ttl_ticks);
+	l->hint_queue = q;
+	l->hint_ttl = ttl_ticks;
+	l->hint_valid = true;
+	if (q) /* a known TTL */
 		return 0;
 	if (!l->free_queues) {
 		err = pool_grow(l);
@@ -316,38 +363,52 @@ static int lawn_admit(struct spoke_engine *e, uint64_t delay_ticks)
 	return 0;
 }
 
+/* Arm q's key at its head's deadline (after the heads engine's clock). */
+static void key_arm(struct lawn_engine *l, struct lawn_queue *q)
+{
+	key_leaving(l, q);
+	(void)spoke_engine_start(l->heads, &q->key,
+				 queue_head(q)->sp_deadline - spoke_engine_now(l->heads));
+	if (spoke_timer_deadline(&q->key) < l->next_tick)
+		l->next_tick = spoke_timer_deadline(&q->key);
+}
+
+/*
+ * The queue of t's TTL: admit() looked it up just before (a re-arm's
+ * unlink in between may only close a queue, and queue_close forgets the
+ * hint), so the hint saves the second lookup.
+ */
 static void lawn_insert(struct spoke_engine *e, struct spoke_timer *t)
 {
 	struct lawn_engine *l = to_lawn(e);
 	uint64_t ttl_ticks = t->sp_deadline - e->now;
-	struct lawn_queue *q = lookup(l, ttl_ticks);
+	struct lawn_queue *q;
 
-	if (!q)
-		q = queue_open(l, ttl_ticks);
+	if (l->hint_valid && l->hint_ttl == ttl_ticks)
+		q = l->hint_queue;
+	else
+		q = lookup(l, ttl_ticks);
+	l->hint_valid = false;
+	if (q) {
+		spoke_clist_append(&q->sentinel, t);
+		return;
+	}
+	q = queue_open(l, ttl_ticks);
 	spoke_clist_append(&q->sentinel, t);
-	if (t->sp_deadline < l->closest)
-		l->closest = t->sp_deadline;
+	key_arm(l, q);
 }
 
 static void lawn_remove(struct spoke_engine *e, struct spoke_timer *t)
 {
 	struct lawn_engine *l = to_lawn(e);
-	struct spoke_timer *emptied;
+	struct spoke_timer *prev = spoke_clist_prev(t);
+	struct spoke_timer *emptied =
+		spoke_clist_del(t); /* the sentinel if that emptied the queue */
 
-	if (t->sp_deadline == l->closest)
-		l->closest = LAWN_CLOSEST_STALE;
-	emptied = spoke_clist_del(t); /* the sentinel if that emptied the queue */
 	if (emptied)
 		queue_close(l, queue_of_sentinel(emptied));
-}
-
-static uint64_t lawn_next_event(struct spoke_engine *e)
-{
-	struct lawn_engine *l = to_lawn(e);
-
-	if (l->closest == LAWN_CLOSEST_STALE)
-		l->closest = scan_closest(l);
-	return l->closest;
+	else if (prev->sp_deadline == 0) /* a sentinel: t was the head */
+		key_arm(l, queue_of_sentinel(prev));
 }
 
 /*
@@ -370,26 +431,50 @@ static void queue_collect(struct spoke_engine *e, struct lawn_queue *q)
 	}
 }
 
-/* PerTickBookkeeping: move the due heads of every queue to the due list. */
-static void lawn_collect(struct spoke_engine *e)
+/*
+ * A key fired: its queue's head may be due (or the key was early: a stop
+ * of the head since). Move the due run, then re-arm or close the queue.
+ */
+static void key_fired(void *ctx, struct spoke_timer *key)
+{
+	struct lawn_engine *l = ctx;
+	struct lawn_queue *q = queue_of_key(key);
+
+	queue_collect(&l->base, q);
+	if (queue_empty(q))
+		queue_close(l, q);
+	else
+		key_arm(l, q);
+}
+
+/* Bring the heads engine's clock up to ours, firing the keys due on the way. */
+static void heads_catch_up(struct lawn_engine *l)
+{
+	uint64_t behind = l->base.now - spoke_engine_now(l->heads);
+
+	if (behind)
+		(void)spoke_engine_advance(l->heads, behind, key_fired, l);
+}
+
+static uint64_t lawn_next_event(struct spoke_engine *e)
 {
 	struct lawn_engine *l = to_lawn(e);
-	struct lawn_queue *q = l->live_queues;
-	uint64_t min = UINT64_MAX;
+	uint64_t next;
 
-	if (e->now < l->closest)
-		return;
-	while (q) {
-		struct lawn_queue *next = q->live_next;
+	if (l->next_known && l->next_tick > e->now)
+		return l->next_tick;
+	heads_catch_up(l); /* fires nothing: no key is due before a collect */
+	next = spoke_engine_next(l->heads);
+	/* the heads' clock is ours now; no key is past UINT64_MAX */
+	l->next_tick = next == UINT64_MAX ? UINT64_MAX : e->now + next;
+	l->next_known = true;
+	return l->next_tick;
+}
 
-		queue_collect(e, q);
-		if (queue_empty(q))
-			queue_close(l, q);
-		else if (queue_head(q)->sp_deadline < min)
-			min = queue_head(q)->sp_deadline;
-		q = next;
-	}
-	l->closest = min;
+/* PerTickBookkeeping: the queues whose key is due now, and no other. */
+static void lawn_collect(struct spoke_engine *e)
+{
+	heads_catch_up(to_lawn(e));
 }
 
 const struct spoke_engine_ops spoke_lawn_ops = {

@@ -41,6 +41,26 @@ function count(n,   e, m) {
   while (m >= 10 && m % 10 == 0) { m /= 10; e++ }
   return (m == 1 && e >= 3) ? "1e" e : n
 }
+# A workload in words, for a panel title; an unknown one as it is.
+function wl_words(w) {
+  if (w == "W1") return "W1: start + stop of a random outstanding timer"
+  if (w == "W2-advance") return "W2: drain the N timers by one advance(2^{20})"
+  if (w == "W2-tick") return "W2: drain the N timers by 2^{20} calls of advance(1)"
+  if (w == "W3") return "W3: memory (RSS) per outstanding timer"
+  return w
+}
+# A page title in words for the rows of one subject key (scheme, peer, ...).
+function page_words(key) {
+  if (key == "scheme") return "Timer engines (spoke-bench schemes): N outstanding timers, delays uniform in [1, 2^{20}) ticks, median of the runs"
+  if (key == "peer") return "spoke beside other timer implementations (spoke-bench peers): N outstanding timers, median of the runs"
+  return "spoke-bench: " key "s"
+}
+# A unit as an axis label.
+function unit_words(u) {
+  if (u == "" || u == "ns/op") return "ns per operation"
+  if (u == "B/timer") return "bytes per timer"
+  return u
+}
 function tick_name(us) { return (us >= 1000 && us % 1000 == 0) ? (us / 1000) " ms" : us " us" }
 # Index of s in list name (appending it if new): order of first appearance.
 function idx(name, s,   i) {
@@ -98,10 +118,10 @@ BEGIN {
 END {
   print "set grid\nset key outside right top font \047,9\047 noenhanced\nset format y \047%g\047"
   for (k = 1; k <= nlist["keys"]; k++) {
-    layout(nlist["wl" k], "spoke-bench: " list["keys", k] "s", out "/" list["keys", k] "s.png")
-    print "set logscale xy 10\nset format x \04710^{%L}\047\nset xlabel \047N (timers)\047"
+    layout(nlist["wl" k], page_words(list["keys", k]), out "/" list["keys", k] "s.png")
+    print "set logscale xy 10\nset format x \04710^{%L}\047\nset xlabel \047N outstanding timers\047"
     for (w = 1; w <= nlist["wl" k]; w++) {
-      printf "set title %s\nset ylabel %s\n", q(list["wl" k, w]), q(unit[k, w] != "" ? unit[k, w] : "ns/op")
+      printf "set title %s\nset ylabel %s\n", q(wl_words(list["wl" k, w])), q(unit_words(unit[k, w]))
       cmd = "plot"
       for (s = 1; s <= nlist["subj" k]; s++) {
         if (res[k, w, s] == "") continue
@@ -114,7 +134,7 @@ END {
     print "unset multiplot\nset output"
   }
   if (nlist["ticks"] > 0) {
-    layout(nlist["ticks"] + 1, "spoke-bench latency: expiry lateness of the service", out "/latency.png")
+    layout(nlist["ticks"] + 1, "spoke-bench latency: how late the service fires timers, by tick length and pending count", out "/latency.png")
     print "set format x \04710^{%L}\047\nset logscale xy 10\nset yrange [1e-4:100]"
     print "set key inside left top font \047,8\047"
     print "set xlabel \047lateness (us)\047\nset ylabel \047% of the samples\047"
