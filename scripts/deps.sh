@@ -7,6 +7,7 @@ set -euo pipefail
 SPOKE_DEBIAN_PACKAGES=(
   build-essential cmake clang libclang-rt-14-dev pkg-config
   libcmocka-dev libck-dev liburcu-dev
+  libhttp-parser-dev # spoke-httpd (examples/httpd.c) and tests/server
   valgrind
   gnuplot-nox
   # benchmark-only: `spoke-bench peers` runs them beside spoke; the library never links them
