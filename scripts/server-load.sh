@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # server-load.sh - spoke-httpd under load tools, every timer backend side by side.
 #
-#   bash scripts/server-load.sh [--quick] [--json] [--rounds N] [--threads N]
+#   bash scripts/server-load.sh [--quick] [--json] [--plot out.png] [--rounds N] [--threads N]
 #                               [--backends "spoke heap timerfd mutex-heap"]
 #
 # 127.0.0.1 only. Workloads, each run for every backend in turn (interleaved, so that
@@ -27,15 +27,16 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-quick=0 json=0 rounds="" threads=2 backends="spoke heap timerfd mutex-heap"
+quick=0 json=0 plot="" rounds="" threads=2 backends="spoke heap timerfd mutex-heap"
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
     --json) json=1 ;;
+    --plot) plot=$2; shift ;;
     --rounds) rounds=$2; shift ;;
     --threads) threads=$2; shift ;;
     --backends) backends=$2; shift ;;
-    *) echo "usage: $0 [--quick] [--json] [--rounds N] [--threads N] [--backends LIST]" >&2
+    *) echo "usage: $0 [--quick] [--json] [--plot PNG] [--rounds N] [--threads N] [--backends LIST]" >&2
        exit 2 ;;
   esac
   shift
@@ -246,3 +247,34 @@ awk -v json="$json" -v order="$backends" -v cap="$flood" '
     }
     if (json) printf "}}\n"
   }' "$tmp/results"
+
+# --plot: server CPU per request (keep-alive, reset storm) and per idle connection-second.
+if [ -n "$plot" ]; then
+  for b in $backends; do
+    awk -v b="$b" '$2 == b && (($1 == "keepalive" || $1 == "reset-storm") && $3 == "cpu_us_per_req" ||
+                   $1 == "idle-flood" && $3 == "cpu_ns_per_conn_s") { s[$1] += $4; n[$1]++ }
+      END { printf "%s %g %g %g\n", b, s["keepalive"] / n["keepalive"],
+            s["reset-storm"] / n["reset-storm"], s["idle-flood"] / n["idle-flood"] / 1000 }' \
+      "$tmp/results"
+  done >"$tmp/plot.dat"
+  gnuplot <<GP
+set terminal pngcairo size 1000,420 font ",10"
+set output "$plot"
+set multiplot layout 1,2 title "spoke-httpd on 127.0.0.1, $threads loop threads: server CPU by timer backend (lower is better)"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set grid ytics
+set key top left
+set title "wrk load: 100 keep-alive conns, and 1000 (reset storm)"
+set ylabel "server CPU per request (us)"
+set xlabel "timer backend"
+set yrange [0:*]
+plot "$tmp/plot.dat" using 2:xtic(1) title "keep-alive, 100 conns", "" using 3 title "reset storm, 1000 conns"
+set title "idle flood: $flood connections silent after one request"
+set ylabel "server CPU per connection-second (us)"
+plot "$tmp/plot.dat" using 4:xtic(1) title "idle connections" lc rgb "#4a8"
+unset multiplot
+GP
+  log "server-load: plot written to $plot"
+fi
