@@ -210,6 +210,8 @@ for r in $(seq "$rounds"); do
   for b in $backends; do log "  round $r deadline $b";    deadline_run "$b"; done
 done
 
+cp "$tmp/results" "$build/results.txt" # raw figures, kept for a look after the run
+
 # Average over rounds, then print: a table per workload, or JSON.
 awk -v json="$json" -v order="$backends" -v cap="$flood" '
   { k = $1 SUBSEP $2 SUBSEP $3; sum[k] += $4; n[k]++
@@ -221,11 +223,11 @@ awk -v json="$json" -v order="$backends" -v cap="$flood" '
     for (i = 1; i <= nw; i++) {
       w = wl[i]; nm = split(substr(ml[w], 2), ms, " ")
       if (json) {
-        printf "%s\"%s\": {", i > 1 ? ", " : "", w
+        printf "%s\"%s\": {", (i > 1 ? ", " : ""), w
         for (j = 1; j <= nb; j++) {
-          printf "%s\"%s\": {", j > 1 ? ", " : "", bs[j]
+          printf "%s\"%s\": {", (j > 1 ? ", " : ""), bs[j]
           for (m = 1; m <= nm; m++) { k = w SUBSEP bs[j] SUBSEP ms[m]
-            printf "%s\"%s\": %g", m > 1 ? ", " : "", ms[m], n[k] ? sum[k] / n[k] : 0 }
+            printf "%s\"%s\": %g", (m > 1 ? ", " : ""), ms[m], n[k] ? sum[k] / n[k] : 0 }
           printf "}"
         }
         printf "}"
