@@ -28,6 +28,7 @@ SPOKE_DEBIAN_PACKAGES=(
   libcmocka-dev
   valgrind
   groff-base man-db
+  libhttp-parser-dev # spoke-httpd (examples/httpd.c) and tests/server
 )
 
 # The packages of the sets named (lib, bench, test; none = all three).
