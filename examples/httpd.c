@@ -235,19 +235,37 @@ static void conn_close(struct conn *c, enum close_why why)
 	defer_free(l, c);
 }
 
+static void conn_read(struct conn *c);
+
+/* Has the peer sent something the loop has not read yet? */
+static bool conn_input_waiting(const struct conn *c)
+{
+	char b;
+
+	return recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0; /* 0: its FIN */
+}
+
 static void on_conn_timer(struct tmr_loop *tl, struct tmr *t)
 {
 	struct conn *c = (struct conn *)((char *)t - offsetof(struct conn, timer));
 
 	(void)tl;
 	c->timer_on = false; /* it has run: nothing to cancel any more */
+	/*
+	 * An idle timeout that runs while a request waits unread means the loop
+	 * itself came late (a stall between epoll_wait and this poll): the
+	 * client was not idle, so the request is served, not cut off.
+	 */
+	if (c->state == C_IDLE && conn_input_waiting(c)) {
+		conn_read(c);
+		return;
+	}
 	conn_close(c, c->state == C_HEADER  ? WHY_HEADER
 		      : c->state == C_WRITE ? WHY_WRITE
 					    : WHY_IDLE);
 }
 
 static void conn_process(struct conn *c);
-static void conn_read(struct conn *c);
 
 /* Write what is left of the response; false if the connection was closed. */
 static bool conn_flush(struct conn *c)
