@@ -325,6 +325,7 @@ static void *worker_main(void *arg)
 	struct spoke *s = w->s;
 
 	tls_pool_worker = true;
+	spoke_thread_name("pool", (unsigned)(w - s->workers));
 	spoke_thread_adopt_sched(s);
 	while (!atomic_load_explicit(&s->pool_stop, memory_order_acquire)) {
 		bool linking;

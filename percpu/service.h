@@ -511,6 +511,7 @@ int spoke_shard_detach(struct shard *sh);
 void spoke_shard_abandon(struct shard *sh);
 int spoke_thread_start(const struct spoke *s, pthread_t *t, void *(*fn)(void *), void *arg);
 void spoke_thread_adopt_sched(const struct spoke *s);
+void spoke_thread_name(const char *kind, unsigned index);
 int spoke_shard_wake_fd(struct shard *sh);
 int64_t spoke_shard_attached_sleep(struct shard *sh, int64_t wait_ns);
 void spoke_shard_attached_awake(struct shard *sh);

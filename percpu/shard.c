@@ -41,6 +41,7 @@
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -909,6 +910,7 @@ static void *shard_main(void *arg)
 {
 	struct shard *sh = arg;
 
+	spoke_thread_name("shard", sh->index);
 	if (sh->s->cfg.pin_threads)
 		pin_to_cpu(sh->cpu);
 	/* Wake at the tick, not up to 50 us later (Linux's default timer slack). */
@@ -978,6 +980,19 @@ void spoke_shard_fini(struct shard *sh)
 	spoke_engine_free(sh->lawn);
 	cds_wfcq_destroy(&sh->inbox_head, &sh->inbox_tail);
 	cds_wfcq_destroy(&sh->taken_head, &sh->taken_tail);
+}
+
+/*
+ * A spoke thread, first thing: its name, as top, ps -L and /proc/PID/task/
+ * show it ("spoke-shard-3", "spoke-pool-0"; at most 15 characters, which
+ * 256 shards and 1024 workers fit).
+ */
+void spoke_thread_name(const char *kind, unsigned index)
+{
+	char name[16];
+
+	snprintf(name, sizeof(name), "spoke-%s-%u", kind, index);
+	(void)pthread_setname_np(pthread_self(), name);
 }
 
 /*

@@ -22,12 +22,17 @@
  *                                      thread, -EINVAL for a one-shot or 0
  *   set_period_from_attached_owner     the owner of the shard may change it
  *                                      while it is armed
+ *   threads_carry_their_names          the service's threads are named
+ *                                      spoke-shard-N and spoke-pool-N in
+ *                                      /proc (what top and ps -L show)
  *   destroy_release_hands_back_args    every pending timer's arg exactly
  *                                      once (one-shot, periodic, TTL, started
  *                                      from other threads); none of a timer
  *                                      that ran or was cancelled
  */
 #include "service_util.h"
+
+#include <dirent.h>
 
 /* ---- spoke_start_at ------------------------------------------------------------------ */
 
@@ -370,16 +375,60 @@ static void destroy_release_hands_back_args(void **state)
 			fail_msg("arg %u was handed back %u times", i, atomic_load(&rel_count[i]));
 }
 
+/* ---- thread names ------------------------------------------------------------------- */
+
+/* How many of this process's threads are named `name` (/proc/self/task/N/comm). */
+static unsigned threads_named(const char *name)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	unsigned n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		char path[300], comm[32] = "";
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue; /* the thread has just exited */
+		if (fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = '\0';
+		fclose(f);
+		n += strcmp(comm, name) == 0;
+	}
+	closedir(d);
+	return n;
+}
+
+static void threads_carry_their_names(void **state)
+{
+	static const char *const names[] = {"spoke-shard-0", "spoke-shard-1", "spoke-pool-0",
+					    "spoke-pool-1", "spoke-pool-2"};
+	struct spoke *s = svc_new(2, 1 * MS, 3);
+
+	(void)state;
+	for (unsigned i = 0; i < ARRAY_SIZE(names); i++)
+		ASSERT_EVENTUALLY(threads_named(names[i]) == 1, names[i]);
+	/* A managed thread spoke_detach starts is named like the one it replaces. */
+	assert_int_equal(spoke_attach(s, 1), 0);
+	assert_int_equal(threads_named("spoke-shard-1"), 0);
+	assert_int_equal(spoke_detach(s), 0);
+	ASSERT_EVENTUALLY(threads_named("spoke-shard-1") == 1, "the new shard thread's name");
+	svc_destroy(s);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest all[] = {
-		SVC_TEST(start_at_never_early),
-		SVC_TEST(start_at_past_runs_next_tick),
-		SVC_TEST(remaining_counts_down),
-		SVC_TEST(self_names_running_timer),
-		SVC_TEST(set_period_from_own_callback),
-		SVC_TEST(set_period_from_attached_owner),
-		SVC_TEST(destroy_release_hands_back_args),
+		SVC_TEST(start_at_never_early),		SVC_TEST(start_at_past_runs_next_tick),
+		SVC_TEST(remaining_counts_down),	SVC_TEST(self_names_running_timer),
+		SVC_TEST(set_period_from_own_callback), SVC_TEST(set_period_from_attached_owner),
+		SVC_TEST(threads_carry_their_names),	SVC_TEST(destroy_release_hands_back_args),
 	};
 
 	return svc_main(argc, argv, "calls", all, ARRAY_SIZE(all));
