@@ -24,6 +24,7 @@
 #include "urcu_bp.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <linux/membarrier.h>
 #include <sched.h>
 #include <stdio.h>
@@ -1249,8 +1250,39 @@ static uint64_t counter(struct shard *sh, enum shard_counter c)
 	       atomic_load_explicit(&sh->ctr.remote[c], memory_order_relaxed);
 }
 
-static void shard_stats(struct shard *sh, struct spoke_shard_stats *o)
+/*
+ * The percentiles of a lateness histogram (copied: the counts move while
+ * runs land) into o: the top of the bucket holding the q-th run.
+ */
+static void late_percentiles(const uint64_t *counts, struct spoke_shard_stats *o)
 {
+	static const struct {
+		uint64_t per_mille;
+		size_t field;
+	} q[] = {{500, offsetof(struct spoke_shard_stats, late_p50_ns)},
+		 {990, offsetof(struct spoke_shard_stats, late_p99_ns)},
+		 {999, offsetof(struct spoke_shard_stats, late_p999_ns)}};
+	uint64_t total = 0, seen = 0;
+	unsigned b = 0;
+
+	for (unsigned i = 0; i < SPOKE_LATE_BUCKETS; i++)
+		total += counts[i];
+	o->late_runs = total;
+	for (size_t k = 0; k < sizeof(q) / sizeof(q[0]); k++) {
+		/* The rank of the run at this percentile, 1-based, rounded up. */
+		uint64_t rank = (total * q[k].per_mille + 999) / 1000;
+
+		while (total && seen < rank && b < SPOKE_LATE_BUCKETS)
+			seen += counts[b++];
+		*(uint64_t *)((char *)o + q[k].field) =
+			total ? spoke_late_bucket_top(b ? b - 1 : 0) : 0;
+	}
+}
+
+static void shard_stats(struct shard *sh, struct spoke_shard_stats *o, uint64_t *sum)
+{
+	uint64_t counts[SPOKE_LATE_BUCKETS];
+
 	o->started = counter(sh, CTR_STARTED);
 	o->cancelled = counter(sh, CTR_CANCELLED);
 	o->reset = counter(sh, CTR_RESET);
@@ -1261,12 +1293,17 @@ static void shard_stats(struct shard *sh, struct spoke_shard_stats *o)
 	o->tick_ns = sh->tick_ns;
 	o->slack_ns = sh->stage_width_ns;
 	o->attached = atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHED;
+	for (unsigned i = 0; i < SPOKE_LATE_BUCKETS; i++) {
+		counts[i] = atomic_load_explicit(&sh->ctr.late.bucket[i], memory_order_relaxed);
+		sum[i] += counts[i];
+	}
+	late_percentiles(counts, o);
 }
 
 void spoke_stats(struct spoke *s, struct spoke_stats *out)
 {
 	struct spoke_shard_stats *t = &out->total;
-
+	uint64_t sum[SPOKE_LATE_BUCKETS] = {0};
 	struct arena *a;
 
 	memset(out, 0, sizeof(*out));
@@ -1276,7 +1313,7 @@ void spoke_stats(struct spoke *s, struct spoke_stats *out)
 	for (unsigned k = 0; k < s->nshards; k++) {
 		struct spoke_shard_stats *o = &out->shard[k];
 
-		shard_stats(&s->shards[k], o);
+		shard_stats(&s->shards[k], o, sum);
 		t->started += o->started;
 		t->cancelled += o->cancelled;
 		t->reset += o->reset;
@@ -1287,5 +1324,6 @@ void spoke_stats(struct spoke *s, struct spoke_stats *out)
 		if (o->max_late_ns > t->max_late_ns)
 			t->max_late_ns = o->max_late_ns;
 	}
+	late_percentiles(sum, t);
 	call_leave(a, 0);
 }

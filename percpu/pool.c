@@ -65,9 +65,10 @@ static void note_lateness(struct shard *sh, uint64_t deadline_ns)
 {
 	uint64_t now = spoke_now_ns(), late, cur;
 
-	if (now <= deadline_ns)
+	late = now > deadline_ns ? now - deadline_ns : 0;
+	spoke_late_record(&sh->ctr.late, late);
+	if (late == 0)
 		return;
-	late = now - deadline_ns;
 	cur = atomic_load_explicit(&sh->ctr.max_late_ns, memory_order_relaxed);
 	while (late > cur &&
 	       !atomic_compare_exchange_weak_explicit(&sh->ctr.max_late_ns, &cur, late,

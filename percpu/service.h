@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lateness.h"
 #include "state.h"
 #include "urcu_wfcq.h"
 
@@ -237,6 +238,7 @@ struct shard_counters {
 	_Atomic uint64_t own[CTR_COUNT];
 	_Atomic uint64_t remote[CTR_COUNT] __attribute__((aligned(SPOKE_CACHELINE)));
 	_Atomic uint64_t inbox_hwm, max_late_ns;
+	struct spoke_late_hist late __attribute__((aligned(SPOKE_CACHELINE))); /* lateness.h */
 };
 
 struct shard {

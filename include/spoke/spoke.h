@@ -103,6 +103,12 @@ struct spoke_shard_stats {
 	uint64_t pending;     /* timers in the shard's engines now */
 	uint64_t inbox_hwm;   /* most messages taken from the inbox in one turn */
 	uint64_t max_late_ns; /* worst lateness: callback start - deadline (pool wait included) */
+	/*
+	 * The lateness of every run so far as percentiles, each the top of its
+	 * histogram bucket (buckets are at most 12.5 % wide; 0 when none ran).
+	 */
+	uint64_t late_p50_ns, late_p99_ns, late_p999_ns;
+	uint64_t late_runs; /* runs the percentiles are of */
 	uint64_t tick_ns;
 	uint64_t slack_ns; /* the slack in effect: tick / ceil(tick / asked slack), rounded up */
 	bool attached;
@@ -110,7 +116,8 @@ struct spoke_shard_stats {
 
 struct spoke_stats {
 	unsigned shards;
-	struct spoke_shard_stats total; /* sums (max for inbox_hwm and max_late_ns) */
+	struct spoke_shard_stats total; /* sums (max for inbox_hwm and max_late_ns;
+					   percentiles of all shards' runs together) */
 	struct spoke_shard_stats shard[SPOKE_MAX_SHARDS];
 };
 

@@ -22,6 +22,9 @@
  *                                      thread, -EINVAL for a one-shot or 0
  *   set_period_from_attached_owner     the owner of the shard may change it
  *                                      while it is armed
+ *   stats_lateness_percentiles         spoke_stats' p50/p99/p99.9 lateness:
+ *                                      in order, at least the lateness every
+ *                                      run had, within a bucket of the worst
  *   threads_carry_their_names          the service's threads are named
  *                                      spoke-shard-N and spoke-pool-N in
  *                                      /proc (what top and ps -L show)
@@ -375,6 +378,44 @@ static void destroy_release_hands_back_args(void **state)
 			fail_msg("arg %u was handed back %u times", i, atomic_load(&rel_count[i]));
 }
 
+/* ---- lateness percentiles ------------------------------------------------------------ */
+
+/*
+ * An attached loop that polls 30 ms after its timers were due: every run is
+ * at least 29 ms late, so every percentile is; they are in order, and none
+ * is above the bucket of the worst.
+ */
+static void stats_lateness_percentiles(void **state)
+{
+	struct spoke *s = svc_new(1, 100 * US, 0);
+	struct spoke_stats *st = stats_new();
+	struct spoke_shard_stats *o = &st->shard[0];
+	atomic_uint runs = 0;
+	uint64_t t0;
+
+	(void)state;
+	assert_int_equal(spoke_attach(s, 0), 0);
+	spoke_stats(s, st);
+	assert_int_equal(o->late_runs, 0);
+	assert_int_equal(o->late_p50_ns, 0);
+	t0 = spoke_now_ns();
+	for (unsigned i = 0; i < 100; i++)
+		assert_int_equal(spoke_start(s, 1 * MS, count_fn, &runs, NULL), 0);
+	while (spoke_now_ns() < t0 + 31 * MS)
+		sleep_ms(1);
+	assert_int_equal(spoke_poll(s), 100);
+	spoke_stats(s, st);
+	assert_int_equal(o->late_runs, 100);
+	assert_int_equal(st->total.late_runs, 100);
+	assert_true(o->late_p50_ns >= 29 * MS);
+	assert_true(o->late_p50_ns <= o->late_p99_ns && o->late_p99_ns <= o->late_p999_ns);
+	assert_true(o->late_p999_ns >= o->max_late_ns);
+	assert_true(o->late_p999_ns - o->max_late_ns <= o->max_late_ns / 8);
+	assert_true(st->total.late_p99_ns == o->late_p99_ns);
+	svc_destroy(s);
+	free(st);
+}
+
 /* ---- thread names ------------------------------------------------------------------- */
 
 /* How many of this process's threads are named `name` (/proc/self/task/N/comm). */
@@ -428,6 +469,7 @@ int main(int argc, char **argv)
 		SVC_TEST(start_at_never_early),		SVC_TEST(start_at_past_runs_next_tick),
 		SVC_TEST(remaining_counts_down),	SVC_TEST(self_names_running_timer),
 		SVC_TEST(set_period_from_own_callback), SVC_TEST(set_period_from_attached_owner),
+		SVC_TEST(stats_lateness_percentiles),
 		SVC_TEST(threads_carry_their_names),	SVC_TEST(destroy_release_hands_back_args),
 	};
 

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * lateness.h - how late callbacks start, per shard, as a histogram whose
+ * percentiles spoke_stats reports (p50, p99, p99.9, max).
+ *
+ * Log-linear buckets, as HdrHistogram keeps them: values below 8 ns have a
+ * bucket each; above, each power of two [2^e, 2^(e+1)) is cut into 8
+ * equal sub-buckets, so a bucket is at most 1/8 (12.5 %) wide relative to
+ * its values, at every scale from nanoseconds to years. The bucket of v is
+ * found with one bit scan: e = msb(v), sub = the 3 bits below it; 8 + 61 * 8
+ * = 496 buckets cover every uint64_t.
+ *
+ * Who writes: whichever thread runs a callback (pool worker, managed
+ * thread, attached thread) adds one to a bucket of the callback's shard
+ * with a relaxed atomic add; spoke_stats reads the buckets one by one, so
+ * a report may miss or count twice the runs that land while it reads (the
+ * same as every other counter of spoke_stats).
+ */
+#ifndef SPOKE_PERCPU_LATENESS_H
+#define SPOKE_PERCPU_LATENESS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define SPOKE_LATE_SUB_BITS 3
+#define SPOKE_LATE_SUB	    (1u << SPOKE_LATE_SUB_BITS)
+#define SPOKE_LATE_BUCKETS  (SPOKE_LATE_SUB + (64 - SPOKE_LATE_SUB_BITS) * SPOKE_LATE_SUB)
+
+struct spoke_late_hist {
+	_Atomic uint64_t bucket[SPOKE_LATE_BUCKETS];
+};
+
+static inline unsigned spoke_late_bucket(uint64_t v)
+{
+	unsigned e;
+
+	if (v < SPOKE_LATE_SUB)
+		return (unsigned)v;
+	e = 63u - (unsigned)__builtin_clzll(v);
+	return SPOKE_LATE_SUB + (e - SPOKE_LATE_SUB_BITS) * SPOKE_LATE_SUB +
+	       (unsigned)((v >> (e - SPOKE_LATE_SUB_BITS)) & (SPOKE_LATE_SUB - 1));
+}
+
+/* The largest value that falls in bucket b: a percentile is reported as its bucket's top. */
+static inline uint64_t spoke_late_bucket_top(unsigned b)
+{
+	unsigned e, sub;
+
+	if (b < SPOKE_LATE_SUB)
+		return b;
+	e = (b - SPOKE_LATE_SUB) / SPOKE_LATE_SUB + SPOKE_LATE_SUB_BITS;
+	sub = (b - SPOKE_LATE_SUB) % SPOKE_LATE_SUB;
+	/* [2^e + sub * 2^(e-3), 2^e + (sub + 1) * 2^(e-3) - 1]; saturates at the top. */
+	return (UINT64_C(1) << e) + ((uint64_t)(sub + 1) << (e - SPOKE_LATE_SUB_BITS)) - 1;
+}
+
+/* Any thread running a callback of the shard: count one lateness. */
+static inline void spoke_late_record(struct spoke_late_hist *h, uint64_t late_ns)
+{
+	atomic_fetch_add_explicit(&h->bucket[spoke_late_bucket(late_ns)], 1, memory_order_relaxed);
+}
+
+#endif /* SPOKE_PERCPU_LATENESS_H */
