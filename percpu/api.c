@@ -19,14 +19,15 @@
  * read `stopping` in memory that is still there.
  */
 #define _GNU_SOURCE
+#include "probes.h"
 #include "service.h"
 #include "test_hooks.h"
 #include "urcu_bp.h"
 
 #include <errno.h>
-#include <stddef.h>
 #include <linux/membarrier.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -519,8 +520,9 @@ static struct spoke_handle *start_handle(struct spoke *s, struct arena *a,
 
 	if (!h)
 		return NULL;
-	h->fn = r->fn;
-	h->arg = r->arg;
+	/* Release: spoke_handle_peek reads them from other threads (service.h). */
+	__atomic_store_n(&h->fn, r->fn, __ATOMIC_RELEASE);
+	__atomic_store_n(&h->arg, r->arg, __ATOMIC_RELEASE);
 	if (r->kind == SPOKE_KIND_PERIODIC) {
 		struct spoke_handle *aux = spoke_handle_alloc_aux(a);
 
@@ -528,13 +530,13 @@ static struct spoke_handle *start_handle(struct spoke *s, struct arena *a,
 			spoke_handle_release(s, h, 0); /* never armed: its generation stays */
 			return NULL;
 		}
-		atomic_init(&aux->per.period_ns, r->period_ns);
-		atomic_init(&aux->per.base_ns, deadline);
+		atomic_store_explicit(&aux->per.period_ns, r->period_ns, memory_order_relaxed);
+		atomic_store_explicit(&aux->per.base_ns, deadline, memory_order_relaxed);
 		aux->per.arg = r->arg;
-		h->arg = aux;
+		__atomic_store_n(&h->arg, (void *)aux, __ATOMIC_RELEASE);
 	}
 	spoke_timer_init(&h->node);
-	atomic_store_explicit(&h->deadline_ns, deadline, memory_order_relaxed);
+	atomic_store_explicit(&h->deadline_ns, deadline, memory_order_release);
 	return h;
 }
 
@@ -560,6 +562,7 @@ static int start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 			    r->kind, (unsigned)k);
 	if (id)
 		*id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h));
+	SPOKE_PROBE3(start, spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h)), k, deadline);
 	if (spoke_shard_owned_by_me(sh)) {
 		atomic_store_explicit(&h->state, st, memory_order_release);
 		spoke_count(sh, CTR_STARTED, true);
@@ -710,7 +713,9 @@ int spoke_cancel(struct spoke *s, spoke_id id)
 	err = call_enter(s, &a);
 	if (err)
 		return err;
-	return call_leave(a, cancel_id(s, id));
+	err = cancel_id(s, id);
+	SPOKE_PROBE2(cancel, id, err);
+	return call_leave(a, err);
 }
 
 /* Sleep until no run of generation `gen` of h is in progress. */
@@ -858,8 +863,9 @@ int spoke_cancel_sync(struct spoke *s, spoke_id id)
 	if (h && spoke_st_status(st) == SPOKE_ST_RUNNING) {
 		err = wait_run_end(h, id);
 		if (err)
-			return call_leave(a, err);
+			r = err;
 	}
+	SPOKE_PROBE2(cancel, id, r);
 	return call_leave(a, r);
 }
 
@@ -992,6 +998,7 @@ int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
 			spoke_count(&s->shards[spoke_st_shard(st)], CTR_RESET,
 				    spoke_shard_owned_by_me(&s->shards[spoke_st_shard(st)]));
 	} while (r == -EAGAIN);
+	SPOKE_PROBE3(reset, id, delay_ns, r);
 	return call_leave(a, r);
 }
 
@@ -1006,14 +1013,18 @@ int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
  */
 static uint64_t next_run_ns(struct spoke_handle *h, uint64_t st)
 {
-	uint64_t d;
+	struct spoke_periodic *per;
+	uint64_t d, period;
+	spoke_fn *fn;
+	void *aux;
 
-	if (spoke_st_kind(st) != SPOKE_KIND_PERIODIC)
-		return atomic_load_explicit(&h->deadline_ns, memory_order_acquire);
-	{
-		struct spoke_periodic *per = spoke_periodic_of(h);
-		uint64_t period = atomic_load_explicit(&per->period_ns, memory_order_relaxed);
-
+	if (!spoke_handle_peek(h, spoke_st_gen(st), &fn, &aux))
+		return 0;
+	if (spoke_st_kind(st) != SPOKE_KIND_PERIODIC) {
+		d = atomic_load_explicit(&h->deadline_ns, memory_order_acquire);
+	} else {
+		per = &((struct spoke_handle *)aux)->per;
+		period = atomic_load_explicit(&per->period_ns, memory_order_relaxed);
 		d = atomic_load_explicit(&per->base_ns, memory_order_acquire);
 		/* Running: base is this run's deadline; the next one is a period on. */
 		if (spoke_st_status(st) == SPOKE_ST_RUNNING &&

@@ -563,27 +563,46 @@ void spoke_arenas_free(struct spoke *s)
 }
 
 /*
+ * Any thread inside a call: fn(h, word, ctx) for every handle of s whose
+ * word, read once, is a timer's (not FREE, not a periodic timer's second
+ * slot). Only slots below each arena's published `ready` are read; the
+ * words are read as they are, while other threads change them.
+ */
+void spoke_arenas_each(struct spoke *s, void (*fn)(struct spoke_handle *h, uint64_t st, void *ctx),
+		       void *ctx)
+{
+	unsigned n = atomic_load_explicit(&s->narenas, memory_order_acquire);
+
+	for (unsigned i = 0; i < n; i++) {
+		struct arena *a = atomic_load_explicit(&s->arenas[i], memory_order_acquire);
+		size_t ready = a ? atomic_load_explicit(&a->ready, memory_order_acquire) : 0;
+
+		for (size_t k = 1; k < ready; k++) { /* slot 0: the region's header */
+			struct spoke_handle *h = spoke_arena_slot(a, k);
+			uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
+
+			if (spoke_st_status(st) != SPOKE_ST_FREE && spoke_st_status(st) != SPOKE_ST_AUX)
+				fn(h, st, ctx);
+		}
+	}
+}
+
+static void release_if_pending(struct spoke_handle *h, uint64_t st, void *release)
+{
+	unsigned status = spoke_st_status(st);
+
+	if (status != SPOKE_ST_ARMED && status != SPOKE_ST_DISPATCHED)
+		return;
+	((spoke_fn *)release)(spoke_st_kind(st) == SPOKE_KIND_PERIODIC ? spoke_periodic_of(h)->arg
+								    : h->arg);
+}
+
+/*
  * spoke_destroy_release: every timer that will never run now (armed, or due
  * and not started) hands its argument to release, once; a periodic timer's
  * second slot (SPOKE_ST_AUX) is no timer. Every spoke thread has stopped.
  */
 void spoke_arenas_release_pending(struct spoke *s, spoke_fn *release)
 {
-	unsigned n = atomic_load_explicit(&s->narenas, memory_order_acquire);
-
-	for (unsigned i = 0; i < n; i++) {
-		struct arena *a = atomic_load_explicit(&s->arenas[i], memory_order_acquire);
-		size_t fresh = a ? a->fresh : 0;
-
-		for (size_t k = 1; k < fresh; k++) { /* slot 0: the region's header */
-			struct spoke_handle *h = spoke_arena_slot(a, k);
-			uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
-			unsigned status = spoke_st_status(st);
-
-			if (status != SPOKE_ST_ARMED && status != SPOKE_ST_DISPATCHED)
-				continue;
-			release(spoke_st_kind(st) == SPOKE_KIND_PERIODIC ? spoke_periodic_of(h)->arg
-									 : h->arg);
-		}
-	}
+	spoke_arenas_each(s, release_if_pending, (void *)release);
 }

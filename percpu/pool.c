@@ -23,6 +23,7 @@
  * waiting in cancel_sync (WAITERS) are woken when RUNNING ends.
  */
 #define _GNU_SOURCE
+#include "probes.h"
 #include "service.h"
 #include "test_hooks.h"
 
@@ -61,19 +62,21 @@ bool spoke_on_pool_thread(void)
 	return tls_pool_worker;
 }
 
-static void note_lateness(struct shard *sh, uint64_t deadline_ns)
+/* How late a run of sh due at deadline_ns starts: counted, and returned. */
+static uint64_t note_lateness(struct shard *sh, uint64_t deadline_ns)
 {
 	uint64_t now = spoke_now_ns(), late, cur;
 
 	late = now > deadline_ns ? now - deadline_ns : 0;
 	spoke_late_record(&sh->ctr.late, late);
 	if (late == 0)
-		return;
+		return 0;
 	cur = atomic_load_explicit(&sh->ctr.max_late_ns, memory_order_relaxed);
 	while (late > cur &&
 	       !atomic_compare_exchange_weak_explicit(&sh->ctr.max_late_ns, &cur, late,
 						      memory_order_relaxed, memory_order_relaxed))
 		;
+	return late;
 }
 
 /*
@@ -105,7 +108,7 @@ static void finish_run(struct spoke *s, struct spoke_handle *h)
 {
 	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire), next;
 	struct shard *sh = &s->shards[spoke_st_shard(st)];
-	bool rearm, direct = spoke_shard_owned_by_me(sh);
+	bool rearm, parked, direct = spoke_shard_owned_by_me(sh);
 
 	if (spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP)) {
 		struct spoke_periodic *per = spoke_periodic_of(h);
@@ -116,10 +119,20 @@ static void finish_run(struct spoke *s, struct spoke_handle *h)
 									      memory_order_relaxed),
 							 spoke_now_ns()));
 	}
+	/*
+	 * Once destroy has begun nothing is re-armed; a periodic timer that
+	 * would run again is parked ARMED in no engine, still pending, so
+	 * that spoke_destroy_release hands its arg back.
+	 */
 	do {
+		parked = spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP) &&
+			 atomic_load_explicit(&s->stopping, memory_order_relaxed);
 		rearm = spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP) &&
-			!atomic_load_explicit(&s->stopping, memory_order_relaxed);
-		if (!rearm)
+			!parked;
+		if (parked)
+			next = spoke_st_with_status(st, SPOKE_ST_ARMED) &
+			       ~(SPOKE_ST_WAITERS | SPOKE_ST_RESET | SPOKE_ST_INBOX);
+		else if (!rearm)
 			next = spoke_st_retired(st);
 		else if (direct)
 			next = spoke_st_with_status(st, SPOKE_ST_ARMED) &
@@ -131,6 +144,8 @@ static void finish_run(struct spoke *s, struct spoke_handle *h)
 							memory_order_acquire));
 	if (st & SPOKE_ST_WAITERS)
 		spoke_ec_wake_word(spoke_state_futex(h));
+	if (parked)
+		return;
 	if (!rearm) {
 		if (st & SPOKE_ST_STOP)
 			spoke_count(sh, CTR_CANCELLED, direct);
@@ -209,7 +224,8 @@ bool spoke_run_callback(struct spoke *s, struct spoke_handle *h)
 		due = atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
 		arg = h->arg;
 	}
-	note_lateness(sh, due);
+	SPOKE_PROBE3(fire, spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h)), sh->index,
+		     note_lateness(sh, due));
 	run = (struct spoke_run){.s = s,
 				 .h = h,
 				 .id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h)),

@@ -39,6 +39,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,23 @@ _Static_assert(sizeof(void *) != 8 || sizeof(struct spoke_handle) == 64,
 static inline struct spoke_periodic *spoke_periodic_of(const struct spoke_handle *h)
 {
 	return &((struct spoke_handle *)h->arg)->per;
+}
+
+/*
+ * Any thread, for a handle it does not own (spoke_remaining, spoke_dump):
+ * what h's generation gen was started with, or false if the slot has moved
+ * on. fn and arg are stored with release by the start (api.c start_handle),
+ * so a value of a later generation read here makes the second look at the
+ * word see that generation. Memory stays mapped until destroy, so reading
+ * through a stale pointer to a periodic part is safe; its values count only
+ * if the generation is still gen after they were read.
+ */
+static inline bool spoke_handle_peek(struct spoke_handle *h, uint32_t gen, spoke_fn **fn,
+				     void **arg)
+{
+	*fn = __atomic_load_n(&h->fn, __ATOMIC_ACQUIRE);
+	*arg = __atomic_load_n(&h->arg, __ATOMIC_ACQUIRE);
+	return spoke_st_gen(atomic_load_explicit(&h->state, memory_order_acquire)) == gen;
 }
 
 static inline uint64_t spoke_periodic_base(const struct spoke_periodic *per)
@@ -353,6 +371,8 @@ void spoke_handle_release(struct spoke *s, struct spoke_handle *h, uint64_t old)
 struct spoke_handle *spoke_handle_lookup(struct spoke *s, spoke_id id);
 void spoke_arenas_free(struct spoke *s);
 void spoke_arenas_release_pending(struct spoke *s, spoke_fn *release);
+void spoke_arenas_each(struct spoke *s, void (*fn)(struct spoke_handle *h, uint64_t st, void *ctx),
+		       void *ctx);
 
 /*
  * The word of h just moved from old to spoke_st_retired(old): free h, unless

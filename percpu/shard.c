@@ -34,6 +34,7 @@
  */
 #define _GNU_SOURCE
 #include "../lib/clist.h"
+#include "probes.h"
 #include "service.h"
 #include "test_hooks.h"
 
@@ -562,8 +563,10 @@ static void shard_sleep(struct shard *sh, int64_t wait_ns)
 
 	if (wait_ns == 0 || !announce_sleep(sh, wait_ns))
 		return;
+	SPOKE_PROBE2(shard_sleep, sh->index, wait_ns);
 	spoke_ec_wait_word(&sh->wake_seq, v, wait_ns);
 	atomic_store_explicit(&sh->sleep_until_ns, 0, memory_order_relaxed);
+	SPOKE_PROBE1(shard_wake, sh->index);
 }
 
 /*

@@ -29,6 +29,7 @@ SPOKE_DEBIAN_PACKAGES=(
   valgrind
   groff-base man-db
   libhttp-parser-dev # spoke-httpd (examples/httpd.c) and tests/server
+  systemtap-sdt-dev  # <sys/sdt.h>: the USDT probes that abi.usdt_probes checks
 )
 
 # The packages of the sets named (lib, bench, test; none = all three).

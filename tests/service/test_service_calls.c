@@ -30,8 +30,10 @@
  *                                      /proc (what top and ps -L show)
  *   destroy_release_hands_back_args    every pending timer's arg exactly
  *                                      once (one-shot, periodic, TTL, started
- *                                      from other threads); none of a timer
- *                                      that ran or was cancelled
+ *                                      from other threads, and a periodic
+ *                                      timer whose run spans the start of
+ *                                      destroy); none of a timer that ran or
+ *                                      was cancelled
  */
 #include "service_util.h"
 
@@ -325,7 +327,7 @@ static void set_period_from_attached_owner(void **state)
 
 #define REL_N 32
 
-static atomic_uint rel_count[4 * REL_N];
+static atomic_uint rel_count[4 * REL_N + 1];
 
 static void release_fn(void *arg)
 {
@@ -338,6 +340,19 @@ static void rel_never(void *arg)
 }
 
 static struct spoke *rel_s;
+static atomic_int rel_running;
+
+/* A periodic run in progress when destroy begins: it ends only once calls say so. */
+static void rel_running_fn(void *arg)
+{
+	uint64_t end = spoke_now_ns() + HOLD_LIMIT_NS;
+
+	(void)arg;
+	if (atomic_exchange(&rel_running, 1) != 0)
+		return;
+	while (spoke_remaining(rel_s, spoke_self(NULL)) != -ESHUTDOWN && spoke_now_ns() < end)
+		sleep_ms(1);
+}
 
 static void *rel_foreign_main(void *arg)
 {
@@ -371,9 +386,16 @@ static void destroy_release_hands_back_args(void **state)
 		assert_int_equal(spoke_cancel(rel_s, ids[i]), 0);
 	assert_int_equal(spoke_start(rel_s, 1 * MS, count_fn, &ran, NULL), 0);
 	ASSERT_EVENTUALLY(atomic_load(&ran) == 1, "the short timer");
+	/* The last arg: a periodic timer whose run (on the one worker) spans the start of destroy.
+	 */
+	atomic_store(&rel_running, 0);
+	assert_int_equal(spoke_start_periodic(rel_s, 1 * MS, rel_running_fn,
+					      (void *)(uintptr_t)(4 * REL_N), NULL),
+			 0);
+	ASSERT_EVENTUALLY(atomic_load(&rel_running) == 1, "the periodic run");
 	svc_abandon_all();
 	spoke_destroy_release(rel_s, release_fn);
-	for (unsigned i = 0; i < 4 * REL_N; i++)
+	for (unsigned i = 0; i <= 4 * REL_N; i++)
 		if (atomic_load(&rel_count[i]) != (i < REL_N && i % 2 == 0 ? 0u : 1u))
 			fail_msg("arg %u was handed back %u times", i, atomic_load(&rel_count[i]));
 }
@@ -466,11 +488,15 @@ static void threads_carry_their_names(void **state)
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest all[] = {
-		SVC_TEST(start_at_never_early),		SVC_TEST(start_at_past_runs_next_tick),
-		SVC_TEST(remaining_counts_down),	SVC_TEST(self_names_running_timer),
-		SVC_TEST(set_period_from_own_callback), SVC_TEST(set_period_from_attached_owner),
+		SVC_TEST(start_at_never_early),
+		SVC_TEST(start_at_past_runs_next_tick),
+		SVC_TEST(remaining_counts_down),
+		SVC_TEST(self_names_running_timer),
+		SVC_TEST(set_period_from_own_callback),
+		SVC_TEST(set_period_from_attached_owner),
 		SVC_TEST(stats_lateness_percentiles),
-		SVC_TEST(threads_carry_their_names),	SVC_TEST(destroy_release_hands_back_args),
+		SVC_TEST(threads_carry_their_names),
+		SVC_TEST(destroy_release_hands_back_args),
 	};
 
 	return svc_main(argc, argv, "calls", all, ARRAY_SIZE(all));
