@@ -869,15 +869,27 @@ int spoke_cancel_sync(struct spoke *s, spoke_id id)
 	return call_leave(a, r);
 }
 
-/* Reset on the owner thread: move the engine node at once. */
+/*
+ * Reset on the owner thread: move the engine node at once. The owner holds
+ * WRITING while it stores the deadline, as a foreign reset does: a foreign
+ * reset that came after its claim and stored its own deadline first would
+ * otherwise be overwritten by an earlier reset, and a third reset riding on
+ * that one's WRITING (returning 0 "just before it") would see the timer run
+ * at the overwritten deadline. Finding WRITING, a foreign reset returns 0
+ * at once, ordered before this one; a foreign cancel sets CANCELLED | INBOX
+ * and the owner retires it in its next turn, after this has cleared WRITING.
+ */
 static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, uint64_t d)
 {
-	if (!atomic_compare_exchange_strong_explicit(&h->state, &st, spoke_st_bump_seq(st),
+	if (!atomic_compare_exchange_strong_explicit(&h->state, &st,
+						     spoke_st_bump_seq(st) | SPOKE_ST_WRITING,
 						     memory_order_acq_rel, memory_order_acquire))
 		return -EAGAIN;
+	SPOKE_HOOK(SPOKE_HOOK_DIRECT_RESET_CLAIMED);
 	atomic_store_explicit(&h->deadline_ns, d, memory_order_relaxed);
 	spoke_handle_set_base(h, st, d);
 	spoke_shard_arm(sh, h, d);
+	atomic_fetch_and_explicit(&h->state, ~SPOKE_ST_WRITING, memory_order_release);
 	return 0;
 }
 
@@ -975,6 +987,7 @@ static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint
 	SPOKE_HOOK(SPOKE_HOOK_RESET_CLAIMED);
 	later = reset_is_later(h, st, d);
 	atomic_store_explicit(&h->deadline_ns, d, memory_order_relaxed);
+	SPOKE_HOOK(SPOKE_HOOK_RESET_STORED);
 	reset_publish(sh, h, d, later);
 	return 0;
 }

@@ -11,6 +11,11 @@
  *   SPOKE_HOOK_CALL_GUARDED   a call has found `stopping` clear and not yet
  *                             counted itself in its arena: inside its RCU
  *                             read-side section (api.c call_enter)
+ *   SPOKE_HOOK_DIRECT_RESET_CLAIMED  a reset on the owner thread has set
+ *                             WRITING and not yet stored its deadline
+ *                             (api.c reset_direct)
+ *   SPOKE_HOOK_RESET_STORED   a foreign reset has stored its deadline and
+ *                             not yet published it (api.c reset_once)
  *   SPOKE_HOOK_RESET_CLAIMED  a reset from a thread that does not own the
  *                             timer has set WRITING and not yet stored its
  *                             deadline (api.c reset_once)
@@ -43,6 +48,8 @@
 enum spoke_hook {
 	SPOKE_HOOK_CALL_GUARDED,
 	SPOKE_HOOK_RESET_CLAIMED,
+	SPOKE_HOOK_DIRECT_RESET_CLAIMED,
+	SPOKE_HOOK_RESET_STORED,
 	SPOKE_HOOK_THREAD_EXIT,
 	SPOKE_HOOK_THREAD_EXIT_BEGIN,
 	SPOKE_HOOK_SHARDS_STOPPED,

@@ -64,6 +64,11 @@
  *                        word's reset sequence: the claim's swap then
  *                        succeeds, and the owner must still see the new
  *                        deadline and give the timer back, not run it.
+ *   direct_reset_vs_foreign_resets  the owner's own reset holds the word
+ *                        while a foreign reset comes, and a third reset
+ *                        follows the owner's: the timer must not run before
+ *                        the deadline of a reset ordered after the owner's
+ *                        (the owner's store once overwrote one).
  *   cancel_vs_reset_publish_seen_by_runner  a queued run whose cancel won
  *                        while a reset held WRITING: the worker reads that
  *                        word, then the reset clears WRITING; the worker's
@@ -438,6 +443,112 @@ static void later_resets_wrap_sequence_in_claim_window(void **state)
 	assert_true(spoke_remaining(s, x) > 50 * (int64_t)SEC);
 	assert_int_equal(spoke_cancel(s, x), 0);
 	svc_destroy(s);
+}
+
+/* --- a reset on the owner thread vs foreign resets --- */
+
+static struct {
+	struct spoke *s;
+	spoke_id x;
+	uint64_t t_a;
+	_Atomic uint64_t ran_ns;
+	atomic_uint runs;
+	atomic_int a_done, a_rc;
+} drs;
+
+static void drs_fn(void *arg)
+{
+	(void)arg;
+	atomic_store(&drs.ran_ns, spoke_now_ns());
+	atomic_fetch_add(&drs.runs, 1);
+}
+
+/* The owner (agent): attach shard 0 and start X a minute away. */
+static void drs_owner_start(void *arg)
+{
+	(void)arg;
+	BG_CHECK_INT(spoke_attach(drs.s, 0), ==, 0);
+	BG_CHECK_INT(spoke_start(drs.s, 60 * SEC, drs_fn, NULL, &drs.x), ==, 0);
+}
+
+/* The owner resets X to 1 s, stalling once it holds the word. */
+static void drs_owner_reset(void *arg)
+{
+	(void)arg;
+	tl_stall_at = SPOKE_HOOK_DIRECT_RESET_CLAIMED;
+	BG_CHECK_INT(spoke_reset(drs.s, drs.x, 1 * SEC), ==, 0);
+	tl_stall_at = -1;
+}
+
+static void drs_owner_poll_until_run(void *arg)
+{
+	uint64_t end = spoke_now_ns() + EVENTUALLY_NS;
+
+	(void)arg;
+	while (atomic_load(&drs.runs) == 0 && spoke_now_ns() < end) {
+		spoke_poll(drs.s);
+		sleep_ms(1);
+	}
+}
+
+/* Foreign reset A to 2 s: it may stall after storing its deadline (any-thread hook). */
+static void *drs_a_main(void *arg)
+{
+	(void)arg;
+	drs.t_a = spoke_now_ns();
+	atomic_store(&drs.a_rc, spoke_reset(drs.s, drs.x, 2 * SEC));
+	atomic_store(&drs.a_done, 1);
+	return NULL;
+}
+
+/*
+ * The owner resets X (to 1 s) and stalls holding the word; a foreign reset
+ * A (to 2 s) comes meanwhile; the owner's reset returns; then a foreign
+ * reset B (to 3 s), begun after the owner's returned, returns 0. Every
+ * order these three can be put in ends with A's or B's deadline: X must
+ * not run before A's, 2 s after A began. Without the owner holding WRITING,
+ * A stored 2 s before the owner stored 1 s over it, B rode on A's WRITING,
+ * and X ran at 1 s.
+ */
+static void direct_reset_vs_foreign_resets(void **state)
+{
+	struct agent owner;
+	pthread_t at;
+	bool a_stalled = false;
+	uint64_t end;
+
+	(void)state;
+	memset(&drs, 0, sizeof(drs));
+	drs.s = svc_new(1, 1 * MS, 0);
+	agent_begin(&owner);
+	agent_call(&owner, drs_owner_start, NULL);
+	agent_post(&owner, drs_owner_reset, NULL);
+	sem_wait_or_fail(&stalled, "the owner's reset holding the word");
+	atomic_store(&stall_any_at, SPOKE_HOOK_RESET_STORED);
+	at = thread_start(drs_a_main, NULL);
+	/* A either returns (it found the word held) or stalls with its deadline stored. */
+	end = spoke_now_ns() + EVENTUALLY_NS;
+	while (!atomic_load(&drs.a_done) && !a_stalled && spoke_now_ns() < end) {
+		a_stalled = sem_trywait(&any_stalled) == 0;
+		sleep_ms(1);
+	}
+	assert_true(atomic_load(&drs.a_done) || a_stalled);
+	atomic_store(&stall_any_at, -1);
+	sem_post(&resume);
+	agent_wait(&owner);
+	assert_int_equal(spoke_reset(drs.s, drs.x, 3 * SEC), 0); /* B */
+	if (a_stalled)
+		sem_post(&any_resume);
+	pthread_join(at, NULL);
+	assert_int_equal(atomic_load(&drs.a_rc), 0);
+	agent_call(&owner, drs_owner_poll_until_run, NULL);
+	assert_no_bg_failures();
+	assert_int_equal(atomic_load(&drs.runs), 1);
+	if (atomic_load(&drs.ran_ns) < drs.t_a + 2 * SEC)
+		fail_msg("X ran %.3f s after A's reset to 2 s began",
+			 (double)(atomic_load(&drs.ran_ns) - drs.t_a) / 1e9);
+	agent_end(&owner);
+	svc_destroy(drs.s);
 }
 
 /* Periodic runs that wait for the test to let them end. */
@@ -1644,6 +1755,7 @@ int main(int argc, char **argv)
 		HOOK_TEST(internal_structs_on_cache_lines),
 		HOOK_TEST(later_reset_writing_vs_expiry),
 		HOOK_TEST(later_resets_wrap_sequence_in_claim_window),
+		HOOK_TEST(direct_reset_vs_foreign_resets),
 		HOOK_TEST(cancel_vs_reset_publish_seen_by_runner),
 		HOOK_TEST(detach_runs_go_to_pool),
 		HOOK_TEST(periodic_rearm_taken_late_runs_late),
