@@ -105,6 +105,9 @@
 #ifndef INLINE
 #define INLINE 0
 #endif
+#ifndef DIRECT_FIX
+#define DIRECT_FIX 0
+#endif
 
 /* --- the word (state.h), shrunk ------------------------------------------ */
 #define ST_MASK	  7
@@ -255,93 +258,78 @@ inline start(direct) {
 	fi
 }
 
+/*
+ * A loop of "load the word, decide from it alone, compare-and-swap, retry
+ * on failure" has exactly the effect of one atomic read-modify-write at
+ * its successful CAS, so such loops are one d_step here (it shrinks the
+ * state space; no interleaving is lost that could change an outcome).
+ * Where a decision also reads another shared field (deadline_ns), the load,
+ * that read and the CAS stay separate steps: shard.c claim_run.
+ */
+
 /* api.c:resolve: the word, and whether the id (generation g) still names it */
 inline resolve() { atomic { st = W; ok = (gen(st) == g) } }
 
 /* --- cancel ---------------------------------------------------------------- */
 
-/* the CAS that makes a cancel return 0: the "exactly once" and "no run after" ghosts */
-inline cancel_cas(nv) {
+/*
+ * api.c:cancel_id -> resolve -> cancel_once, up to its CAS (the loop on
+ * -EAGAIN folded into one step); r: 0, ENOENT, or 9 = cancel_direct's CAS
+ * (ARMED -> CANCELLED by the owner). The CAS that makes a cancel return 0
+ * marks the ghosts "exactly once" and "no run after".
+ */
+inline cancel_id(me_owner) {
 	d_step {
+		st = W;
 		if
-		:: W == st -> W = (nv); ok = 1; cancel0[g]++;
-			assert(!oneshot[g] || runs[g] + cancel0[g] <= 1)
-		:: else -> st = W; ok = 0
+		:: gen(st) != g -> r = ENOENT
+		:: else ->
+			if
+			:: status(st) == S_ARMED ->
+				if
+				:: !(st & (INBOX | WRITING)) && me_owner -> next = with_status(st, S_CANC); r = 9
+				:: else -> next = with_status(st, S_CANC) | INBOX; r = 0
+				fi
+			:: status(st) == S_DISP -> next = with_status(st, S_CANC); r = 0
+			:: status(st) == S_RUNNING ->
+				if
+				:: !(st & PERIODIC) || (st & STOP) -> r = ENOENT
+				:: else -> next = st | STOP; r = 0
+				fi
+			:: else -> r = ENOENT
+			fi;
+			if
+			:: r != ENOENT ->
+				W = next; cancel0[g]++;
+				assert(!oneshot[g] || runs[g] + cancel0[g] <= 1)
+			:: else
+			fi
 		fi
-	}
-}
-
-/* api.c:cancel_direct (owner, ARMED without INBOX or WRITING) */
-inline cancel_direct() {
-	next = with_status(st, S_CANC);
-	cancel_cas(next);
+	};
 	if
-	:: ok ->
+	:: r == 9 ->	/* api.c:cancel_direct, after its CAS */
 		disarm();
 		d_step { assert(W == next); W = freed(next) };
 		release();
 		r = 0
-	:: else -> r = EAGAIN
+	:: r == 0 && status(st) == S_ARMED && !(st & INBOX) -> post()
+	:: else
 	fi
-}
-
-/* api.c:cancel_once */
-inline cancel_once(me_owner) {
-	if
-	:: status(st) == S_ARMED && !(st & (INBOX | WRITING)) && me_owner -> cancel_direct()
-	:: else ->
-		if
-		:: status(st) == S_ARMED -> next = with_status(st, S_CANC) | INBOX; r = 0
-		:: status(st) == S_DISP -> next = with_status(st, S_CANC); r = 0
-		:: status(st) == S_RUNNING ->
-			if
-			:: !(st & PERIODIC) || (st & STOP) -> r = ENOENT
-			:: else -> next = st | STOP; r = 0
-			fi
-		:: else -> r = ENOENT
-		fi;
-		if
-		:: r == 0 ->
-			ps = st; /* the word the CAS expects */
-			cancel_cas(next);
-			if
-			:: ok ->
-				if
-				:: status(ps) == S_ARMED && !(ps & INBOX) -> post()
-				:: else
-				fi
-			:: else -> r = EAGAIN
-			fi
-		:: else -> skip
-		fi
-	fi
-}
-
-/* api.c:cancel_id */
-inline cancel_id(me_owner) {
-	do
-	:: resolve();
-		if
-		:: !ok -> r = ENOENT; break
-		:: else -> cancel_once(me_owner);
-			if :: r != EAGAIN -> break :: else fi
-		fi
-	od
 }
 
 /* api.c:wait_not_running */
 inline wait_not_running() {
 	do
-	:: st = W;
+	:: d_step {	/* load; set WAITERS by CAS unless set (the retry folded in) */
+		st = W;
 		if
-		:: gen(st) != g || status(st) != S_RUNNING -> break
-		:: else ->
-			if
-			:: !(st & WAITERS) ->
-				CAS(st, st | WAITERS, ok);
-				if :: ok -> futex_wait(st | WAITERS) :: else fi
-			:: else -> futex_wait(st)
-			fi
+		:: gen(st) != g || status(st) != S_RUNNING -> ok = 1
+		:: else -> ok = 0; W = st | WAITERS; st = W
+		fi
+	   };
+		if
+		:: ok -> break
+		:: else -> futex_wait(st)
 		fi
 	od;
 	assert(!(running && run_gen == g))	/* cancel_sync: no run in progress */
@@ -359,11 +347,11 @@ inline cancel_sync(me_owner) {
 
 /* --- reset ----------------------------------------------------------------- */
 
-/* api.c:reset_publish */
+/* api.c:reset_publish (its CAS loop depends on the word, `later` and nothing else) */
 inline reset_publish() {
-	ps = W;
-	do
-	:: pnext = ps & ~WRITING;
+	d_step {
+		ps = W;
+		pnext = ps & ~WRITING;
 		if
 		:: ps & ORPHAN -> pnext = freed(ps)
 		:: else ->
@@ -373,9 +361,8 @@ inline reset_publish() {
 			:: else
 			fi
 		fi;
-		CAS(ps, pnext, ok);
-		if :: ok -> break :: else fi
-	od;
+		W = pnext
+	};
 	if
 	:: ps & ORPHAN -> release()
 	:: (pnext & INBOX) && !(ps & INBOX) -> post()
@@ -383,63 +370,43 @@ inline reset_publish() {
 	fi
 }
 
-/* api.c:reset_direct (owner) */
-inline reset_direct() {
+/*
+ * api.c:spoke_reset -> resolve -> reset_once, up to its CAS (the -EAGAIN
+ * loop folded in): r = 9 after reset_direct's CAS (owner, ARMED, no INBOX),
+ * 8 after the CAS that claims WRITING, else the call's result.
+ */
+inline reset_claim(me_owner) {
 	d_step {
+		st = W;
+		r = 8;
 		if
-		:: W == st -> W = bump_seq(st); ok = 1
-		:: else -> st = W; ok = 0
-		fi
-	};
-	if
-	:: ok -> deadline = d;
-		if :: st & PERIODIC -> base = d :: else fi; /* spoke_handle_set_base */
-		arm(d); r = 0
-	:: else -> r = EAGAIN
-	fi
-}
-
-/* api.c:reset_once */
-inline reset_once(me_owner) {
-	r = 3; /* undecided: go on to the claim */
-	if
-	:: status(st) == S_ARMED ->
-		if
-		:: st & WRITING -> r = 0
+		:: gen(st) != g -> r = ENOENT
 		:: else ->
 			if
-			:: !(st & INBOX) && me_owner -> reset_direct()
-			:: else
+			:: status(st) == S_ARMED ->
+				if
+				:: st & WRITING -> r = 0
+				:: else -> if :: !(st & INBOX) && me_owner -> r = 9 :: else fi
+				fi
+			:: status(st) == S_DISP -> if :: st & WRITING -> r = 0 :: else fi
+			:: status(st) == S_RUNNING ->
+				if
+				:: !(st & PERIODIC) || (st & STOP) -> r = ENOENT
+				:: else -> if :: st & WRITING -> r = 0 :: else fi
+				fi
+			:: else -> r = ENOENT
 			fi
-		fi
-	:: status(st) == S_DISP -> if :: st & WRITING -> r = 0 :: else fi
-	:: status(st) == S_RUNNING ->
+		fi;
 		if
-		:: !(st & PERIODIC) || (st & STOP) -> r = ENOENT
-		:: else -> if :: st & WRITING -> r = 0 :: else fi
+#if DIRECT_FIX
+		:: r == 9 -> W = bump_seq(st) | WRITING	/* proposed: hold WRITING across the store */
+#else
+		:: r == 9 -> W = bump_seq(st)
+#endif
+		:: r == 8 -> W = bump_seq(st) | WRITING
+		:: else
 		fi
-	:: else -> r = ENOENT
-	fi;
-	if
-	:: r == 3 ->
-		/* claim WRITING, bumping the sequence: the reset's linearization point */
-		d_step {
-			if
-			:: W == st -> W = bump_seq(st) | WRITING; ok = 1
-			:: else -> st = W; ok = 0
-			fi
-		};
-		if
-		:: ok ->
-			later = (status(st) == S_ARMED && !(st & PERIODIC) && !(st & INBOX) &&
-				 d >= deadline);	/* reset_is_later */
-			deadline = d;
-			reset_publish();
-			r = 0
-		:: else -> r = EAGAIN
-		fi
-	:: else
-	fi
+	}
 }
 
 /* ghost: a reset call begins (deadline d, id generation g) */
@@ -473,14 +440,24 @@ inline reset_returns() {
 inline reset(me_owner) {
 	pick_deadline(d);
 	reset_begins();
-	do
-	:: resolve();
-		if
-		:: !ok -> r = ENOENT; break
-		:: else -> reset_once(me_owner);
-			if :: r != EAGAIN -> break :: else fi
-		fi
-	od;
+	reset_claim(me_owner);
+	if
+	:: r == 9 ->	/* api.c:reset_direct, after its CAS */
+		deadline = d;
+		if :: st & PERIODIC -> base = d :: else fi;	/* spoke_handle_set_base */
+#if DIRECT_FIX
+		d_step { W = W & ~WRITING };	/* atomic_fetch_and: a foreign cancel may have won */
+#endif
+		arm(d);
+		r = 0
+	:: r == 8 ->	/* api.c:reset_once, WRITING claimed */
+		later = (status(st) == S_ARMED && !(st & PERIODIC) && !(st & INBOX) &&
+			 d >= deadline);	/* reset_is_later */
+		deadline = d;
+		reset_publish();
+		r = 0
+	:: else
+	fi;
 	reset_returns()
 }
 
@@ -497,21 +474,17 @@ inline finish_run(direct) {
 		fi
 	:: else
 	fi;
-	do
-	:: rearm = (fs & PERIODIC) && !(fs & STOP);
+	d_step {	/* the CAS loop: RUNNING -> retired, or ARMED (re-arm) */
+		fs = W;
+		rearm = (fs & PERIODIC) && !(fs & STOP);
 		if
 		:: !rearm -> fnext = retired(fs)
 		:: rearm && direct -> fnext = with_status(fs, S_ARMED) & ~(WAITERS | RESET)
 		:: rearm && !direct -> fnext = (with_status(fs, S_ARMED) | INBOX) & ~WAITERS
 		fi;
-		d_step {
-			if
-			:: W == fs -> W = fnext; ok = 1; running = 0
-			:: else -> fs = W; ok = 0
-			fi
-		};
-		if :: ok -> break :: else fi
-	od;
+		assert(status(fs) == S_RUNNING);
+		W = fnext; running = 0
+	};
 	if :: fs & WAITERS -> futex_wake() :: else fi;
 	if
 	:: !rearm -> if :: !(fs & WRITING) -> release() :: else fi
@@ -522,56 +495,55 @@ inline finish_run(direct) {
 	fi
 }
 
-/* pool.c:claim_run (with undispatch and spoke_handle_try_retire); claimed: run it */
+/*
+ * pool.c:claim_run (with undispatch and spoke_handle_try_retire); its loop
+ * decides on the word alone: claimed = 1, run it.
+ */
 inline runner_claim() {
-	do
-	:: status(rs) == S_DISP && !(rs & (RESET | WRITING)) ->
-		d_step {
-			if
-			:: W == rs -> W = with_status(rs, S_RUNNING); ok = 1;
-				/* the run starts: the contract */
-				g = gen(rs);
-				assert(cancel0[g] == 0);	/* no run after a cancel returned 0 */
-				gL = 255; gi = 0;	/* not before the last reset's deadline */
-				do
-				:: gi < NP ->
-					if
-					:: cand[gi] && cand_g[gi] == g && cand_d[gi] < gL -> gL = cand_d[gi]
-					:: else
-					fi;
-					if
-					:: infl[gi] && infl_g[gi] == g && infl_d[gi] < gL -> gL = infl_d[gi]
-					:: else
-					fi;
-					gi++
-				:: else -> break
-				od;
-				assert(gL != 255 && now >= gL);
-				gL = 0; gi = 0;
-				assert(!running);		/* no overlap */
-				running = 1; run_gen = g; runs[g]++;
-				assert(!oneshot[g] || runs[g] + cancel0[g] <= 1)	/* exactly once */
-			:: else -> rs = W; ok = 0
-			fi
-		};
-		if :: ok -> claimed = 1; break :: else fi
-	:: status(rs) == S_CANC ->
-		CAS(rs, retired(rs), ok);
+	d_step {
+		rs = W;
 		if
-		:: ok -> if :: !(rs & WRITING) -> release() :: else fi;
-			claimed = 0; break
-		:: else
+		:: status(rs) == S_DISP && !(rs & (RESET | WRITING)) ->
+			W = with_status(rs, S_RUNNING); claimed = 1;
+			/* the run starts: the contract */
+			g = gen(rs);
+			assert(cancel0[g] == 0);	/* no run after a cancel returned 0 */
+			gL = 255; gi = 0;	/* not before the last reset's deadline */
+			do
+			:: gi < NP ->
+				if
+				:: cand[gi] && cand_g[gi] == g && cand_d[gi] < gL -> gL = cand_d[gi]
+				:: else
+				fi;
+				if
+				:: infl[gi] && infl_g[gi] == g && infl_d[gi] < gL -> gL = infl_d[gi]
+				:: else
+				fi;
+				gi++
+			:: else -> break
+			od;
+			assert(gL != 255 && now >= gL);
+			gL = 0; gi = 0;
+			assert(!running);		/* no overlap */
+			running = 1; run_gen = g; runs[g]++;
+			assert(!oneshot[g] || runs[g] + cancel0[g] <= 1)	/* exactly once */
+		:: status(rs) == S_CANC ->
+			W = retired(rs); claimed = 0
+		:: else ->
+			assert(status(rs) == S_DISP);	/* a reset won: undispatch */
+			W = with_status(rs, S_ARMED) | INBOX; claimed = 0
 		fi
-	:: else ->
-		assert(status(rs) == S_DISP);	/* a reset won: undispatch */
-		CAS(rs, with_status(rs, S_ARMED) | INBOX, ok);
-		if :: ok -> post(); claimed = 0; break :: else fi
-	od
+	};
+	if
+	:: claimed -> skip
+	:: status(rs) == S_CANC -> if :: !(rs & WRITING) -> release() :: else fi
+	:: else -> post()
+	fi
 }
+
 
 /* pool.c:spoke_run_callback */
 inline run_callback(direct) {
-	rs = W;
 	runner_claim();
 	if
 	:: claimed ->
@@ -640,11 +612,9 @@ inline owner_claim_run() {
 /* shard.c:retire_cancelled */
 inline retire_cancelled() {
 	disarm();
-	do
-	:: assert(status(st) == S_CANC);
-		CAS(st, retired(st), ok);
-		if :: ok -> break :: else fi
-	od;
+	d_step {	/* the try_retire loop: only a reset clearing WRITING changes the word */
+		st = W; assert(status(st) == S_CANC); W = retired(st)
+	};
 	if :: !(st & WRITING) -> release() :: else fi
 }
 

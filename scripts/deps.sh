@@ -8,6 +8,7 @@ SPOKE_DEBIAN_PACKAGES=(
   build-essential cmake clang libclang-rt-14-dev pkg-config
   libcmocka-dev libck-dev liburcu-dev
   valgrind
+  spin  # scripts/spin.sh: the Promela model of the state word (docs/model.md)
   gnuplot-nox
   # benchmark-only: `spoke-bench peers` runs them beside spoke; the library never links them
   libevent-dev libuv1-dev
