@@ -38,8 +38,8 @@
  *      over 5 s, i.e. a stream timer was seconds late.)
  *
  * Lateness. The service's deadline of a one-shot timer is start time + delay
- * on CLOCK_MONOTONIC (DESIGN.md section 4, contract 2: "never before start
- * time + delay"), where start time is the clock the service reads inside
+ * on CLOCK_MONOTONIC (docs/contract.md line 2: never before start time +
+ * delay), where start time is the clock the service reads inside
  * spoke_start_on; it then runs the timer at the end of the deadline's slot
  * (docs/service.md, "Expiry: the stage and the slack"), so up to the slack
  * (--slack; default a quarter tick) of lateness is by design. CPU % is the

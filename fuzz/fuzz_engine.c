@@ -36,7 +36,7 @@
  * and next() with its model; at every expiry it checks that the timer was
  * pending, fires at exactly its deadline tick, in order, not in the pass
  * that armed it at this tick. The tickless loops check the bound of
- * DESIGN.md section 3: advance(next()) steps that fire nothing are at most
+ * docs/contract.md line E8: advance(next()) steps that fire nothing are at most
  * cfg_steps_per_deadline() per deadline involved.
  */
 #include "engine_oracle_core.h"

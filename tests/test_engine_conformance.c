@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * test_engine_conformance.c - every scheme named by spoke_engine_schemes()
- * keeps the engine contract of DESIGN.md section 3 and include/spoke/engine.h.
+ * keeps the engine contract (docs/contract.md, E1-E10) and include/spoke/engine.h.
  *
  * What it proves, for each scheme with its default parameters and, where the
  * scheme has any, with non-default geometries (tiny and deep hierarchies

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * service_util.h - helpers shared by the service tests (test_service_*.c),
- * which hold the timer service of include/spoke/spoke.h to DESIGN.md §4.
+ * which hold the timer service of include/spoke/spoke.h to docs/contract.md.
  *
  *   checks off the main thread   cmocka's assert_* may only run on the test's
  *                                own thread; callbacks and worker threads use

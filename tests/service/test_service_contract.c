@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_service_contract.c - DESIGN.md §4 contract lines 1-4 of the timer
+ * test_service_contract.c - docs/contract.md lines 1-4 of the timer
  * service (include/spoke/spoke.h), one or more tests per line, each with
  * several threads on short ticks:
  *

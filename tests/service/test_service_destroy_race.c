@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_service_destroy_race.c - DESIGN.md §4 line 8 ("spoke_destroy ...
- * waits for calls in progress") at the very start of a call.
+ * test_service_destroy_race.c - docs/contract.md line 8 ("spoke_destroy
+ * waits for the calls in progress") at the very start of a call.
  *
  *   line8_destroy_waits_for_call_in_progress   a call held inside the library
  *                                              when destroy begins

@@ -13,7 +13,7 @@
  * before (nothing left running); leaks are LeakSanitizer's (ASan build).
  * -ENOMEM and -EAGAIN are reached with tests/fault_inject.h (--wrap).
  *
- * Covered elsewhere, not repeated here (DESIGN.md §4 contract tests):
+ * Covered elsewhere, not repeated here (docs/contract.md line tests):
  *   cancel / cancel_sync / reset -ENOENT (fired, running, cancelled, id 0,
  *     garbage ids)                          test_service_contract line3_cancel_verdicts
  *   stale generations after cancel / fire   test_service_reset line6_stale_id_after_*

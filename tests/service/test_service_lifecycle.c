@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_service_lifecycle.c - DESIGN.md §4 contract lines 7-10 of the timer
+ * test_service_lifecycle.c - docs/contract.md lines 7-10 of the timer
  * service (include/spoke/spoke.h): what callbacks may call, destroy, bad
  * input, huge delays.
  *

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_service_modes.c - attached mode, Lawn TTL timers and the
- * configuration API of include/spoke/spoke.h (DESIGN.md §4):
+ * configuration API of include/spoke/spoke.h (docs/contract.md, The service):
  *
- *   attached_mode_runs_inline_in_poll    §4 attached: inline in poll, other threads' starts,
+ *   attached_mode_runs_inline_in_poll    attached: inline in poll, other threads' starts,
  *                                        own starts, managed thread stops, next_deadline
  *   attached_wake_fd_cross_thread_start  wake fd: another thread's start wakes the loop
  *   attached_wake_fd_destroy_wakes_loop  wake fd: destroy beginning wakes the loop
@@ -163,7 +163,7 @@ static bool att_all_fired(void)
 }
 
 /*
- * Attached mode (§4): a thread attaches to shard 1 (spoke_attach) and loops
+ * Attached mode (docs/contract.md): a thread attaches to shard 1 (spoke_attach) and loops
  * spoke_poll / spoke_next_deadline. Its managed thread stops driving it at
  * once: a timer started after the attach (and one pending before it, if
  * the attach was done before it was due) does not run while the attached
@@ -958,7 +958,7 @@ static int ap_attach(unsigned shard)
 }
 
 /*
- * §4 attached: once spoke_attach returns, the shard's callbacks run inline
+ * Attached (docs/contract.md): once spoke_attach returns, the shard's callbacks run inline
  * on the attached thread, only inside its spoke_poll, never on the pool:
  * also those its managed thread had already handed to the pool. One pool
  * worker: `gate` runs on it and waits for `late`, a later timer of the same

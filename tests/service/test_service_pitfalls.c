@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_service_pitfalls.c - the pitfalls the service issue names, each
- * proved by its own test with several threads (DESIGN.md §4,
+ * proved by its own test with several threads (docs/contract.md,
  * include/spoke/spoke.h):
  *
  *   pitfall_cancel_overtakes_start       insertion of a cancelled timer dropped; counters once

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_service_reset.c - DESIGN.md §4 contract lines 5 (reset, periodic
+ * test_service_reset.c - docs/contract.md lines 5 (reset, periodic
  * timers) and 6 (stale ids) of the timer service (include/spoke/spoke.h),
  * with the periodic and stale-id pitfalls of the service issue:
  *
