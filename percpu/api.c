@@ -24,7 +24,9 @@
 #include "test_hooks.h"
 #include "urcu_bp.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <linux/membarrier.h>
 #include <sched.h>
 #include <stddef.h>
@@ -1350,4 +1352,131 @@ void spoke_stats(struct spoke *s, struct spoke_stats *out)
 	}
 	late_percentiles(sum, t);
 	call_leave(a, 0);
+}
+
+/* --- the debug dump ------------------------------------------------------------- */
+
+/* One pending timer as the dump shows it. */
+struct dump_entry {
+	uint64_t due_ns;
+	spoke_id id;
+	spoke_fn *fn;
+	unsigned kind;
+};
+
+/* What the walk over the handles collects: per shard, the `keep` earliest. */
+struct dump_walk {
+	struct dump_entry *earliest; /* nshards rows of keep entries, by deadline */
+	unsigned *held;		     /* entries in each row */
+	uint64_t *pending;	     /* timers seen pending, per shard */
+	unsigned keep, nshards;
+};
+
+/* Insert e into shard k's row if it is among the `keep` earliest (a row is short). */
+static void dump_keep(struct dump_walk *w, unsigned k, struct dump_entry e)
+{
+	struct dump_entry *row = w->earliest + (size_t)k * w->keep;
+	unsigned n = w->held[k], i;
+
+	if (n == w->keep && (n == 0 || e.due_ns >= row[n - 1].due_ns))
+		return;
+	if (n < w->keep)
+		n = ++w->held[k];
+	for (i = n - 1; i > 0 && row[i - 1].due_ns > e.due_ns; i--)
+		row[i] = row[i - 1];
+	row[i] = e;
+}
+
+static void dump_visit(struct spoke_handle *h, uint64_t st, void *ctx)
+{
+	struct dump_walk *w = ctx;
+	unsigned k = spoke_st_shard(st);
+	struct dump_entry e;
+	void *arg;
+
+	if (!pending_word(st) || k >= w->nshards)
+		return;
+	e.due_ns = next_run_ns(h, st);
+	if (e.due_ns == 0 || !spoke_handle_peek(h, spoke_st_gen(st), &e.fn, &arg))
+		return; /* it ended while we looked */
+	e.id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h));
+	e.kind = spoke_st_kind(st);
+	w->pending[k]++;
+	dump_keep(w, k, e);
+}
+
+/* "on_idle+0x10 (/usr/bin/server)", or the bare address without symbols. */
+static void dump_symbol(FILE *out, spoke_fn *fn)
+{
+	Dl_info info;
+
+	if (dladdr((void *)(uintptr_t)fn, &info) && info.dli_sname)
+		fprintf(out, "%s+0x%zx", info.dli_sname,
+			(size_t)((uintptr_t)fn - (uintptr_t)info.dli_saddr));
+	else if (dladdr((void *)(uintptr_t)fn, &info) && info.dli_fname)
+		fprintf(out, "%s+0x%zx", info.dli_fname,
+			(size_t)((uintptr_t)fn - (uintptr_t)info.dli_fbase));
+	else
+		fprintf(out, "%p", (void *)(uintptr_t)fn);
+}
+
+static void dump_shard(FILE *out, struct shard *sh, const struct dump_walk *w, uint64_t now)
+{
+	static const char *const kind[] = {"one-shot", "periodic", "ttl"};
+	struct spoke_shard_stats o;
+	uint64_t ignore[SPOKE_LATE_BUCKETS] = {0};
+	const struct dump_entry *row = w->earliest + (size_t)sh->index * w->keep;
+
+	shard_stats(sh, &o, ignore);
+	fprintf(out,
+		"shard %u: %s, cpu %d, tick %" PRIu64 " ns, pending %" PRIu64 " (engines), %" PRIu64
+		" (handles), started %" PRIu64 ", fired %" PRIu64 ", cancelled %" PRIu64
+		", late p50/p99/p99.9/max %" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%" PRIu64 " us\n",
+		sh->index, o.attached ? "attached" : "managed", sh->cpu, sh->tick_ns, o.pending,
+		w->pending[sh->index], o.started, o.fired, o.cancelled, o.late_p50_ns / 1000,
+		o.late_p99_ns / 1000, o.late_p999_ns / 1000, o.max_late_ns / 1000);
+	for (unsigned i = 0; i < w->held[sh->index]; i++) {
+		int64_t in = row[i].due_ns > now ? (int64_t)(row[i].due_ns - now) : 0;
+
+		fprintf(out, "  in %" PRId64 ".%06" PRId64 " s  %-8s id %#" PRIx64 "  ",
+			in / 1000000000, (in % 1000000000) / 1000,
+			kind[row[i].kind < 3 ? row[i].kind : 0], row[i].id);
+		dump_symbol(out, row[i].fn);
+		fputc('\n', out);
+	}
+}
+
+int spoke_dump(struct spoke *s, FILE *out, unsigned earliest)
+{
+	struct dump_walk w = {.keep = earliest};
+	struct arena *a;
+	uint64_t now;
+	int err;
+
+	if (!s || !out)
+		return -EINVAL;
+	err = call_enter(s, &a);
+	if (err)
+		return err;
+	w.nshards = s->nshards;
+	w.held = calloc(w.nshards, sizeof(*w.held));
+	w.pending = calloc(w.nshards, sizeof(*w.pending));
+	w.earliest = earliest ? calloc((size_t)w.nshards * earliest, sizeof(*w.earliest)) : NULL;
+	if (!w.held || !w.pending || (earliest && !w.earliest)) {
+		err = -ENOMEM;
+		goto out;
+	}
+	spoke_arenas_each(s, dump_visit, &w);
+	now = spoke_now_ns();
+	fprintf(out, "spoke %s: %u shards, %u callback threads, at %" PRIu64 " ns\n",
+		spoke_version(), s->nshards, s->nworkers, now);
+	for (unsigned k = 0; k < s->nshards; k++)
+		dump_shard(out, &s->shards[k], &w, now);
+	if (fflush(out) != 0)
+		err = -errno;
+out:
+	free(w.held);
+	free(w.pending);
+	free(w.earliest);
+	return call_leave(a, err);
 }

@@ -35,6 +35,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <spoke/version.h>
 
@@ -296,6 +297,18 @@ int64_t spoke_next_deadline(struct spoke *s);
 int spoke_wake_fd(struct spoke *s);
 
 void spoke_stats(struct spoke *s, struct spoke_stats *out);
+
+/*
+ * A debug dump for an operator (from a signal-driven admin command, say):
+ * a line per shard (owner, CPU, tick, pending, counters, lateness
+ * percentiles) and its `earliest` earliest pending timers, each with the
+ * time left, its kind, its id and its callback's symbol (dladdr: a function
+ * of the main program shows by name only if it is linked with -rdynamic).
+ * Read while the service runs, so a timer that starts or ends meanwhile
+ * may be missing or shown once more. -EINVAL (NULL s or out), -ENOMEM,
+ * -errno of the write. Any thread; cost O(handles ever allocated).
+ */
+int spoke_dump(struct spoke *s, FILE *out, unsigned earliest);
 
 /* CLOCK_MONOTONIC in ns. */
 uint64_t spoke_now_ns(void);

@@ -25,6 +25,8 @@
  *   stats_lateness_percentiles         spoke_stats' p50/p99/p99.9 lateness:
  *                                      in order, at least the lateness every
  *                                      run had, within a bucket of the worst
+ *   dump_lists_earliest                spoke_dump: a line per shard and its
+ *                                      earliest timers, in order, by name
  *   threads_carry_their_names          the service's threads are named
  *                                      spoke-shard-N and spoke-pool-N in
  *                                      /proc (what top and ps -L show)
@@ -438,6 +440,61 @@ static void stats_lateness_percentiles(void **state)
 	free(st);
 }
 
+/* ---- spoke_dump ----------------------------------------------------------------------- */
+
+/* Not static, and the program is linked with -rdynamic: the dump names it. */
+void spoke_test_dump_marker(void *arg);
+void spoke_test_dump_marker(void *arg)
+{
+	(void)arg;
+}
+
+static unsigned count_lines(const char *text, const char *needle)
+{
+	unsigned n = 0;
+
+	for (const char *p = text; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+static void dump_lists_earliest(void **state)
+{
+	struct spoke *s = svc_new(2, 1 * MS, 1);
+	char *text = NULL;
+	size_t len = 0;
+	spoke_id first;
+	char idtxt[40];
+	FILE *f;
+
+	(void)state;
+	for (unsigned k = 0; k < 2; k++)
+		for (unsigned i = 0; i < 6; i++)
+			assert_int_equal(spoke_start_on(s, k, (60 + i + 10 * k) * SEC,
+							spoke_test_dump_marker, NULL,
+							k == 0 && i == 0 ? &first : NULL),
+					 0);
+	assert_int_equal(spoke_start_periodic(s, 3600 * SEC, spoke_test_dump_marker, NULL, NULL),
+			 0);
+	f = open_memstream(&text, &len);
+	assert_non_null(f);
+	assert_int_equal(spoke_dump(s, f, 3), 0);
+	fclose(f);
+	assert_true(strstr(text, "shard 0:") && strstr(text, "shard 1:"));
+	/* Three per shard, each named. */
+	assert_int_equal(count_lines(text, "\n  in "), 6);
+	assert_int_equal(count_lines(text, "spoke_test_dump_marker+0x0"), 6);
+	/* The earliest of shard 0 comes first, with its id. */
+	snprintf(idtxt, sizeof(idtxt), "id %#" PRIx64 " ", first);
+	assert_non_null(strstr(text, idtxt));
+	assert_true(strstr(text, idtxt) < strstr(text, "shard 1:"));
+	assert_true(strstr(strstr(text, "shard 0:"), "\n  in 59.") == strstr(text, "\n  in "));
+	free(text);
+	assert_int_equal(spoke_dump(s, NULL, 3), -EINVAL);
+	assert_int_equal(spoke_dump(NULL, stderr, 3), -EINVAL);
+	svc_destroy(s);
+}
+
 /* ---- thread names ------------------------------------------------------------------- */
 
 /* How many of this process's threads are named `name` (/proc/self/task/N/comm). */
@@ -488,15 +545,11 @@ static void threads_carry_their_names(void **state)
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest all[] = {
-		SVC_TEST(start_at_never_early),
-		SVC_TEST(start_at_past_runs_next_tick),
-		SVC_TEST(remaining_counts_down),
-		SVC_TEST(self_names_running_timer),
-		SVC_TEST(set_period_from_own_callback),
-		SVC_TEST(set_period_from_attached_owner),
-		SVC_TEST(stats_lateness_percentiles),
-		SVC_TEST(threads_carry_their_names),
-		SVC_TEST(destroy_release_hands_back_args),
+		SVC_TEST(start_at_never_early),		SVC_TEST(start_at_past_runs_next_tick),
+		SVC_TEST(remaining_counts_down),	SVC_TEST(self_names_running_timer),
+		SVC_TEST(set_period_from_own_callback), SVC_TEST(set_period_from_attached_owner),
+		SVC_TEST(stats_lateness_percentiles),	SVC_TEST(dump_lists_earliest),
+		SVC_TEST(threads_carry_their_names),	SVC_TEST(destroy_release_hands_back_args),
 	};
 
 	return svc_main(argc, argv, "calls", all, ARRAY_SIZE(all));
