@@ -71,8 +71,9 @@
  *                      INBOX only on the statuses handle_message expects,
  *                      no deadlock (lost wake-up or lost message)
  *
- * Build switches (spin -D...): FIXED (0: today's shard.c claim_run; 1: with
- * the give-back after the claim), NFOREIGN, FOPS (calls per foreign
+ * Build switches (spin -D...): FIXED (0: shard.c claim_run before the
+ * give-back after the claim; 1: today's), DIRECT_FIX (0: api.c reset_direct
+ * before it held WRITING across its store; 1: today's), NFOREIGN, FOPS (calls per foreign
  * thread), OOPS (calls made on the owner thread), TMAX, KIND (0 one-shot,
  * 1 periodic, 2 either), GENS (starts of the slot), INLINE (1: the owner may
  * run a callback itself, as with callback_threads = 0 or attached).
@@ -106,7 +107,7 @@
 #define INLINE 0
 #endif
 #ifndef DIRECT_FIX
-#define DIRECT_FIX 0
+#define DIRECT_FIX 1
 #endif
 
 /* --- the word (state.h), shrunk ------------------------------------------ */
@@ -399,7 +400,7 @@ inline reset_claim(me_owner) {
 		fi;
 		if
 #if DIRECT_FIX
-		:: r == 9 -> W = bump_seq(st) | WRITING	/* proposed: hold WRITING across the store */
+		:: r == 9 -> W = bump_seq(st) | WRITING	/* hold WRITING across the store */
 #else
 		:: r == 9 -> W = bump_seq(st)
 #endif
@@ -445,10 +446,10 @@ inline reset(me_owner) {
 	:: r == 9 ->	/* api.c:reset_direct, after its CAS */
 		deadline = d;
 		if :: st & PERIODIC -> base = d :: else fi;	/* spoke_handle_set_base */
+		arm(d);
 #if DIRECT_FIX
 		d_step { W = W & ~WRITING };	/* atomic_fetch_and: a foreign cancel may have won */
 #endif
-		arm(d);
 		r = 0
 	:: r == 8 ->	/* api.c:reset_once, WRITING claimed */
 		later = (status(st) == S_ARMED && !(st & PERIODIC) && !(st & INBOX) &&

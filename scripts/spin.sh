@@ -4,8 +4,10 @@
 #   scripts/spin.sh              fixed claim (FIXED=1): exhaustive search, must find nothing
 #   scripts/spin.sh --old        today's claim (FIXED=0): must find the reset-wrap violation;
 #                                prints the trail; exit 0 only if a violation was found
-#   scripts/spin.sh --direct-race  FIXED=1 with owner resets racing foreign ones: finds the
-#                                reset_direct race (docs/model.md); exit 0 only if found
+#   scripts/spin.sh --owner-resets  today's protocol with owner resets racing two foreign
+#                                threads' (about 3 min): exhaustive, must find nothing
+#   scripts/spin.sh --direct-race  the same with reset_direct before it held WRITING
+#                                (DIRECT_FIX=0): must find that race (docs/model.md)
 #   --depth N                    bounded search: at most N steps deep (pan -mN)
 #   --quick                      --depth 120
 #   -D...                        extra model switches (state.pml header), e.g. -DKIND=2
@@ -20,6 +22,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --old) mode=old ;;
     --direct-race) mode=direct ;;
+    --owner-resets) mode=owner ;;
     --depth) depth=$2; bounded=1; shift ;;
     --quick) depth=120; bounded=1 ;;
     --keep) keep=$2; shift ;;
@@ -37,6 +40,7 @@ case "$mode" in
   fixed)  defs=(-DFIXED=1 -DNFOREIGN=1 -DFOPS=4 -DOOPS=0 -DTMAX=2 -DKIND=0) ;;
   old)    defs=(-DFIXED=0 -DNFOREIGN=1 -DFOPS=4 -DOOPS=0 -DTMAX=2 -DKIND=0) ;;
   direct) defs=(-DFIXED=1 -DDIRECT_FIX=0 -DNFOREIGN=2 -DFOPS=1 -DOOPS=1 -DTMAX=2 -DKIND=0 -DINLINE=1) ;;
+  owner)  defs=(-DFIXED=1 -DDIRECT_FIX=1 -DNFOREIGN=2 -DFOPS=1 -DOOPS=1 -DTMAX=2 -DKIND=0 -DINLINE=1) ;;
 esac
 defs+=("${extra[@]}")
 
@@ -67,7 +71,7 @@ if [ $found = 1 ]; then
     sed -n '1,/^#processes/p'
 fi
 case "$mode" in
-  fixed)
+  fixed|owner)
     if [ $found = 1 ]; then echo "spin.sh: FAIL: the fixed model has a violation"; exit 1; fi
     if grep -q "max search depth too small" pan.out; then
       echo "spin.sh: no violation within depth $depth (bounded search)"
