@@ -548,6 +548,7 @@ static int start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	struct shard *sh;
 	struct arena *a;
 	uint64_t deadline, st;
+	spoke_id new_id;
 	int k, err = call_enter(s, &a); /* first: destroy waits for all that follows */
 
 	if (err)
@@ -562,9 +563,10 @@ static int start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 		return call_leave(a, -ENOMEM);
 	st = spoke_st_armed(spoke_st_gen(atomic_load_explicit(&h->state, memory_order_relaxed)),
 			    r->kind, (unsigned)k);
+	new_id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h));
 	if (id)
-		*id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h));
-	SPOKE_PROBE3(start, spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h)), k, deadline);
+		*id = new_id;
+	SPOKE_PROBE3(start, new_id, k, deadline);
 	if (spoke_shard_owned_by_me(sh)) {
 		atomic_store_explicit(&h->state, st, memory_order_release);
 		spoke_count(sh, CTR_STARTED, true);
