@@ -17,7 +17,7 @@ for v in before after; do
 	cmake -S "$work/$v" -B "$work/$v/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build "$work/$v/build" -j2 --target spoke_static >/dev/null
 	cc -O2 -o "$work/ab-$v" "$root/bench/pool_ab.c" -I "$work/$v/include" \
-		"$work/$v/build/libspoke.a" -lpthread -lm
+		"$work/$v/build/libspoke.a" $(pkg-config --libs liburcu-bp liburcu-cds) -lpthread -lm
 done
 echo "# before $before, after $after; $(date -u +%F); $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs"
 for r in $(seq "$rounds"); do
