@@ -11,7 +11,11 @@
  * next POOL_NEIGHBOURS queues below its own around the ring) before it
  * sleeps; a producer that finds no worker of the queue asleep wakes one of
  * the neighbours that steal from it (pool_wake_helper), so an idle worker
- * nearby takes a callback that would otherwise wait behind a long one.
+ * nearby takes a callback that would otherwise wait behind a long one. A
+ * stolen handle is run exactly as one of the worker's own (worker_run): the
+ * attach handshake looks at every worker's busy_shard, whichever queue it
+ * took the handle from.
+ *
  * A handle is on a pool queue only while DISPATCHED; a cancel that wins in that window
  * (DISPATCHED -> CANCELLED) prevents the run, and the worker then just frees
  * it. So a callback that cancel_syncs a timer still queued does not wait:
