@@ -136,8 +136,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#define MAX_T		  64
-#define MAX_ROWS	  160
+#define MAX_T		  256 /* scaling: 4 x 64 CPUs */
+#define MAX_ROWS	  320
 #define MAX_PENDING_SIZES 4
 #define MAX_TICKS	  2
 #define NS_PER_S	  UINT64_C(1000000000)
@@ -153,7 +153,7 @@
 #define WAIT_LIMIT_NS	  (30 * NS_PER_S)   /* "eventually": only a bug runs out */
 #define LATE_MAX_SAMPLES  200000
 #define FIRE_POOL_THREADS 2
-#define FIRE_SLOTS	  128
+#define FIRE_SLOTS	  1024
 #define FIRE_STAMP_EVERY  16
 #define FIRE_ATTEMPTS	  5
 #define FIRE_TICK_NS	  (10 * NS_PER_MS) /* see fire_once */
@@ -184,6 +184,7 @@ enum extra_id {
 	X_SAMPLES,
 	X_SVC_LATE, /* lateness: the service's own max_late_ns, us */
 	X_ATTEMPTS, /* fire: setups needed */
+	X_CSW,	    /* fire: context switches (voluntary + not) per 1000 callbacks */
 	NX
 };
 
@@ -475,12 +476,13 @@ struct job {
 	uint64_t n; /* start-only: starts; reset: pending; fire/memory: timers; lateness: pending */
 	uint64_t window_ns;
 	uint64_t tick_ns;
+	unsigned per_shard; /* fire-pool: callback_threads_per_shard (0: a pool of 2) */
 };
 
 static struct team team; /* one per child */
 
-static int create_service(struct spoke **s, unsigned shards, unsigned callbacks, uint64_t tick_ns,
-			  struct bench_sample *out)
+static int create_service_spread(struct spoke **s, unsigned shards, unsigned callbacks,
+				 unsigned per_shard, uint64_t tick_ns, struct bench_sample *out)
 {
 	struct spoke_config cfg;
 	int err;
@@ -489,12 +491,19 @@ static int create_service(struct spoke **s, unsigned shards, unsigned callbacks,
 	if (shards)
 		cfg.shards = shards;
 	cfg.callback_threads = callbacks;
+	cfg.callback_threads_per_shard = per_shard;
 	cfg.tick_ns = tick_ns;
 	err = spoke_create(s, &cfg);
 	if (err)
 		return fail(out, err, "spoke_create(%u shards, %u callback threads): %s",
 			    cfg.shards, callbacks, strerror(-err));
 	return 0;
+}
+
+static int create_service(struct spoke **s, unsigned shards, unsigned callbacks, uint64_t tick_ns,
+			  struct bench_sample *out)
+{
+	return create_service_spread(s, shards, callbacks, 0, tick_ns, out);
 }
 
 /* The producer on CPU c starts on the shard of the next CPU (shard k is on CPU k). */
@@ -1081,8 +1090,16 @@ static uint64_t fire_count(void)
  * the wheels a quarter tick before the deadline (retry with a longer tick
  * and margin), 0 = done (*ns = first to last callback), or an error.
  */
+static long csw_now(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_nvcsw + ru.ru_nivcsw;
+}
+
 static int fire_once(const struct job *j, unsigned callbacks, uint64_t margin_ns, uint64_t tick_ns,
-		     uint64_t *ns, struct bench_sample *out)
+		     uint64_t *ns, long *csw, struct bench_sample *out)
 {
 	struct spoke *s;
 	uint64_t t_create, t_mid, w, D, k, limit, got, last = 0, done_at = 0;
@@ -1101,7 +1118,7 @@ static int fire_once(const struct job *j, unsigned callbacks, uint64_t margin_ns
 	 * tick length plays no part in the dispatch rate).
 	 */
 	t_create = spoke_now_ns();
-	err = create_service(&s, j->T, callbacks, tick_ns, out);
+	err = create_service_spread(&s, j->T, callbacks, j->per_shard, tick_ns, out);
 	if (err)
 		return err;
 	w = spoke_now_ns() - t_create;
@@ -1130,6 +1147,7 @@ static int fire_once(const struct job *j, unsigned callbacks, uint64_t margin_ns
 			bench_sleep_ns(WAIT_STEP_NS);
 	if (!err && fire_count() != 0)
 		err = fail(out, -EPROTO, "a callback ran before its deadline");
+	*csw = csw_now(); /* the whole process, from here to the last callback */
 	limit = D + WAIT_LIMIT_NS;
 	while (!err && (got = fire_count()) < j->n) {
 		if (spoke_now_ns() > limit)
@@ -1140,6 +1158,7 @@ static int fire_once(const struct job *j, unsigned callbacks, uint64_t margin_ns
 			bench_sleep_ns(WAIT_STEP_NS);
 	}
 	done_at = bench_now_ns();
+	*csw = csw_now() - *csw;
 	if (!err) {
 		bench_sleep_ns(10 * NS_PER_MS);		   /* a duplicate run would show up now */
 		(void)wait_totals(s, pending_is, 0, NULL); /* published after the turn */
@@ -1170,11 +1189,12 @@ static int run_fire(void *arg, unsigned run, struct bench_sample *out)
 	const struct job *j = arg;
 	unsigned callbacks = j->w == W_FIRE_POOL ? FIRE_POOL_THREADS : 0;
 	uint64_t margin = 20 * NS_PER_MS + j->n * 300, tick = FIRE_TICK_NS, ns = 0;
+	long csw = 0;
 	int err = 1;
 	unsigned a;
 
 	for (a = 1; err == 1 && a <= FIRE_ATTEMPTS; a++, margin *= 4, tick *= 4)
-		err = fire_once(j, callbacks, margin, tick, &ns, out);
+		err = fire_once(j, callbacks, margin, tick, &ns, &csw, out);
 	if (err == 1)
 		return fail(out, -ETIME,
 			    "could not get %llu timers into the wheels %llu ms ahead of time",
@@ -1188,6 +1208,7 @@ static int run_fire(void *arg, unsigned run, struct bench_sample *out)
 	extras[run].v[X_OPS] = (double)j->n;
 	extras[run].v[X_OPS_PER_S] = (double)j->n * 1e9 / (double)ns;
 	extras[run].v[X_ATTEMPTS] = a - 1;
+	extras[run].v[X_CSW] = (double)csw * 1000.0 / (double)j->n;
 	return 0;
 }
 
@@ -1388,6 +1409,7 @@ struct plan {
 	unsigned threads[MAX_T];
 	size_t nthreads;
 	bool json;
+	bool scaling;		   /* spoke-bench scaling: see bench_scaling_main */
 	const char *only[NWL + 1]; /* --only: run just these workloads (NULL = all) */
 	size_t nonly;
 	struct row rows[MAX_ROWS];
@@ -1470,9 +1492,12 @@ static void json_str(const char *key, const char *s)
 	putchar('"');
 }
 
+static const char *bench_name = "service"; /* or "scaling" */
+
 static void print_json(const struct row *r)
 {
-	printf("{\"bench\":\"service\",\"workload\":\"%s\",\"threads\":%u", r->workload, r->T);
+	printf("{\"bench\":\"%s\",\"workload\":\"%s\",\"threads\":%u", bench_name, r->workload,
+	       r->T);
 	if (r->kind == ROW_LATE)
 		printf(",\"pending\":%llu,\"tick_us\":%.0f", (unsigned long long)r->pending,
 		       (double)r->tick_ns / 1000.0);
@@ -1502,6 +1527,8 @@ static void print_json(const struct row *r)
 			json_num("enoent", r->x[X_ENOENT].med);
 		if (strcmp(r->workload, wl_name[W_CROSS_START]) == 0)
 			json_num("all_in_wheels_ms", r->x[X_DRAIN_NS].med / 1e6);
+		if (strncmp(r->workload, "fire-", 5) == 0)
+			json_num("csw_per_1k", r->x[X_CSW].med);
 		break;
 	case ROW_LATE:
 		json_num("p50_us", r->x[X_P50].med);
@@ -1666,15 +1693,22 @@ static void do_pair(struct plan *p, enum wl svc, enum wl base, unsigned T, uint6
 
 static void do_fire(struct plan *p, enum wl w, unsigned T)
 {
-	struct job j = {.w = w, .T = T, .n = p->fire_n};
+	/* scaling: a worker per shard, T in all; service: a pool of 2. */
+	struct job j = {.w = w, .T = T, .n = p->fire_n, .per_shard = p->scaling ? 1 : 0};
 	struct row *r = run_series(p, &j, ROW_OPS);
+	char pool[32];
 
 	r->shards = T;
-	r->callbacks = w == W_FIRE_POOL ? FIRE_POOL_THREADS : 0;
+	r->callbacks = w == W_FIRE_POOL ? (p->scaling ? T : FIRE_POOL_THREADS) : 0;
 	r->n = p->fire_n;
+	if (p->scaling)
+		snprintf(pool, sizeof(pool), "a worker per shard");
+	else
+		snprintf(pool, sizeof(pool), "pool of %u", FIRE_POOL_THREADS);
 	if (r->ok)
-		snprintf(r->note, sizeof(r->note), "%u shards, %s; ns/op = wall per callback", T,
-			 w == W_FIRE_POOL ? "pool of 2" : "inline");
+		snprintf(r->note, sizeof(r->note),
+			 "%u shards, %s; ns/op = wall per callback; %.1f csw/1k", T,
+			 w == W_FIRE_POOL ? pool : "inline", r->x[X_CSW].med);
 	print_row(p, r);
 }
 
@@ -1845,8 +1879,27 @@ static void print_goals(const struct plan *p)
 
 /* ---- options ------------------------------------------------------------- */
 
-static void usage(FILE *f)
+static void usage(FILE *f, bool scaling)
 {
+	if (scaling) {
+		fprintf(f,
+			"usage: spoke-bench scaling [options]\n"
+			"  How the service scales with threads (see bench_scaling_main in\n"
+			"  bench/bench_service.c): own-shard and cross-shard start+cancel ops/s\n"
+			"  (beside the bare engine and the global-mutex engine) and fired\n"
+			"  callbacks/s through pools of a worker per shard, with context "
+			"switches,\n"
+			"  for T = 1, 2, 4, ... up to 4 x the CPUs.\n"
+			"  --json          one JSON object per line instead of the table\n"
+			"  --quick         small N, 10 ms windows, 3 runs (smoke test)\n"
+			"  --threads LIST  thread counts T instead (1..%d each)\n"
+			"  --runs K        runs per measurement, median/min/max (default 5, quick "
+			"3)\n"
+			"  --only NAME     just this workload (repeatable): own-start-cancel\n"
+			"                  cross-start-cancel fire-pool\n",
+			MAX_T);
+		return;
+	}
 	fprintf(f,
 		"usage: spoke-bench service [options]\n"
 		"  The timer service under load (see the top of bench/bench_service.c):\n"
@@ -1865,32 +1918,33 @@ static void usage(FILE *f)
 
 static int parse_threads(struct plan *p, const char *arg)
 {
-	const char *s = arg;
+	int n = bench_parse_threads(arg, p->threads, MAX_T, MAX_T);
 
-	p->nthreads = 0;
-	while (*s) {
-		char *end;
-		long v = strtol(s, &end, 10);
-
-		if (end == s || v < 1 || v > MAX_T || p->nthreads >= MAX_T || (*end && *end != ','))
-			return -EINVAL;
-		p->threads[p->nthreads++] = (unsigned)v;
-		s = *end ? end + 1 : end;
-	}
-	return p->nthreads ? 0 : -EINVAL;
+	if (n < 0)
+		return n;
+	p->nthreads = (size_t)n;
+	return 0;
 }
 
-static bool known_workload(const char *name)
+/* The workloads of spoke-bench scaling (their baselines come with them). */
+static bool scaling_workload(int w)
+{
+	return w == W_OWN || w == W_CROSS_PAIR || w == W_FIRE_POOL;
+}
+
+static bool known_workload(const struct plan *p, const char *name)
 {
 	for (int w = 0; w < NWL; w++)
 		if (strcmp(wl_name[w], name) == 0)
-			return true;
+			return !p->scaling || scaling_workload(w);
 	return false;
 }
 
 /* Is workload w (or its baseline's service row) selected by --only? */
 static bool selected(const struct plan *p, enum wl w)
 {
+	if (p->scaling && !scaling_workload(w))
+		return false;
 	if (p->nonly == 0)
 		return true;
 	for (size_t i = 0; i < p->nonly; i++)
@@ -1914,10 +1968,15 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 	int opt;
 
 	*done = false;
-	p->threads[0] = 1;
-	p->threads[1] = 2;
-	p->threads[2] = 4;
-	p->nthreads = 3;
+	if (p->scaling) {
+		p->nthreads = bench_threads_doubling(
+			p->threads, MAX_T, 4 * bench_ncpus() < MAX_T ? 4 * bench_ncpus() : MAX_T);
+	} else {
+		p->threads[0] = 1;
+		p->threads[1] = 2;
+		p->threads[2] = 4;
+		p->nthreads = 3;
+	}
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {
@@ -1941,23 +2000,24 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 			}
 			break;
 		case 'o':
-			if (!known_workload(optarg) || p->nonly >= NWL) {
+			if (!known_workload(p, optarg) || p->nonly >= NWL) {
 				fprintf(stderr, "--only: unknown workload '%s'\n", optarg);
 				return 2;
 			}
 			p->only[p->nonly++] = optarg;
 			break;
 		case 'h':
-			usage(stdout);
+			usage(stdout, p->scaling);
 			*done = true;
 			return 0;
 		default:
-			usage(stderr);
+			usage(stderr, p->scaling);
 			return 2;
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "spoke-bench service: unexpected argument '%s'\n", argv[optind]);
+		fprintf(stderr, "spoke-bench %s: unexpected argument '%s'\n", bench_name,
+			argv[optind]);
 		return 2;
 	}
 	p->runs = runs ? (unsigned)runs : p->quick ? 3 : 5;
@@ -1993,7 +2053,7 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 
 /* ---- main ---------------------------------------------------------------- */
 
-int bench_service_main(int argc, char **argv)
+static int service_main(int argc, char **argv, bool scaling)
 {
 	static struct plan plan;
 	struct plan *p = &plan;
@@ -2004,6 +2064,8 @@ int bench_service_main(int argc, char **argv)
 	bool done;
 	int rc;
 
+	p->scaling = scaling;
+	bench_name = scaling ? "scaling" : "service";
 	rc = parse_options(p, argc, argv, &done);
 	if (rc || done)
 		return rc;
@@ -2011,14 +2073,14 @@ int bench_service_main(int argc, char **argv)
 	extras = mmap(NULL, BENCH_MAX_RUNS * sizeof(*extras), PROT_READ | PROT_WRITE,
 		      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (extras == MAP_FAILED) {
-		perror("spoke-bench service: mmap");
+		perror("spoke-bench: mmap");
 		return 1;
 	}
 	bench_machine(machine, sizeof(machine));
 	if (!p->json) {
-		printf("spoke-bench service: median, min, max of %u runs, each in a fresh process;"
+		printf("spoke-bench %s: median, min, max of %u runs, each in a fresh process;"
 		       " windows %.0f ms.\nmachine: %s\n",
-		       p->runs, (double)p->window_ns / 1e6, machine);
+		       bench_name, p->runs, (double)p->window_ns / 1e6, machine);
 		for (size_t i = 0; i < p->nthreads; i++)
 			if (p->threads[i] > bench_ncpus()) {
 				printf("T = %u > %u CPUs: those rows are oversubscribed (more busy "
@@ -2052,10 +2114,11 @@ int bench_service_main(int argc, char **argv)
 
 	if (!p->json) {
 		print_summary(p, machine);
-		print_goals(p);
+		if (!p->scaling)
+			print_goals(p);
 	}
 	other = other_load(&whole);
-	fprintf(p->json ? stderr : stdout, "\nspoke-bench service: wall time %.1f s",
+	fprintf(p->json ? stderr : stdout, "\nspoke-bench %s: wall time %.1f s", bench_name,
 		(double)(bench_now_ns() - t0) / 1e9);
 	if (other >= 0)
 		fprintf(p->json ? stderr : stdout,
@@ -2063,4 +2126,31 @@ int bench_service_main(int argc, char **argv)
 	fputc('\n', p->json ? stderr : stdout);
 	munmap(extras, BENCH_MAX_RUNS * sizeof(*extras));
 	return p->failed ? 1 : 0;
+}
+
+int bench_service_main(int argc, char **argv)
+{
+	return service_main(argc, argv, false);
+}
+
+/*
+ * `spoke-bench scaling`: the same machinery as `service` (forked runs, rows,
+ * JSON, the global-mutex baseline), on three workloads and a thread list
+ * that grows with the machine, T = 1, 2, 4, ... up to 4 x the CPUs (at most
+ * MAX_T), so it runs unchanged on a many-core machine:
+ *   own-start-cancel    T attached shards, start + cancel on one's own shard
+ *                       (with the bare engine in the same run);
+ *   cross-start-cancel  T producers, one managed shard per CPU, start on the
+ *                       next CPU's shard + cancel, beside mutex-start-stop
+ *                       (one engine behind one global mutex);
+ *   fire-pool           T shards with one callback worker each
+ *                       (callback_threads_per_shard = 1), 1e6 timers due at
+ *                       once: fired callbacks/s through the pools, and the
+ *                       process's context switches per 1000 callbacks.
+ * Beyond the CPUs the rows are oversubscribed on purpose: what the pools
+ * and the inboxes cost when threads outnumber cores.
+ */
+int bench_scaling_main(int argc, char **argv)
+{
+	return service_main(argc, argv, true);
 }

@@ -575,6 +575,36 @@ int bench_parse_count(const char *s, uint64_t *out)
 	return 0;
 }
 
+int bench_parse_threads(const char *arg, unsigned *out, size_t cap, unsigned max)
+{
+	const char *s = arg;
+	size_t n = 0;
+
+	while (*s) {
+		char *end;
+		long v = strtol(s, &end, 10);
+
+		if (end == s || v < 1 || (unsigned long)v > max || n >= cap ||
+		    (*end && *end != ','))
+			return -EINVAL;
+		out[n++] = (unsigned)v;
+		s = *end ? end + 1 : end;
+	}
+	return n ? (int)n : -EINVAL;
+}
+
+size_t bench_threads_doubling(unsigned *out, size_t cap, unsigned upto)
+{
+	size_t n = 0;
+	unsigned t = 1;
+
+	for (; n < cap && t <= upto; t *= 2)
+		out[n++] = t;
+	if (n < cap && n && out[n - 1] != upto)
+		out[n++] = upto;
+	return n;
+}
+
 int bench_parse_seconds(const char *s, double *out)
 {
 	char *end;

@@ -36,6 +36,7 @@
 
 /* Subcommand entry points (one per bench_<name>.c). */
 int bench_schemes_main(int argc, char **argv);
+int bench_scaling_main(int argc, char **argv);
 int bench_service_main(int argc, char **argv);
 int bench_peers_main(int argc, char **argv);
 int bench_latency_main(int argc, char **argv);
@@ -281,6 +282,13 @@ int bench_plot_png(const char *file, const char *title, const struct bench_panel
 int bench_parse_count(const char *s, uint64_t *out);
 /* Parse a positive number of seconds. 0 or -EINVAL. */
 int bench_parse_seconds(const char *s, double *out);
+/*
+ * Parse a thread-count list "1,2,4" (each 1..max, at most cap of them) into
+ * out; the count, or -EINVAL.
+ */
+int bench_parse_threads(const char *s, unsigned *out, size_t cap, unsigned max);
+/* T = 1, 2, 4, ... up to `upto` (and `upto` itself if not a power of two): the count. */
+size_t bench_threads_doubling(unsigned *out, size_t cap, unsigned upto);
 
 /* ---- threads and sleeping (service benches) ---------------------------- */
 

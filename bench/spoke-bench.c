@@ -28,6 +28,8 @@ static const struct subcommand subcommands[] = {
 	 "every engine scheme: start/stop, expiry and memory against N (the paper's comparison)"},
 	{"service", bench_service_main,
 	 "the multicore service: start/cancel, reset, expiry rate, lateness, memory, vs a mutex"},
+	{"scaling", bench_scaling_main,
+	 "the service against threads, T = 1, 2, 4 .. 4 x CPUs: start/cancel and pool expiry rate"},
 	{"peers", bench_peers_main,
 	 "spoke beside libevent, libuv, timerfd, POSIX timers and a binary heap, same workloads"},
 	{"latency", bench_latency_main,

@@ -112,6 +112,11 @@ static int config_check(const struct spoke_config *c)
 		return -EINVAL;
 	if (c->callback_threads > MAX_CALLBACK_THREADS)
 		return -EINVAL;
+	/* Workers per shard: a pool (callback_threads 0 asks for none), within the bound. */
+	if (c->callback_threads_per_shard &&
+	    (c->callback_threads == 0 ||
+	     c->callback_threads_per_shard > MAX_CALLBACK_THREADS / shards))
+		return -EINVAL;
 	if (shards < 64 && (c->lawn_shards >> shards) != 0)
 		return -EINVAL;
 	if (c->n_shard_overrides > shards || (c->n_shard_overrides && !c->shard_overrides))
@@ -321,7 +326,8 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg)
 	s->cfg.shard_overrides = NULL; /* copied below as needed by shard init */
 	s->serial = atomic_fetch_add(&next_serial, 1);
 	s->nshards = s->cfg.shards;
-	s->nworkers = cfg->callback_threads;
+	s->nworkers = cfg->callback_threads_per_shard ? cfg->callback_threads_per_shard * s->nshards
+						      : cfg->callback_threads;
 	asym_fence_init(s);
 	err = spoke_arena_key_create(s);
 	if (err) {

@@ -6,7 +6,9 @@
  * Sleeper: read seq, count itself in `sleeping`, full fence, re-check the
  * queue, then futex-wait on seq unless it changed. Producer: enqueue (a full
  * barrier in wfcqueue), full fence, and if anyone sleeps bump seq and wake
- * one. Several sleepers may share one eventcount (the pool workers).
+ * one. Several sleepers may share one eventcount (the workers of one pool
+ * queue); a pool producer that finds none there looks at the neighbours'
+ * eventcounts after the same fence (pool.c pool_wake_helper).
  * Either the sleeper sees the new node, or the producer sees `sleeping` and
  * its bump makes the futex wait return at once. Producers only do this when
  * their enqueue found the queue empty, so a busy consumer costs them nothing.
@@ -40,10 +42,21 @@ static void futex_wake(_Atomic uint32_t *word, int n)
 void spoke_ec_wake_one(_Atomic uint32_t *seq, _Atomic uint32_t *sleeping)
 {
 	spoke_full_fence();
-	if (atomic_load_explicit(sleeping, memory_order_relaxed)) {
-		atomic_fetch_add_explicit(seq, 1, memory_order_release);
-		futex_wake(seq, 1);
-	}
+	(void)spoke_ec_wake_if_sleeping(seq, sleeping);
+}
+
+/*
+ * The producer's second half, for a caller that has run the full fence
+ * itself and looks at several eventcounts after it (pool.c): wake one
+ * sleeper if there is one; true if there was.
+ */
+bool spoke_ec_wake_if_sleeping(_Atomic uint32_t *seq, _Atomic uint32_t *sleeping)
+{
+	if (!atomic_load_explicit(sleeping, memory_order_relaxed))
+		return false;
+	atomic_fetch_add_explicit(seq, 1, memory_order_release);
+	futex_wake(seq, 1);
+	return true;
 }
 
 /* Wake the sleeper whatever it is doing (mode changes, shutdown). */

@@ -3,9 +3,20 @@
  * pool.c - running expiry callbacks: the callback pool, and the one routine
  * every callback runs through, wherever it runs.
  *
- * Pool: callback_threads workers sharing one wfcqueue (struct pool_queue):
- * any idle worker takes the next expired handle. A handle is on the pool
- * queue only while DISPATCHED; a cancel that wins in that window
+ * Pool: callback_threads workers in pool queues (struct pool_queue), one per
+ * shard (with fewer workers than shards, one per worker, shard k using queue
+ * k mod queues): a shard hands its expired handles to its own queue, and its
+ * own workers take them; no queue, lock or wake-up word is shared by all
+ * shards. A worker whose queue is empty steals from its neighbours' (the
+ * next POOL_NEIGHBOURS queues below its own around the ring) before it
+ * sleeps; a producer that finds no worker of the queue asleep wakes one of
+ * the neighbours that steal from it (pool_wake_helper), so an idle worker
+ * nearby takes a callback that would otherwise wait behind a long one. A
+ * stolen handle is run exactly as one of the worker's own (worker_run): the
+ * attach handshake looks at every worker's busy_shard, whichever queue it
+ * took the handle from.
+ *
+ * A handle is on a pool queue only while DISPATCHED; a cancel that wins in that window
  * (DISPATCHED -> CANCELLED) prevents the run, and the worker then just frees
  * it. So a callback that cancel_syncs a timer still queued does not wait:
  * that timer is not running, and the cancel wins. A reset that wins there
@@ -240,13 +251,46 @@ bool spoke_run_callback(struct spoke *s, struct spoke_handle *h)
 
 /* --- workers ---------------------------------------------------------------- */
 
+/*
+ * How many queues a worker steals from, and a producer wakes a sleeper of,
+ * besides its own: the next ones around the ring (a worker of queue q
+ * steals from q-1 .. q-n, a producer on q wakes in q+1 .. q+n, so whoever
+ * it wakes steals from q). Bounded, so that an idle worker on a machine
+ * with many shards does not look at every queue before it sleeps.
+ */
+#define POOL_NEIGHBOURS 8
+
+static unsigned pool_neighbours(const struct spoke *s)
+{
+	return s->npools - 1 < POOL_NEIGHBOURS ? s->npools - 1 : POOL_NEIGHBOURS;
+}
+
+/*
+ * Wake a worker for q's new or remaining work: one of q's own sleepers, or
+ * else one of its neighbours' (which then steals from q). No sleeper
+ * anywhere near: q's workers are awake and will take it. The full fence
+ * pairs with the sleeper's (eventcount.c), whose has_work looks at q.
+ */
+static void pool_wake_helper(struct spoke *s, struct pool_queue *q)
+{
+	unsigned n = pool_neighbours(s);
+
+	spoke_full_fence();
+	for (unsigned j = 0; j <= n; j++) {
+		struct pool_queue *v = &s->pools[(q->index + j) % s->npools];
+
+		if (spoke_ec_wake_if_sleeping(&v->wake_seq, &v->sleepers))
+			return;
+	}
+}
+
 void spoke_pool_dispatch(struct shard *sh, struct spoke_handle *h)
 {
-	struct pool_queue *q = &sh->s->pool;
+	struct pool_queue *q = sh->pool;
 
 	cds_wfcq_node_init(&h->qnode);
 	if (!cds_wfcq_enqueue(&q->head, &q->tail, &h->qnode))
-		spoke_ec_wake_one(&q->wake_seq, &q->sleepers);
+		pool_wake_helper(sh->s, q);
 }
 
 /*
@@ -264,16 +308,42 @@ static bool pool_nonempty_locked(struct pool_queue *q)
 	return r;
 }
 
-static bool pool_has_work(void *arg)
+/*
+ * A look at a neighbour's queue without its lock (and without writing its
+ * lock's line): only the tail pointer, which every writer changes
+ * atomically (enqueue's exchange, the emptying dequeue's compare-and-swap).
+ * true also while a producer still links its node, or a dequeue empties it.
+ */
+static bool pool_peek(struct pool_queue *q)
 {
-	struct spoke *s = arg;
-
-	return atomic_load_explicit(&s->pool_stop, memory_order_acquire) ||
-	       pool_nonempty_locked(&s->pool);
+	return uatomic_read(&q->tail.p) != &q->head.node;
 }
 
-/* One handle off the pool queue, or NULL (empty, or a producer still linking). */
-static struct spoke_handle *pool_take(struct pool_queue *q, bool *linking)
+/* The queues w steals from. */
+static struct pool_queue *pool_victim(struct pool_worker *w, unsigned j)
+{
+	struct spoke *s = w->s;
+
+	return &s->pools[(w->home + s->npools - j) % s->npools];
+}
+
+static bool pool_has_work(void *arg)
+{
+	struct pool_worker *w = arg;
+	struct spoke *s = w->s;
+	unsigned n = pool_neighbours(s);
+
+	if (atomic_load_explicit(&s->pool_stop, memory_order_acquire) ||
+	    pool_nonempty_locked(&s->pools[w->home]))
+		return true;
+	for (unsigned j = 1; j <= n; j++)
+		if (pool_peek(pool_victim(w, j)))
+			return true;
+	return false;
+}
+
+/* One handle off queue q, or NULL (empty, or a producer still linking). */
+static struct spoke_handle *pool_take(struct spoke *s, struct pool_queue *q, bool *linking)
 {
 	struct cds_wfcq_node *n;
 	bool more;
@@ -282,13 +352,29 @@ static struct spoke_handle *pool_take(struct pool_queue *q, bool *linking)
 	n = __cds_wfcq_dequeue_nonblocking(&q->head, &q->tail);
 	more = !cds_wfcq_empty(&q->head, &q->tail);
 	cds_wfcq_dequeue_unlock(&q->head, &q->tail);
-	*linking = n == CDS_WFCQ_WOULDBLOCK;
+	*linking |= n == CDS_WFCQ_WOULDBLOCK;
 	if (!n || n == CDS_WFCQ_WOULDBLOCK)
 		return NULL;
-	/* More waiting: wake a sibling before this callback perhaps runs long. */
+	/* More waiting: wake a helper before this callback perhaps runs long. */
 	if (more)
-		spoke_ec_wake_one(&q->wake_seq, &q->sleepers);
+		pool_wake_helper(s, q);
 	return caa_container_of(n, struct spoke_handle, qnode);
+}
+
+/* w's next handle: its own queue's first, else a neighbour's; NULL: none. */
+static struct spoke_handle *pool_next(struct pool_worker *w, bool *linking)
+{
+	struct spoke *s = w->s;
+	struct spoke_handle *h = pool_take(s, &s->pools[w->home], linking);
+	unsigned n = pool_neighbours(s);
+
+	for (unsigned j = 1; !h && j <= n; j++) {
+		struct pool_queue *v = pool_victim(w, j);
+
+		if (pool_peek(v))
+			h = pool_take(s, v, linking);
+	}
+	return h;
 }
 
 /*
@@ -345,35 +431,52 @@ static void *worker_main(void *arg)
 	spoke_thread_name("pool", (unsigned)(w - s->workers));
 	spoke_thread_adopt_sched(s);
 	while (!atomic_load_explicit(&s->pool_stop, memory_order_acquire)) {
-		bool linking;
-		struct spoke_handle *h = pool_take(&s->pool, &linking);
+		bool linking = false;
+		struct spoke_handle *h = pool_next(w, &linking);
 
 		if (h) {
 			worker_run(w, h);
 			continue;
 		}
 		/* Asleep until work; 50 us when a producer is still linking its node. */
-		spoke_ec_sleep(&s->pool.wake_seq, &s->pool.sleepers, pool_has_work, s,
-			       linking ? 50000 : -1);
+		spoke_ec_sleep(&s->pools[w->home].wake_seq, &s->pools[w->home].sleepers,
+			       pool_has_work, w, linking ? 50000 : -1);
 	}
 	return NULL;
 }
 
+/*
+ * Queues and workers: with callback_threads_per_shard, that many workers
+ * per shard, each shard its own queue; else callback_threads workers dealt
+ * round-robin over min(shards, workers) queues, shard k on queue k mod
+ * queues (spoke_create has set s->nworkers to the total).
+ */
 int spoke_pool_start(struct spoke *s)
 {
 	if (s->nworkers == 0)
 		return 0;
-	cds_wfcq_init(&s->pool.head, &s->pool.tail);
+	s->npools = s->nworkers < s->nshards ? s->nworkers : s->nshards;
+	s->pools = spoke_zalloc_lines(s->npools, sizeof(*s->pools));
 	s->workers = spoke_zalloc_lines(s->nworkers, sizeof(*s->workers));
-	if (!s->workers) {
-		cds_wfcq_destroy(&s->pool.head, &s->pool.tail);
+	if (!s->pools || !s->workers) {
+		free(s->pools);
+		free(s->workers);
+		s->pools = NULL;
+		s->workers = NULL;
 		return -ENOMEM;
 	}
+	for (unsigned k = 0; k < s->npools; k++) {
+		cds_wfcq_init(&s->pools[k].head, &s->pools[k].tail);
+		s->pools[k].index = k;
+	}
+	for (unsigned k = 0; k < s->nshards; k++)
+		s->shards[k].pool = &s->pools[k % s->npools];
 	for (unsigned i = 0; i < s->nworkers; i++) {
 		struct pool_worker *w = &s->workers[i];
 		int err;
 
 		w->s = s;
+		w->home = i % s->npools;
 		err = spoke_thread_start(s, &w->thread, worker_main, w);
 		if (err) {
 			spoke_pool_stop(s);
@@ -390,7 +493,8 @@ void spoke_pool_stop(struct spoke *s)
 	if (!s->workers)
 		return;
 	atomic_store_explicit(&s->pool_stop, 1, memory_order_release);
-	spoke_ec_kick(&s->pool.wake_seq);
+	for (unsigned k = 0; k < s->npools; k++)
+		spoke_ec_kick(&s->pools[k].wake_seq);
 	for (unsigned i = 0; i < s->nworkers; i++) {
 		if (s->workers[i].running)
 			pthread_join(s->workers[i].thread, NULL);
@@ -404,7 +508,10 @@ void spoke_pool_forget(struct spoke *s)
 {
 	if (!s->workers)
 		return;
-	cds_wfcq_destroy(&s->pool.head, &s->pool.tail);
+	for (unsigned k = 0; k < s->npools; k++)
+		cds_wfcq_destroy(&s->pools[k].head, &s->pools[k].tail);
+	free(s->pools);
 	free(s->workers);
+	s->pools = NULL;
 	s->workers = NULL;
 }

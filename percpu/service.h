@@ -25,11 +25,17 @@
  *                        read/write as needed), a private free list of
  *                        handles, plus a wfcqueue on which other threads
  *                        return the handles they free.
- *   struct pool_worker   one per callback thread, with its own wfcqueue.
+ *   struct pool_queue    one per shard with workers of its own (fewer when
+ *                        there are fewer workers than shards): the shard's
+ *                        expired handles, and the eventcount its workers
+ *                        sleep on (pool.c).
+ *   struct pool_worker   one per callback thread, serving one pool queue
+ *                        (its home) and stealing from its neighbours'.
  *
  * A handle's queue node is in at most one queue at a time: the owner's
- * inbox only while the state word has SPOKE_ST_INBOX, the pool queue only
- * while DISPATCHED without INBOX, an arena return queue only while FREE.
+ * inbox only while the state word has SPOKE_ST_INBOX, its shard's pool
+ * queue only while DISPATCHED without INBOX, an arena return queue only
+ * while FREE.
  */
 #ifndef SPOKE_PERCPU_SERVICE_H
 #define SPOKE_PERCPU_SERVICE_H
@@ -264,7 +270,8 @@ struct shard {
 	unsigned index;
 	int cpu;
 	uint64_t tick_ns;
-	uint64_t epoch_ns; /* tick 0 of the engines */
+	uint64_t epoch_ns;	 /* tick 0 of the engines */
+	struct pool_queue *pool; /* where its expiries go (pool.c); NULL: no pool */
 	/* Owner only. */
 	struct spoke_engine *wheel;	 /* one-shot and periodic timers */
 	struct spoke_engine *lawn;	 /* TTL timers, if this shard takes Lawn buckets */
@@ -311,6 +318,7 @@ struct pool_worker {
 			struct spoke *s;
 			pthread_t thread;
 			bool running;
+			unsigned home; /* index of its pool queue in spoke.pools */
 			_Atomic uint32_t busy_shard;
 		};
 		char line[SPOKE_CACHELINE];
@@ -318,17 +326,20 @@ struct pool_worker {
 };
 
 /*
- * The callback pool's one queue: shards enqueue (wait-free), workers take
- * one handle at a time under the queue's consumer lock (liburcu's
- * cds_wfcq_dequeue_lock; held for one non-blocking dequeue, never on a
- * start, reset or cancel path), so an idle worker always gets the next
- * callback and a long callback never holds others back.
+ * A callback pool queue: the shards it serves (one, unless there are fewer
+ * workers than shards) enqueue (wait-free), its workers and stealing
+ * neighbours take one handle at a time under the queue's consumer lock
+ * (liburcu's cds_wfcq_dequeue_lock; held for one non-blocking dequeue,
+ * never on a start, reset or cancel path). Its workers sleep on its
+ * eventcount (wake_seq, sleepers). No line of it is written by the shards
+ * or workers of another queue, except by a worker that steals (pool.c).
  */
 struct pool_queue {
 	struct cds_wfcq_head head __attribute__((aligned(SPOKE_CACHELINE)));
 	struct cds_wfcq_tail tail __attribute__((aligned(SPOKE_CACHELINE)));
 	_Atomic uint32_t wake_seq __attribute__((aligned(SPOKE_CACHELINE)));
 	_Atomic uint32_t sleepers;
+	unsigned index; /* in spoke.pools */
 };
 
 struct spoke {
@@ -342,9 +353,10 @@ struct spoke {
 	unsigned *cpu_shard; /* CPU -> shard for spoke_start */
 	unsigned nworkers;
 	struct pool_worker *workers; /* spoke_zalloc_lines */
-	struct pool_queue pool;
-	_Atomic int stopping; /* spoke_destroy() has begun */
-	bool asym_fence;      /* membarrier registered: see api.c */
+	unsigned npools;	     /* pool queues: one per shard, or per worker if fewer */
+	struct pool_queue *pools;    /* spoke_zalloc_lines */
+	_Atomic int stopping;	     /* spoke_destroy() has begun */
+	bool asym_fence;	     /* membarrier registered: see api.c */
 	/* Every thread spoke starts gets the scheduling and CPU affinity of the thread
 	 * that called spoke_create, whoever starts it later (api.c thread_attr_init). */
 	pthread_attr_t thread_attr; /* the affinity */
@@ -542,6 +554,7 @@ void spoke_shard_recall(struct shard *sh, struct spoke_handle *h);
 
 /* eventcount.c: sleep until a queue has work; wake the sleeper */
 void spoke_ec_wake_one(_Atomic uint32_t *seq, _Atomic uint32_t *sleeping);
+bool spoke_ec_wake_if_sleeping(_Atomic uint32_t *seq, _Atomic uint32_t *sleeping);
 void spoke_ec_kick(_Atomic uint32_t *seq);
 void spoke_ec_sleep(_Atomic uint32_t *seq, _Atomic uint32_t *sleeping, bool (*has_work)(void *),
 		    void *arg, int64_t timeout_ns);

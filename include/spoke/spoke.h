@@ -85,11 +85,21 @@ struct spoke_config {
 	size_t table_size;	   /* 0 = engine default */
 	unsigned callback_threads; /* pool size (default: one per shard, at most 1024);
 				      0 = callbacks inline on the shard thread */
-	bool pin_threads;	   /* pin managed shard threads to their CPUs (default true) */
-	unsigned inbox_batch;	   /* messages a shard takes per turn before it looks at
-				      the clock again (default 4096; 0 = all) */
-	uint64_t lawn_shards;	   /* bit k set: shard k takes Lawn TTL buckets (k < 64);
-				      0 = every shard (default) */
+	/*
+	 * How the pool is spread over the shards. 0 (the default): the
+	 * callback_threads workers are dealt round-robin, and each shard with
+	 * a worker of its own has its own queue (with fewer workers than
+	 * shards, shard k shares the queue of worker k mod callback_threads).
+	 * n > 0: n workers per shard, n x shards in all (at most 1024), in
+	 * place of callback_threads' count, which must then not be 0. A worker
+	 * with nothing to do takes callbacks from neighbouring shards' queues.
+	 */
+	unsigned callback_threads_per_shard;
+	bool pin_threads;     /* pin managed shard threads to their CPUs (default true) */
+	unsigned inbox_batch; /* messages a shard takes per turn before it looks at
+				 the clock again (default 4096; 0 = all) */
+	uint64_t lawn_shards; /* bit k set: shard k takes Lawn TTL buckets (k < 64);
+				 0 = every shard (default) */
 	/* Optional: overrides for shards 0 .. n_shard_overrides-1 (NULL = none). */
 	const struct spoke_shard_config *shard_overrides;
 	unsigned n_shard_overrides;
@@ -132,7 +142,8 @@ void spoke_config_init(struct spoke_config *cfg);
  * tick_ns 0 is invalid, not a default; a slack_ns, global or an override's,
  * below 1/64 of the tick of a shard it applies to; lawn_shards bits at or
  * above the shard count; an override cpu below -1 or not below CPU_SETSIZE;
- * more overrides than shards, or a count with a NULL array). -ENOMEM: no memory. -EAGAIN: a
+ * more overrides than shards, or a count with a NULL array; callback_threads_per_shard
+ * times the shards above 1024, or with callback_threads 0). -ENOMEM: no memory. -EAGAIN: a
  * thread could not be started.
  */
 int spoke_create(struct spoke **out, const struct spoke_config *cfg);

@@ -77,8 +77,8 @@
  *                        thread, before it records it (MANAGED), with a
  *                        callback due that waits for a later timer of its
  *                        shard: the new thread must not run it inline.
- *   internal_structs_on_cache_lines  the instance, its shards, arenas and
- *                        pool workers start on a cache line (their
+ *   internal_structs_on_cache_lines  the instance, its shards, arenas,
+ *                        pool workers and pool queues start on a cache line (their
  *                        members aligned to one would be misaligned).
  *   periodic_rearm_taken_late_runs_late  a periodic run ends on the pool
  *                        in time, but its owner takes the re-arm message
@@ -1401,6 +1401,7 @@ static void internal_structs_on_cache_lines(void **state)
 		assert_true(on_line(s[i]));
 		assert_true(on_line(a));
 		assert_true(on_line(s[i]->workers));
+		assert_true(on_line(s[i]->pools));
 		for (unsigned k = 0; k < spoke_shards(s[i]); k++)
 			assert_true(on_line(&s[i]->shards[k]));
 	}

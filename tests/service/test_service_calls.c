@@ -30,6 +30,12 @@
  *   threads_carry_their_names          the service's threads are named
  *                                      spoke-shard-N and spoke-pool-N in
  *                                      /proc (what top and ps -L show)
+ *   pool_per_shard_spread_and_steal    callback_threads_per_shard = 2 starts
+ *                                      two workers per shard; with one worker
+ *                                      per shard (per-shard and round-robin
+ *                                      spreads), a callback that waits for a
+ *                                      later one of its own shard is not held
+ *                                      behind: an idle neighbour takes it
  *   destroy_release_hands_back_args    every pending timer's arg exactly
  *                                      once (one-shot, periodic, TTL, started
  *                                      from other threads, and a periodic
@@ -542,14 +548,92 @@ static void threads_carry_their_names(void **state)
 	svc_destroy(s);
 }
 
+/* ---- pools per shard ------------------------------------------------------------------- */
+
+static atomic_int steal_b_ran;
+static atomic_int steal_a_saw_b;
+
+/* A: waits (bounded) for B, a later timer of its own shard, holding its worker. */
+static void steal_a_fn(void *arg)
+{
+	uint64_t end = mono_ns() + HOLD_LIMIT_NS;
+
+	(void)arg;
+	while (!atomic_load(&steal_b_ran) && mono_ns() < end)
+		sleep_ns(100 * US);
+	atomic_store(&steal_a_saw_b, atomic_load(&steal_b_ran));
+}
+
+static void steal_b_fn(void *arg)
+{
+	(void)arg;
+	atomic_store(&steal_b_ran, 1);
+}
+
+/* Shard 0's one worker held by A: B (shard 0) must run on shard 1's idle worker. */
+static void held_shard_runs_on_neighbour(unsigned callback_threads, unsigned per_shard)
+{
+	struct spoke_config c;
+	struct spoke *s;
+	spoke_id a, b;
+
+	svc_config(&c, 2, 1 * MS, callback_threads);
+	c.callback_threads_per_shard = per_shard;
+	s = svc_create_cfg(&c);
+	atomic_store(&steal_b_ran, 0);
+	atomic_store(&steal_a_saw_b, 0);
+	assert_int_equal(spoke_start_on(s, 0, 1 * MS, steal_a_fn, NULL, &a), 0);
+	sleep_ns(20 * MS);
+	assert_int_equal(spoke_start_on(s, 0, 5 * MS, steal_b_fn, NULL, &b), 0);
+	ASSERT_EVENTUALLY(stats_total(s).fired == 2 && atomic_load(&steal_b_ran), "A and B fired");
+	svc_destroy(s);
+	assert_true(atomic_load(&steal_a_saw_b));
+}
+
+static void pool_per_shard_spread_and_steal(void **state)
+{
+	static const char *const names[] = {"spoke-pool-0", "spoke-pool-1", "spoke-pool-2",
+					    "spoke-pool-3"};
+	struct spoke_config c;
+	struct spoke *s;
+	unsigned fired = 0;
+
+	(void)state;
+	/* Two per shard: 4 workers (callback_threads, 1, is superseded). */
+	svc_config(&c, 2, 1 * MS, 1);
+	c.callback_threads_per_shard = 2;
+	s = svc_create_cfg(&c);
+	for (unsigned i = 0; i < ARRAY_SIZE(names); i++)
+		ASSERT_EVENTUALLY(threads_named(names[i]) == 1, names[i]);
+	assert_int_equal(threads_named("spoke-pool-4"), 0);
+	for (unsigned i = 0; i < 64; i++) {
+		spoke_id id;
+
+		assert_int_equal(spoke_start_on(s, i % 2, (1 + i % 5) * MS, steal_b_fn, NULL, &id),
+				 0);
+	}
+	ASSERT_EVENTUALLY((fired = stats_total(s).fired) == 64, "every callback fired");
+	svc_destroy(s);
+	/* One worker per shard, per shard and dealt round-robin (2 of 2; 3 of 2). */
+	held_shard_runs_on_neighbour(2, 1);
+	held_shard_runs_on_neighbour(2, 0);
+	held_shard_runs_on_neighbour(3, 0);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest all[] = {
-		SVC_TEST(start_at_never_early),		SVC_TEST(start_at_past_runs_next_tick),
-		SVC_TEST(remaining_counts_down),	SVC_TEST(self_names_running_timer),
-		SVC_TEST(set_period_from_own_callback), SVC_TEST(set_period_from_attached_owner),
-		SVC_TEST(stats_lateness_percentiles),	SVC_TEST(dump_lists_earliest),
-		SVC_TEST(threads_carry_their_names),	SVC_TEST(destroy_release_hands_back_args),
+		SVC_TEST(start_at_never_early),
+		SVC_TEST(start_at_past_runs_next_tick),
+		SVC_TEST(remaining_counts_down),
+		SVC_TEST(self_names_running_timer),
+		SVC_TEST(set_period_from_own_callback),
+		SVC_TEST(set_period_from_attached_owner),
+		SVC_TEST(stats_lateness_percentiles),
+		SVC_TEST(dump_lists_earliest),
+		SVC_TEST(threads_carry_their_names),
+		SVC_TEST(destroy_release_hands_back_args),
+		SVC_TEST(pool_per_shard_spread_and_steal),
 	};
 
 	return svc_main(argc, argv, "calls", all, ARRAY_SIZE(all));

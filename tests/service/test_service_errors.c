@@ -222,6 +222,16 @@ static void spoke_create_bad_callback_threads_einval(void **state)
 	GOOD(cfg.callback_threads = 0);
 }
 
+static void spoke_create_bad_callback_threads_per_shard_einval(void **state)
+{
+	(void)state;
+	BAD(cfg.callback_threads_per_shard = 513); /* 2 shards: 1026 workers */
+	BAD(cfg.callback_threads_per_shard = UINT_MAX);
+	BAD((cfg.callback_threads = 0, cfg.callback_threads_per_shard = 1)); /* inline and a pool */
+	GOOD(cfg.callback_threads_per_shard = 1);
+	GOOD((cfg.callback_threads = 5, cfg.callback_threads_per_shard = 2));
+}
+
 static void spoke_create_bad_lawn_shards_einval(void **state)
 {
 	(void)state;
@@ -1227,6 +1237,7 @@ int main(int argc, char **argv)
 		ERR_TEST(spoke_create_bad_engine_einval),
 		ERR_TEST(spoke_create_bad_geometry_einval),
 		ERR_TEST(spoke_create_bad_callback_threads_einval),
+		ERR_TEST(spoke_create_bad_callback_threads_per_shard_einval),
 		ERR_TEST(spoke_create_bad_lawn_shards_einval),
 		ERR_TEST(spoke_create_bad_shard_overrides_einval),
 		ERR_TEST(spoke_create_bad_override_cpu_einval),
