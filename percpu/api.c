@@ -465,12 +465,17 @@ static uint64_t deadline_on(const struct shard *sh, uint64_t delay_ns)
 }
 
 /*
- * The deadline of spoke_start_at on sh: the one asked, unless it has passed
- * (or is now): then the next tick of sh, as delay 0 would give.
+ * The deadline of spoke_start_at on sh: the one asked, unless it has passed:
+ * then the next tick of sh, as delay 0 would give. The owner of sh compares
+ * with the time of its last turn instead of reading the clock: the caller
+ * brought the time, so an attached loop's start_at costs no clock read. A
+ * deadline between that turn's time and now is armed as asked: it is due,
+ * and the next turn runs it (never this one, whose time is older), which is
+ * what "the next tick" promises a callback that starts one.
  */
-static uint64_t deadline_at(const struct shard *sh, uint64_t deadline_ns)
+static uint64_t deadline_at(const struct shard *sh, uint64_t deadline_ns, bool owner)
 {
-	uint64_t now = spoke_now_ns();
+	uint64_t now = owner ? sh->clock_ns : spoke_now_ns();
 
 	return deadline_ns > now ? deadline_ns : spoke_shard_next_tick_ns(sh, now);
 }
@@ -563,7 +568,8 @@ static int start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	if (k < 0)
 		return call_leave(a, k);
 	sh = &s->shards[k];
-	deadline = r->absolute ? deadline_at(sh, r->when_ns) : deadline_on(sh, r->when_ns);
+	deadline = r->absolute ? deadline_at(sh, r->when_ns, spoke_shard_owned_by_me(sh))
+			       : deadline_on(sh, r->when_ns);
 	h = start_handle(s, a, r, deadline);
 	if (!h)
 		return call_leave(a, -ENOMEM);

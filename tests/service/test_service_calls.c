@@ -118,10 +118,20 @@ static void start_at_never_early(void **state)
 	svc_destroy(s);
 }
 
+/* A callback that starts another timer at "now": never in the pass that ran it. */
+static struct spoke *at_s;
+static struct at_rec at_inner;
+
+static void at_outer_fn(void *arg)
+{
+	at_fn(arg);
+	BG_CHECK_INT(spoke_start_at(at_s, spoke_now_ns(), at_fn, &at_inner, NULL), ==, 0);
+}
+
 static void start_at_past_runs_next_tick(void **state)
 {
 	struct spoke *s = svc_new(1, 1 * MS, 0);
-	struct at_rec past = {0}, zero = {0};
+	struct at_rec past = {0}, zero = {0}, outer = {0};
 	uint64_t now;
 
 	(void)state;
@@ -138,6 +148,14 @@ static void start_at_past_runs_next_tick(void **state)
 	spoke_poll(s);
 	assert_int_equal(atomic_load(&past.runs), 1);
 	assert_int_equal(atomic_load(&zero.runs), 1);
+	/* From a callback: a deadline of "now" is past, but not for the pass running it. */
+	at_s = s;
+	memset(&at_inner, 0, sizeof(at_inner));
+	assert_int_equal(spoke_start_at(s, spoke_now_ns(), at_outer_fn, &outer, NULL), 0);
+	ASSERT_EVENTUALLY(spoke_poll(s) == 1, "the outer callback's poll");
+	assert_int_equal(atomic_load(&at_inner.runs), 0);
+	ASSERT_EVENTUALLY((spoke_poll(s), atomic_load(&at_inner.runs) == 1), "the inner one");
+	assert_no_bg_failures();
 	svc_destroy(s);
 }
 
