@@ -16,7 +16,8 @@
 #   reset-storm wrk, 1000 keep-alive connections as fast as they go: every request
 #               resets its connection's timer
 #   slowloris   slowhttptest -H: is the service available meanwhile, and does the
-#               header timer close the slow connections
+#               header timer close the slow connections (its CSVs are kept in the
+#               build directory; client_stall_s counts the seconds it did not run)
 #   slow-read   slowhttptest -X on GET /big (1 MiB): does the write timer close them
 #   deadline    spoke-httpd-load sleep: /sleep around --deadline-ms, exactly one
 #               answer each, 200 never before the work, 504 never before the deadline
@@ -184,6 +185,13 @@ slow_run() { # slow_run BACKEND MODE(H|X)
   record "$w" "$b" available_pct "$avail"
   # How long the test ran: it ends early once the server has closed every slow connection.
   record "$w" "$b" test_s "$(awk -F, 'NR > 1 { s = $1 } END { print s + 0 }' "$tmp/slow.csv")"
+  # Seconds with no CSV row: slowhttptest's own loop did not run for them (a starved
+  # client). Its probe's -p timeout is counted on that loop's clock, so a stall of -p
+  # seconds marks the service unavailable however fast the server answers: read a
+  # available_pct under 100 next to a non-zero stall as the client's, not the server's.
+  record "$w" "$b" client_stall_s "$(awk -F, 'NR > 2 && $1 - p > 1 { g += $1 - p - 1 }
+                                             NR > 1 { p = $1 } END { print g + 0 }' "$tmp/slow.csv")"
+  cp "$tmp/slow.csv" "$build/slowhttptest-$w-$b-round$r.csv" # kept for a look after the run
   record "$w" "$b" connections "$(stat connections)"
   record "$w" "$b" closed_by_header "$(stat close_header)"
   record "$w" "$b" closed_by_write "$(stat close_write)"
