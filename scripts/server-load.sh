@@ -16,7 +16,8 @@
 #   reset-storm wrk, 1000 keep-alive connections as fast as they go: every request
 #               resets its connection's timer
 #   slowloris   slowhttptest -H: is the service available meanwhile, and does the
-#               header timer close the slow connections
+#               header timer close the slow connections (its CSVs are kept in the
+#               build directory; client_stall_s counts the seconds it did not run)
 #   slow-read   slowhttptest -X on GET /big (1 MiB): does the write timer close them
 #   deadline    spoke-httpd-load sleep: /sleep around --deadline-ms, exactly one
 #               answer each, 200 never before the work, 504 never before the deadline
@@ -175,10 +176,22 @@ slow_run() { # slow_run BACKEND MODE(H|X)
   (cd "$tmp" && timeout $((slow_s + 30)) slowhttptest "${args[@]}" -l "$slow_s" -p 2 \
      -u "$url" -g -o "$tmp/slow" >/dev/null 2>&1) || true
   stop_server
-  # CSV: seconds,closed,pending,connected,service available (the probe's HTTP code, 0 = none)
-  avail=$(awk -F, 'NR > 1 { n++; if ($5 + 0 >= 200 && $5 + 0 < 500) ok++ }
+  # CSV: Seconds,Closed,Pending,Connected,Service Available, a row a second. The last
+  # column is not an HTTP code: slowhttptest writes !is_dosed * num_connections, so it
+  # is the connection count (-c, or fewer if sockets ran out) while its probe gets an
+  # answer within -p seconds, and 0 once a probe went unanswered.
+  avail=$(awk -F, 'NR > 1 { n++; if ($5 + 0 > 0) ok++ }
                    END { printf "%.0f", n ? 100 * ok / n : 0 }' "$tmp/slow.csv")
   record "$w" "$b" available_pct "$avail"
+  # How long the test ran: it ends early once the server has closed every slow connection.
+  record "$w" "$b" test_s "$(awk -F, 'NR > 1 { s = $1 } END { print s + 0 }' "$tmp/slow.csv")"
+  # Seconds with no CSV row: slowhttptest's own loop did not run for them (a starved
+  # client). Its probe's -p timeout is counted on that loop's clock, so a stall of -p
+  # seconds marks the service unavailable however fast the server answers: read a
+  # available_pct under 100 next to a non-zero stall as the client's, not the server's.
+  record "$w" "$b" client_stall_s "$(awk -F, 'NR > 2 && $1 - p > 1 { g += $1 - p - 1 }
+                                             NR > 1 { p = $1 } END { print g + 0 }' "$tmp/slow.csv")"
+  cp "$tmp/slow.csv" "$build/slowhttptest-$w-$b-round$r.csv" # kept for a look after the run
   record "$w" "$b" connections "$(stat connections)"
   record "$w" "$b" closed_by_header "$(stat close_header)"
   record "$w" "$b" closed_by_write "$(stat close_write)"
