@@ -161,9 +161,11 @@ void spoke_destroy(struct spoke *s);
 
 /*
  * As spoke_destroy, and then, on the calling thread once every spoke thread
- * has stopped, release(arg) once for each timer that was still pending (it
- * never ran and no cancel returned 0 for it; a periodic timer counts once),
- * so that whoever owns the args can free them. release NULL: spoke_destroy.
+ * has stopped, release(arg) once for each timer that was still pending: a
+ * one-shot that never ran, a periodic timer not stopped (counted once, also
+ * when a run of it was in progress as destroy began), and no cancel returned
+ * 0 for it; so that whoever owns the args can free them. release NULL:
+ * spoke_destroy.
  */
 void spoke_destroy_release(struct spoke *s, spoke_fn *release);
 
@@ -237,9 +239,9 @@ spoke_id spoke_self(uint64_t *due_ns);
 /*
  * Change a periodic timer's period: the runs after the one already
  * scheduled (or running) are period_ns apart. Only from inside that timer's
- * own callback, or from the thread that owns its shard (an attached loop;
- * then -EPERM if a start, reset or cancel of it from another thread is
- * still queued). -EINVAL (NULL s, period_ns 0, not a periodic timer),
+ * own callback, or from the thread that owns its shard (an attached loop,
+ * or a callback running inline on that shard's thread; then -EPERM if a
+ * start, reset or cancel of it from another thread is still queued). -EINVAL (NULL s, period_ns 0, not a periodic timer),
  * -ENOENT (not pending), -EPERM (another thread).
  */
 int spoke_set_period(struct spoke *s, spoke_id id, uint64_t period_ns);
