@@ -47,6 +47,7 @@ function wl_words(w) {
   if (w == "W2-advance") return "W2: drain the N timers by one advance(2^{20})"
   if (w == "W2-tick") return "W2: drain the N timers by 2^{20} calls of advance(1)"
   if (w == "W3") return "W3: memory (RSS) per outstanding timer"
+  if (w == "dep-load") return "memory floor: one dependent load over N timers' worth of memory"
   return w
 }
 # A page title in words for the rows of one subject key (scheme, peer, ...).
@@ -59,6 +60,7 @@ function page_words(key) {
 function unit_words(u) {
   if (u == "" || u == "ns/op") return "ns per operation"
   if (u == "B/timer") return "bytes per timer"
+  if (u ~ /^ns\/load/) return "ns per dependent load"
   return u
 }
 function tick_name(us) { return (us >= 1000 && us % 1000 == 0) ? (us / 1000) " ms" : us " us" }
