@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include "probes.h"
+#include "protocol.h"
 #include "service.h"
 #include "test_hooks.h"
 #include "urcu_bp.h"
@@ -574,13 +575,11 @@ static int start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 		*id = new_id;
 	SPOKE_PROBE3(start, new_id, k, deadline);
 	if (spoke_shard_owned_by_me(sh)) {
-		atomic_store_explicit(&h->state, st, memory_order_release);
+		starter_publish(h, st, true);
 		spoke_count(sh, CTR_STARTED, true);
 		spoke_shard_arm(sh, h, deadline);
 	} else {
-		atomic_store_explicit(&h->state,
-				      st | SPOKE_ST_INBOX | SPOKE_ST_RESET | SPOKE_ST_FRESH,
-				      memory_order_release);
+		starter_publish(h, st, false);
 		spoke_shard_post(sh, h, deadline);
 	}
 	return call_leave(a, 0);
@@ -657,45 +656,33 @@ static int cancel_direct(struct shard *sh, struct spoke_handle *h, uint64_t st)
 {
 	uint64_t c = spoke_st_with_status(st, SPOKE_ST_CANCELLED);
 
-	if (!atomic_compare_exchange_strong_explicit(&h->state, &st, c, memory_order_acq_rel,
-						     memory_order_acquire))
+	if (!owner_cancel_direct(h, st))
 		return -EAGAIN;
 	spoke_shard_disarm(sh, h);
 	spoke_count(sh, CTR_CANCELLED, true);
-	atomic_store_explicit(&h->state, spoke_st_freed(c), memory_order_release);
+	owner_free_cancelled(h, c);
 	spoke_handle_release(sh->s, h, c);
 	return 0;
 }
 
-/* One attempt at cancelling; -EAGAIN means the state changed under us. */
+/*
+ * One attempt at cancelling; -EAGAIN means the state changed under us. The
+ * owner cancels its own armed timer directly; anyone else marks the word
+ * (protocol.h any_try_cancel) and, if it set INBOX, tells the owner.
+ */
 static int cancel_once(struct spoke *s, struct spoke_handle *h, uint64_t st)
 {
 	struct shard *sh = &s->shards[spoke_st_shard(st)];
-	uint64_t next;
+	bool post = false;
+	int r;
 
-	switch (spoke_st_status(st)) {
-	case SPOKE_ST_ARMED:
-		if (!(st & (SPOKE_ST_INBOX | SPOKE_ST_WRITING)) && spoke_shard_owned_by_me(sh))
-			return cancel_direct(sh, h, st);
-		next = spoke_st_with_status(st, SPOKE_ST_CANCELLED) | SPOKE_ST_INBOX;
-		break;
-	case SPOKE_ST_DISPATCHED:
-		next = spoke_st_with_status(st, SPOKE_ST_CANCELLED); /* the runner frees it */
-		break;
-	case SPOKE_ST_RUNNING:
-		if (spoke_st_kind(st) != SPOKE_KIND_PERIODIC || (st & SPOKE_ST_STOP))
-			return -ENOENT;
-		next = st | SPOKE_ST_STOP; /* no further run */
-		break;
-	default:
-		return -ENOENT;
-	}
-	if (!atomic_compare_exchange_strong_explicit(&h->state, &st, next, memory_order_acq_rel,
-						     memory_order_acquire))
-		return -EAGAIN;
-	if (spoke_st_status(st) == SPOKE_ST_ARMED && !(st & SPOKE_ST_INBOX))
+	if (spoke_st_status(st) == SPOKE_ST_ARMED && !(st & (SPOKE_ST_INBOX | SPOKE_ST_WRITING)) &&
+	    spoke_shard_owned_by_me(sh))
+		return cancel_direct(sh, h, st);
+	r = any_try_cancel(h, st, &post);
+	if (r == 0 && post)
 		spoke_shard_post(sh, h, UINT64_MAX); /* unlink: not urgent */
-	return 0;
+	return r;
 }
 
 static int cancel_id(struct spoke *s, spoke_id id)
@@ -736,9 +723,7 @@ static void wait_not_running(struct spoke_handle *h, uint32_t gen)
 
 		if (spoke_st_gen(st) != gen || spoke_st_status(st) != SPOKE_ST_RUNNING)
 			return;
-		if (!(st & SPOKE_ST_WAITERS) && !atomic_compare_exchange_strong_explicit(
-							&h->state, &st, st | SPOKE_ST_WAITERS,
-							memory_order_acq_rel, memory_order_acquire))
+		if (!(st & SPOKE_ST_WAITERS) && !waiter_set_waiters(h, &st))
 			continue;
 		/* Bounded sleep: a missed wake-up costs at most a millisecond. */
 		spoke_ec_wait_word(spoke_state_futex(h), (uint32_t)(st | SPOKE_ST_WAITERS),
@@ -891,15 +876,13 @@ int spoke_cancel_sync(struct spoke *s, spoke_id id)
  */
 static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, uint64_t d)
 {
-	if (!atomic_compare_exchange_strong_explicit(&h->state, &st,
-						     spoke_st_bump_seq(st) | SPOKE_ST_WRITING,
-						     memory_order_acq_rel, memory_order_acquire))
+	if (!owner_reset_claim(h, st))
 		return -EAGAIN;
 	SPOKE_HOOK(SPOKE_HOOK_DIRECT_RESET_CLAIMED);
 	atomic_store_explicit(&h->deadline_ns, d, memory_order_relaxed);
 	spoke_handle_set_base(h, st, d);
 	spoke_shard_arm(sh, h, d);
-	atomic_fetch_and_explicit(&h->state, ~SPOKE_ST_WRITING, memory_order_release);
+	owner_reset_release(h);
 	return 0;
 }
 
@@ -907,7 +890,7 @@ static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, u
  * Second half of a foreign reset: we hold WRITING and have stored deadline_ns;
  * publish it (RESET, and a message if the timer is armed and must move),
  * whatever else changed meanwhile. A `later` reset sends no message: the
- * owner finds the new deadline when the old one comes (shard.c claim_run),
+ * owner finds the new deadline when the old one comes (shard.c claim_expiry),
  * unless it has met the timer meanwhile and asked for one (RESET). A cancel
  * (or the end of a run) may have won in between: then the timer never runs
  * again, this reset is ordered before its end, and if that end already came
@@ -915,20 +898,8 @@ static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, u
  */
 static void reset_publish(struct shard *sh, struct spoke_handle *h, uint64_t d, bool later)
 {
-	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire), next;
+	uint64_t next, st = writer_publish(h, later, &next);
 
-	do {
-		/* WRITING is ours: the generation cannot have ended without us. */
-		next = st & ~SPOKE_ST_WRITING;
-		if (st & SPOKE_ST_ORPHAN)
-			next = spoke_st_freed(st); /* it ended while we wrote: we free it */
-		else if (spoke_st_status(st) == SPOKE_ST_ARMED && (!later || (st & SPOKE_ST_RESET)))
-			next |= SPOKE_ST_RESET | SPOKE_ST_INBOX;
-		else if (spoke_st_status(st) != SPOKE_ST_CANCELLED &&
-			 spoke_st_status(st) != SPOKE_ST_ARMED)
-			next |= SPOKE_ST_RESET; /* dispatched: undispatch; running: its re-arm */
-	} while (!atomic_compare_exchange_weak_explicit(&h->state, &st, next, memory_order_acq_rel,
-							memory_order_acquire));
 	if (st & SPOKE_ST_ORPHAN)
 		spoke_handle_release(sh->s, h, st);
 	else if ((next & SPOKE_ST_INBOX) && !(st & SPOKE_ST_INBOX))
@@ -941,7 +912,7 @@ static void reset_publish(struct shard *sh, struct spoke_handle *h, uint64_t d, 
  * Does a foreign reset of word st (just claimed) to deadline d need no
  * message? Yes for a one-shot timer in its engine or on the stage, with no
  * message queued, moved later: its place there is still at or before d, so
- * the owner meets it in time, and then re-arms it for d (shard.c claim_run).
+ * the owner meets it in time, and then re-arms it for d (shard.c claim_expiry).
  * An idle timeout reset on every request so costs its owner nothing until it
  * comes due. Periodic timers keep their phase from a message, TTL timers
  * must change queue, and an earlier deadline must move now.
@@ -976,7 +947,7 @@ static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint
 			return reset_direct(sh, h, st, d);
 		break;
 	case SPOKE_ST_DISPATCHED:
-		/* Due, its callback not started: the runner hands it back (pool.c undispatch). */
+		/* Due, its callback not started: the runner hands it back (runner_undispatch). */
 		if (st & SPOKE_ST_WRITING)
 			return 0;
 		break;
@@ -990,9 +961,7 @@ static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint
 	default:
 		return -ENOENT;
 	}
-	if (!atomic_compare_exchange_strong_explicit(&h->state, &st,
-						     spoke_st_bump_seq(st) | SPOKE_ST_WRITING,
-						     memory_order_acq_rel, memory_order_acquire))
+	if (!foreign_reset_claim(h, st))
 		return -EAGAIN;
 	SPOKE_HOOK(SPOKE_HOOK_RESET_CLAIMED);
 	later = reset_is_later(h, st, d);

@@ -35,6 +35,7 @@
  */
 #define _GNU_SOURCE
 #include "probes.h"
+#include "protocol.h"
 #include "service.h"
 #include "test_hooks.h"
 
@@ -117,9 +118,10 @@ static uint64_t periodic_next_ns(uint64_t base, uint64_t period, uint64_t now)
  */
 static void finish_run(struct spoke *s, struct spoke_handle *h)
 {
-	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire), next;
+	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
 	struct shard *sh = &s->shards[spoke_st_shard(st)];
-	bool rearm, parked, direct = spoke_shard_owned_by_me(sh);
+	bool direct = spoke_shard_owned_by_me(sh);
+	enum runner_end end;
 
 	if (spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP)) {
 		struct spoke_periodic *per = spoke_periodic_of(h);
@@ -132,87 +134,50 @@ static void finish_run(struct spoke *s, struct spoke_handle *h)
 	}
 	/*
 	 * Once destroy has begun nothing is re-armed; a periodic timer that
-	 * would run again is parked ARMED in no engine, still pending, so
-	 * that spoke_destroy_release hands its arg back.
+	 * would run again is parked ARMED in no engine (protocol.h runner_finish).
 	 */
-	do {
-		parked = spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP) &&
-			 atomic_load_explicit(&s->stopping, memory_order_relaxed);
-		rearm = spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP) &&
-			!parked;
-		if (parked)
-			next = spoke_st_with_status(st, SPOKE_ST_ARMED) &
-			       ~(SPOKE_ST_WAITERS | SPOKE_ST_RESET | SPOKE_ST_INBOX);
-		else if (!rearm)
-			next = spoke_st_retired(st);
-		else if (direct)
-			next = spoke_st_with_status(st, SPOKE_ST_ARMED) &
-			       ~(SPOKE_ST_WAITERS | SPOKE_ST_RESET);
-		else
-			next = (spoke_st_with_status(st, SPOKE_ST_ARMED) | SPOKE_ST_INBOX) &
-			       ~SPOKE_ST_WAITERS;
-	} while (!atomic_compare_exchange_weak_explicit(&h->state, &st, next, memory_order_acq_rel,
-							memory_order_acquire));
+	end = runner_finish(h, &st, &s->stopping, direct);
 	if (st & SPOKE_ST_WAITERS)
 		spoke_ec_wake_word(spoke_state_futex(h));
-	if (parked)
-		return;
-	if (!rearm) {
+	switch (end) {
+	case RUNNER_END_PARKED:
+		break;
+	case RUNNER_END_RETIRED:
 		if (st & SPOKE_ST_STOP)
 			spoke_count(sh, CTR_CANCELLED, direct);
 		spoke_handle_retired(s, h, st);
-	} else if (direct) {
+		break;
+	case RUNNER_END_REARM:
 		spoke_shard_rearm_periodic(sh, h, (st & SPOKE_ST_RESET) != 0);
-	} else {
+		break;
+	case RUNNER_END_POST:
 		spoke_shard_post(sh, h, 0); /* next run: let the owner see it now */
+		break;
 	}
-}
-
-/*
- * A reset won against this run before it started (RESET, or WRITING while
- * the reset stores its deadline): the timer is pending again, at the reset's
- * deadline. h goes back to its owner as a start travels (ARMED | INBOX,
- * RESET kept); a reset still writing sees INBOX when it publishes and rides
- * on this message. false: the word changed, look again.
- */
-static bool undispatch(struct shard *sh, struct spoke_handle *h, uint64_t *st)
-{
-	if (!atomic_compare_exchange_weak_explicit(
-		    &h->state, st, spoke_st_with_status(*st, SPOKE_ST_ARMED) | SPOKE_ST_INBOX,
-		    memory_order_acq_rel, memory_order_acquire))
-		return false;
-	spoke_shard_post(sh, h, atomic_load_explicit(&h->deadline_ns, memory_order_relaxed));
-	return true;
 }
 
 /*
  * Claim h's run (st: its word, just read): DISPATCHED -> RUNNING. false if
- * a cancel (h retired here) or a reset (h handed back, undispatch) won
- * first. Every failed CAS reloads the word and decides again: a cancelled
- * word may still change (the reset holding WRITING clears it), and must
- * never be taken for a runnable one. The plain DISPATCHED word comes first:
- * it is the one every run meets.
+ * a cancel won first (h retired here), or a reset (the timer is pending
+ * again, at the reset's deadline: h goes back to its owner as a start
+ * travels, ARMED | INBOX). protocol.h runner_claim_run decides.
  */
 static bool claim_run(struct shard *sh, struct spoke_handle *h, uint64_t st)
 {
 	SPOKE_HOOK(SPOKE_HOOK_RUN_LOADED);
-	for (;;) {
-		if (__builtin_expect(spoke_st_status(st) == SPOKE_ST_DISPATCHED &&
-					     !(st & (SPOKE_ST_RESET | SPOKE_ST_WRITING)),
-				     1)) {
-			if (atomic_compare_exchange_weak_explicit(
-				    &h->state, &st, spoke_st_with_status(st, SPOKE_ST_RUNNING),
-				    memory_order_acq_rel, memory_order_acquire))
-				return true;
-		} else if (spoke_st_status(st) == SPOKE_ST_CANCELLED) {
-			if (spoke_handle_try_retire(sh->s, h, &st)) {
-				spoke_count(sh, CTR_CANCELLED, spoke_shard_owned_by_me(sh));
-				return false;
-			}
-		} else if (undispatch(sh, h, &st)) {
-			return false;
-		}
+	switch (runner_claim_run(h, &st)) {
+	case RUNNER_RUNS:
+		return true;
+	case RUNNER_RETIRED:
+		spoke_handle_retired(sh->s, h, st);
+		spoke_count(sh, CTR_CANCELLED, spoke_shard_owned_by_me(sh));
+		return false;
+	case RUNNER_UNDISPATCHED:
+		spoke_shard_post(sh, h,
+				 atomic_load_explicit(&h->deadline_ns, memory_order_relaxed));
+		return false;
 	}
+	return false;
 }
 
 /* Run h's callback on this thread (h is DISPATCHED, taken off any queue); true if it ran. */

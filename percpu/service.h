@@ -396,18 +396,6 @@ static inline void spoke_handle_retired(struct spoke *s, struct spoke_handle *h,
 		spoke_handle_release(s, h, old);
 }
 
-/*
- * End h's generation if its word is still *st; false (and *st reloaded) if it
- * changed. Any thread that has won the right to end it (owner or runner).
- */
-static inline bool spoke_handle_try_retire(struct spoke *s, struct spoke_handle *h, uint64_t *st)
-{
-	if (!atomic_compare_exchange_weak_explicit(&h->state, st, spoke_st_retired(*st),
-						   memory_order_acq_rel, memory_order_acquire))
-		return false;
-	spoke_handle_retired(s, h, *st);
-	return true;
-}
 bool spoke_arenas_busy(struct spoke *s);
 /* api.c: an exiting thread still attached to a shard of a->s hands it back. */
 void spoke_detach_at_exit(struct arena *a);
@@ -441,12 +429,6 @@ static inline bool spoke_shard_owned_by_me(const struct shard *sh)
 static inline struct shard *spoke_shard_mine(const struct spoke *s)
 {
 	return spoke_tls_owner.serial == s->serial ? spoke_tls_owner.sh : NULL;
-}
-
-/* The 32-bit futex word inside the state word: its low half (x86-64 is little endian). */
-static inline _Atomic uint32_t *spoke_state_futex(struct spoke_handle *h)
-{
-	return (_Atomic uint32_t *)(void *)&h->state;
 }
 
 /*

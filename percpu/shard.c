@@ -35,6 +35,7 @@
 #define _GNU_SOURCE
 #include "../lib/clist.h"
 #include "probes.h"
+#include "protocol.h"
 #include "service.h"
 #include "test_hooks.h"
 
@@ -283,7 +284,7 @@ void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline
 	if (spoke_engine_start(e, &h->node, t - spoke_engine_now(e)) == 0)
 		return;
 	/* Only the lawn can refuse: the wheel takes it, as a one-shot from now on. */
-	atomic_fetch_and_explicit(&h->state, ~SPOKE_ST_KIND_MASK, memory_order_relaxed);
+	owner_make_oneshot(h);
 	(void)spoke_engine_start(sh->wheel, &h->node, t - spoke_engine_now(sh->wheel));
 }
 
@@ -307,8 +308,9 @@ static void retire_cancelled(struct shard *sh, struct spoke_handle *h, uint64_t 
 {
 	spoke_shard_disarm(sh, h);
 	spoke_count(sh, CTR_CANCELLED, true);
-	while (!spoke_handle_try_retire(sh->s, h, &s))
+	while (!owner_retire_cancelled(h, &s))
 		; /* only a reset clearing WRITING changes a CANCELLED word */
+	spoke_handle_retired(sh->s, h, s);
 }
 
 /*
@@ -336,16 +338,11 @@ static void run_or_dispatch(struct shard *sh, struct spoke_handle *h)
 /*
  * A recalled run (DISPATCHED) keeps RESET: a reset won before the run
  * started, and its runner hands it back armed for the reset's deadline
- * (pool.c undispatch) instead of running it.
+ * (protocol.h runner_undispatch) instead of running it.
  */
 static void handle_message(struct shard *sh, struct spoke_handle *h)
 {
-	uint64_t clear = SPOKE_ST_INBOX | SPOKE_ST_RESET | SPOKE_ST_FRESH, s;
-
-	if (spoke_st_status(atomic_load_explicit(&h->state, memory_order_relaxed)) ==
-	    SPOKE_ST_DISPATCHED)
-		clear = SPOKE_ST_INBOX;
-	s = atomic_fetch_and_explicit(&h->state, ~clear, memory_order_acq_rel);
+	uint64_t after, s = owner_take_message(h, &after);
 
 	if (s & SPOKE_ST_FRESH)
 		spoke_count(sh, CTR_STARTED, true);
@@ -362,7 +359,7 @@ static void handle_message(struct shard *sh, struct spoke_handle *h)
 		}
 		break;
 	case SPOKE_ST_CANCELLED:
-		retire_cancelled(sh, h, s & ~clear); /* the word as the fetch_and left it */
+		retire_cancelled(sh, h, after); /* the word as the take left it */
 		break;
 	case SPOKE_ST_DISPATCHED:
 		run_or_dispatch(sh, h); /* recalled from the pool (spoke_shard_recall) */
@@ -632,16 +629,10 @@ void spoke_shard_signal_stop(struct shard *sh)
  */
 void spoke_shard_recall(struct shard *sh, struct spoke_handle *h)
 {
-	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
-
-	do {
-		if (spoke_st_status(st) != SPOKE_ST_DISPATCHED) {
-			spoke_run_callback(sh->s, h);
-			return;
-		}
-	} while (!atomic_compare_exchange_weak_explicit(
-		&h->state, &st, st | SPOKE_ST_INBOX, memory_order_acq_rel, memory_order_acquire));
-	spoke_shard_post(sh, h, 0);
+	if (runner_recall(h))
+		spoke_shard_post(sh, h, 0);
+	else
+		spoke_run_callback(sh->s, h);
 }
 
 /* The deadline h was armed for: a periodic timer's next run, else the last start or reset. */
@@ -651,20 +642,6 @@ static uint64_t armed_deadline(struct spoke_handle *h)
 	    SPOKE_KIND_PERIODIC)
 		return spoke_periodic_base(spoke_periodic_of(h));
 	return atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
-}
-
-/*
- * Owner: undo a claim that won (word `claimed`, made from `armed`) for a
- * timer whose deadline turned out to be later: back to exactly `armed`. Only
- * a foreign cancel (CANCELLED) or reset (WRITING, then a sticky RESET) can
- * have changed a DISPATCHED word, so an unchanged word is the one this
- * owner wrote. false: one of them came first; the runner settles it then
- * (pool.c claim_run retires the cancelled word, undispatches the reset one).
- */
-static bool owner_give_back(struct spoke_handle *h, uint64_t claimed, uint64_t armed)
-{
-	return atomic_compare_exchange_strong_explicit(&h->state, &claimed, armed,
-						       memory_order_acq_rel, memory_order_relaxed);
 }
 
 /*
@@ -683,34 +660,29 @@ static bool owner_give_back(struct spoke_handle *h, uint64_t claimed, uint64_t a
  * last publish, so it sees that reset's deadline), and a timer that was moved
  * later is given back (owner_give_back).
  */
-static void claim_run(struct shard *sh, struct spoke_handle *h)
+static void claim_expiry(struct shard *sh, struct spoke_handle *h)
 {
-	uint64_t s = atomic_load_explicit(&h->state, memory_order_acquire), d, next;
+	uint64_t s = atomic_load_explicit(&h->state, memory_order_acquire), d;
 
 	for (;;) {
 		if ((s & SPOKE_ST_INBOX) || spoke_st_status(s) != SPOKE_ST_ARMED)
 			return;
 		if (s & SPOKE_ST_WRITING) {
-			if (s & SPOKE_ST_RESET)
+			if ((s & SPOKE_ST_RESET) || owner_ask_reset_message(h, &s))
 				return;
-			next = s | SPOKE_ST_RESET;
-		} else {
-			d = armed_deadline(h);
-			if (d > sh->clock_ns) {
-				spoke_shard_arm(sh, h, d);
-				return;
-			}
-			SPOKE_HOOK(SPOKE_HOOK_EXPIRY_CHECKED);
-			next = spoke_st_with_status(s, SPOKE_ST_DISPATCHED);
+			continue;
 		}
-		if (atomic_compare_exchange_weak_explicit(&h->state, &s, next, memory_order_acq_rel,
-							  memory_order_acquire))
+		d = armed_deadline(h);
+		if (d > sh->clock_ns) {
+			spoke_shard_arm(sh, h, d);
+			return;
+		}
+		SPOKE_HOOK(SPOKE_HOOK_EXPIRY_CHECKED);
+		if (owner_claim_expiry(h, &s))
 			break;
 	}
-	if (next & SPOKE_ST_WRITING)
-		return;
 	d = armed_deadline(h);
-	if (d > sh->clock_ns && owner_give_back(h, next, s)) {
+	if (d > sh->clock_ns && owner_give_back(h, s)) {
 		spoke_shard_arm(sh, h, d);
 		return;
 	}
@@ -720,11 +692,11 @@ static void claim_run(struct shard *sh, struct spoke_handle *h)
 
 /*
  * Engine expiry action (owner): the engines run a tick ahead, so most timers
- * they expire have their deadline still ahead, and claim_run stages them.
+ * they expire have their deadline still ahead, and claim_expiry stages them.
  */
 static void on_expire(void *ctx, struct spoke_timer *t)
 {
-	claim_run(ctx, caa_container_of(t, struct spoke_handle, node));
+	claim_expiry(ctx, caa_container_of(t, struct spoke_handle, node));
 }
 
 /*
@@ -777,7 +749,7 @@ static void stage_run_due(struct shard *sh, uint64_t now, uint64_t window)
 		struct spoke_timer *t = run.sp_next;
 
 		stage_remove(sh, t);
-		claim_run(sh, caa_container_of(t, struct spoke_handle, node));
+		claim_expiry(sh, caa_container_of(t, struct spoke_handle, node));
 	}
 }
 
@@ -809,7 +781,7 @@ int spoke_shard_turn(struct shard *sh, bool all_messages)
 	 * message arms a timer, so the delay handed to the lawn is the timer's
 	 * TTL and equal TTLs share one queue; a start whose message came after
 	 * its deadline is staged late and runs in this turn. A timer whose
-	 * reset or cancel is still queued does not fire meanwhile (claim_run
+	 * reset or cancel is still queued does not fire meanwhile (claim_expiry
 	 * sees INBOX).
 	 */
 	sh->clock_ns = spoke_now_ns();

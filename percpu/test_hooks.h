@@ -28,7 +28,7 @@
  *                             alive and is about to hand its arena (and
  *                             attached shard) on (arena.c arena_thread_exit)
  *   SPOKE_HOOK_EXPIRY_CHECKED an owner has found an armed timer due and not
- *                             yet claimed its run (shard.c claim_run)
+ *                             yet claimed its run (shard.c claim_expiry)
  *   SPOKE_HOOK_EXPIRY_CLAIMED an owner has claimed an expiring timer's run
  *                             (ARMED -> DISPATCHED) and not yet decided
  *                             where it runs (shard.c on_expire)
