@@ -28,13 +28,11 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <linux/membarrier.h>
 #include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,24 +44,9 @@
 
 static _Atomic uint64_t next_serial = 1;
 
-uint64_t spoke_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static unsigned online_cpus(void)
-{
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-	return n < 1 ? 1 : (unsigned)n;
-}
-
 static unsigned default_shards(void)
 {
-	unsigned n = online_cpus();
+	unsigned n = spoke_online_cpus();
 
 	return n > SPOKE_MAX_SHARDS ? SPOKE_MAX_SHARDS : n;
 }
@@ -139,43 +122,6 @@ static int config_check(const struct spoke_config *c)
 
 /* --- entering and leaving a call ------------------------------------------- */
 
-/*
- * A store-load handshake between a frequent side and a rare one (a pool
- * worker and an attach, shard.c): spoke_light_fence on the frequent side,
- * spoke_heavy_fence on the rare one.
- */
-void spoke_heavy_fence(const struct spoke *s)
-{
-	struct timespec pause = {0, 1000000};
-
-	if (!s->asym_fence) {
-		spoke_full_fence();
-		return;
-	}
-	/*
-	 * Registered, so it cannot be unsupported; it may fail for want of
-	 * memory (a cpumask), and then the light side's compiler barrier is
-	 * not enough: no fallback is sound, since threads already rely on it.
-	 * Retry for a second, then stop loudly rather than race silently.
-	 */
-	for (int i = 0; i < 1000; i++) {
-		if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
-			return;
-		if (errno != ENOMEM && errno != EAGAIN && errno != EINTR)
-			break;
-		nanosleep(&pause, NULL);
-	}
-	fprintf(stderr, "spoke: membarrier failed (%s) after it was registered: aborting\n",
-		strerror(errno));
-	abort();
-}
-
-static void asym_fence_init(struct spoke *s)
-{
-	s->asym_fence =
-		syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
-}
-
 /* Only the arena's own thread writes in_call, so a plain load and store count it. */
 static void in_call_add(struct arena *a, int d)
 {
@@ -224,7 +170,7 @@ static int call_leave(struct arena *a, int ret)
 
 static int build_maps(struct spoke *s)
 {
-	s->ncpus = online_cpus();
+	s->ncpus = spoke_online_cpus();
 	s->cpu_shard = calloc(s->ncpus, sizeof(*s->cpu_shard));
 	s->lawn_shard = calloc(s->nshards, sizeof(*s->lawn_shard));
 	if (!s->cpu_shard || !s->lawn_shard)
@@ -240,41 +186,6 @@ static int build_maps(struct spoke *s)
 	return 0;
 }
 
-/*
- * What every thread spoke starts inherits from the thread that calls
- * spoke_create, written down now rather than inherited from whichever
- * thread starts it, so that a managed thread that spoke_detach starts on a
- * server's loop thread (its own policy, priority or CPUs) is like the ones
- * spoke_create starts. The CPUs go into the thread attributes; the policy
- * is applied by the thread itself as it starts (spoke_thread_adopt_sched),
- * since thread attributes cannot carry SCHED_BATCH or SCHED_IDLE. An
- * affinity glibc cannot read (more CPUs than a cpu_set_t holds) is left to
- * inheritance.
- */
-static int thread_attr_init(struct spoke *s)
-{
-	cpu_set_t cpus;
-	int err = pthread_attr_init(&s->thread_attr);
-
-	if (err)
-		return -err;
-	s->thread_attr_live = true;
-	err = pthread_getschedparam(pthread_self(), &s->sched_policy, &s->sched_param);
-	if (!err && pthread_getaffinity_np(pthread_self(), sizeof(cpus), &cpus) == 0)
-		err = pthread_attr_setaffinity_np(&s->thread_attr, sizeof(cpus), &cpus);
-	return -err;
-}
-
-/*
- * A thread spoke started, first thing: take the creator's policy. Best
- * effort: raising it (to a real-time one) may need a privilege that the
- * process has lost since; the thread then keeps the starter's.
- */
-void spoke_thread_adopt_sched(const struct spoke *s)
-{
-	(void)pthread_setschedparam(pthread_self(), s->sched_policy, &s->sched_param);
-}
-
 static void free_all(struct spoke *s)
 {
 	if (s->shards)
@@ -287,8 +198,7 @@ static void free_all(struct spoke *s)
 	spoke_arenas_free(s);
 	if (s->arena_key_live)
 		spoke_arena_key_delete(s);
-	if (s->thread_attr_live)
-		pthread_attr_destroy(&s->thread_attr);
+	spoke_thread_attr_fini(s);
 	free(s);
 }
 
@@ -300,6 +210,8 @@ static void stop_threads(struct spoke *s)
 	SPOKE_HOOK(SPOKE_HOOK_SHARDS_STOPPED);
 	spoke_pool_stop(s);
 }
+
+static void detach_at_exit(struct arena *a); /* the instance's thread-exit hook */
 
 int spoke_create(struct spoke **out, const struct spoke_config *cfg)
 {
@@ -329,18 +241,18 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg)
 	s->nshards = s->cfg.shards;
 	s->nworkers = cfg->callback_threads_per_shard ? cfg->callback_threads_per_shard * s->nshards
 						      : cfg->callback_threads;
-	asym_fence_init(s);
-	err = spoke_arena_key_create(s);
+	spoke_fence_init(s);
+	err = spoke_arena_key_create(s, detach_at_exit);
 	if (err) {
 		free(s);
 		return err;
 	}
 	s->arena_key_live = true;
-	err = thread_attr_init(s);
+	err = spoke_thread_attr_init(s);
 	s->shards = spoke_zalloc_lines(s->nshards, sizeof(*s->shards));
 	if (!err && !s->shards)
 		err = -ENOMEM;
-	s->ncpus = online_cpus();
+	s->ncpus = spoke_online_cpus();
 	s->cfg.shard_overrides = cfg->shard_overrides;
 	for (unsigned k = 0; !err && k < s->nshards; k++)
 		err = spoke_shard_init(s, &s->shards[k], k);
@@ -631,10 +543,6 @@ int spoke_start_ttl(struct spoke *s, uint64_t ttl_ns, spoke_fn *fn, void *arg, s
 		s, &(struct start_req){SHARD_TTL, SPOKE_KIND_TTL, false, ttl_ns, 0, fn, arg}, id);
 }
 
-#ifdef SPOKE_TEST_HOOKS
-void (*_Atomic spoke_test_hook)(enum spoke_hook point);
-#endif
-
 /* --- cancel and reset -------------------------------------------------------- */
 
 /*
@@ -732,87 +640,6 @@ static void wait_not_running(struct spoke_handle *h, uint32_t gen)
 }
 
 /*
- * The wait-for graph of callbacks: a callback that waits in cancel_sync for
- * another timer's run records that edge (its struct spoke_run, on its
- * stack) here for as long as it waits. A wait that would close a cycle (the
- * run waited for is itself waiting, directly or through others, for the
- * waiter's run) is refused with -EDEADLK instead, so no two callbacks ever
- * wait for each other. Runs are named by id (handle and generation), so an
- * edge to a run that has ended never matches the slot's next timer. One
- * process-wide list, since a cycle may cross instances; it is taken only by
- * a cancel_sync that must wait, never by a start, reset or cancel.
- */
-static pthread_mutex_t waits_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct spoke_run *waits_first;
-
-/* Is (h, id) the run r or one that r is nested in (the same thread's stack)? */
-static bool run_on_stack(const struct spoke_run *r, const struct spoke_handle *h, spoke_id id)
-{
-	for (; r; r = r->outer)
-		if (r->h == h && r->id == id)
-			return true;
-	return false;
-}
-
-/*
- * Under waits_lock: the waiting run whose thread is running (h, id), or
- * NULL. An outer run waits whenever a run nested in it does: its thread is
- * blocked in that wait.
- */
-static const struct spoke_run *waiting_run(const struct spoke_handle *h, spoke_id id)
-{
-	for (const struct spoke_run *w = waits_first; w; w = w->next_waiting)
-		if (run_on_stack(w, h, id))
-			return w;
-	return NULL;
-}
-
-/*
- * Under waits_lock: would `me` waiting for (h, id) close a cycle? The
- * recorded waits form chains (each thread waits for one run at a time, and
- * no cycle was ever let in), so following them ends within their number.
- */
-static bool wait_closes_cycle(const struct spoke_run *me, const struct spoke_handle *h, spoke_id id)
-{
-	unsigned waits = 0;
-
-	for (const struct spoke_run *w = waits_first; w; w = w->next_waiting)
-		waits++;
-	for (unsigned hop = 0; hop <= waits; hop++) {
-		const struct spoke_run *w;
-
-		if (run_on_stack(me, h, id))
-			return true;
-		w = waiting_run(h, id);
-		if (!w)
-			return false;
-		h = w->waits_for_h;
-		id = w->waits_for;
-	}
-	return false;
-}
-
-/* fork() child (arena.c): the lock may be held by a thread that is not there. */
-void spoke_waits_reset_in_child(void)
-{
-	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-
-	waits_lock = fresh;
-	waits_first = NULL;
-}
-
-static void waits_remove(struct spoke_run *me)
-{
-	struct spoke_run **link;
-
-	pthread_mutex_lock(&waits_lock);
-	for (link = &waits_first; *link != me; link = &(*link)->next_waiting)
-		;
-	*link = me->next_waiting;
-	pthread_mutex_unlock(&waits_lock);
-}
-
-/*
  * Sleep until the run of (h, id) ends; -EDEADLK, without waiting, if it is
  * the caller's own run or the wait would close a cycle of callbacks.
  */
@@ -826,18 +653,10 @@ static int wait_run_end(struct spoke_handle *h, spoke_id id)
 		wait_not_running(h, spoke_st_gen(id));
 		return 0;
 	}
-	pthread_mutex_lock(&waits_lock);
-	if (wait_closes_cycle(me, h, id)) {
-		pthread_mutex_unlock(&waits_lock);
+	if (spoke_waits_enter(me, h, id) != 0)
 		return -EDEADLK;
-	}
-	me->waits_for = id;
-	me->waits_for_h = h;
-	me->next_waiting = waits_first;
-	waits_first = me;
-	pthread_mutex_unlock(&waits_lock);
 	wait_not_running(h, spoke_st_gen(id));
-	waits_remove(me);
+	spoke_waits_leave(me);
 	return 0;
 }
 
@@ -1181,9 +1000,11 @@ int spoke_detach(struct spoke *s)
  * hand the shard to a managed thread, so that its timers keep firing instead
  * of waiting for a poll that will never come; if no thread can be started,
  * leave the shard unowned so that another thread can attach it. Counted in
- * the arena like any call, so destroy cannot overlap it.
+ * the arena like any call, so destroy cannot overlap it. The instance's
+ * thread-exit hook (spoke_arena_key_create), so that arena.c needs nothing
+ * of this file.
  */
-void spoke_detach_at_exit(struct arena *a)
+static void detach_at_exit(struct arena *a)
 {
 	struct spoke *s = a->s;
 	struct shard *sh = spoke_shard_mine(s);

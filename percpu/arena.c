@@ -404,7 +404,6 @@ static void live_lock_reset_in_child(void)
 	}
 	live_lock = fresh;
 	live_first = NULL;
-	spoke_waits_reset_in_child();
 }
 
 /*
@@ -446,7 +445,7 @@ static void arena_thread_exit(void *p)
 	pthread_mutex_lock(&live_lock);
 	if (arena_live_and_mine(p)) {
 		SPOKE_HOOK(SPOKE_HOOK_THREAD_EXIT);
-		spoke_detach_at_exit(p);
+		((struct arena *)p)->s->thread_exit_hook(p);
 		arena_orphan(p);
 	}
 	pthread_mutex_unlock(&live_lock);
@@ -464,11 +463,16 @@ bool spoke_instance_live(uint64_t serial)
 	return live;
 }
 
-/* Create the instance's thread key: a thread's exit hands its arena on. */
-int spoke_arena_key_create(struct spoke *s)
+/*
+ * Create the instance's thread key: a thread's exit hands its arena on,
+ * after calling on_exit(its home arena) under the arena lock (api.c hands
+ * on the shard the thread is attached to).
+ */
+int spoke_arena_key_create(struct spoke *s, void (*on_exit)(struct arena *home))
 {
 	static pthread_once_t fork_guarded = PTHREAD_ONCE_INIT;
 
+	s->thread_exit_hook = on_exit;
 	(void)pthread_once(&fork_guarded, live_lock_guard_fork);
 	if (pthread_key_create(&s->arena_key, arena_thread_exit) != 0)
 		return -EAGAIN;

@@ -364,6 +364,8 @@ struct spoke {
 	int sched_policy; /* applied by each thread as it starts: spoke_thread_adopt_sched */
 	struct sched_param sched_param;
 	bool forked; /* inherited by a child of fork(): its threads are not there (arena.c) */
+	/* arena.c calls it as a thread exits (spoke_arena_key_create); api.c sets it. */
+	void (*thread_exit_hook)(struct arena *home);
 	_Atomic int pool_stop;
 	pthread_key_t arena_key;
 	bool arena_key_live;
@@ -373,7 +375,7 @@ struct spoke {
 };
 
 /* arena.c */
-int spoke_arena_key_create(struct spoke *s);
+int spoke_arena_key_create(struct spoke *s, void (*on_exit)(struct arena *home));
 void spoke_arena_key_delete(struct spoke *s);
 bool spoke_instance_live(uint64_t serial);
 struct arena *spoke_arena_mine_slow(struct spoke *s);
@@ -397,10 +399,6 @@ static inline void spoke_handle_retired(struct spoke *s, struct spoke_handle *h,
 }
 
 bool spoke_arenas_busy(struct spoke *s);
-/* api.c: an exiting thread still attached to a shard of a->s hands it back. */
-void spoke_detach_at_exit(struct arena *a);
-/* api.c: a fork child starts with no callback waiting for another (fork handler). */
-void spoke_waits_reset_in_child(void);
 
 /*
  * Thread-local caches, keyed by the instance's serial so that a new instance
@@ -429,44 +427,6 @@ static inline bool spoke_shard_owned_by_me(const struct shard *sh)
 static inline struct shard *spoke_shard_mine(const struct spoke *s)
 {
 	return spoke_tls_owner.serial == s->serial ? spoke_tls_owner.sh : NULL;
-}
-
-/*
- * A full fence for the store-load handshakes (eventcount, shutdown). gcc 12
- * refuses atomic_thread_fence under -fsanitize=thread (-Wtsan: TSan does not
- * model fences; the handshakes are about lost wake-ups, not data races, and
- * every datum they order is itself atomic), so the warning is silenced for
- * this one function only.
- */
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wtsan"
-#endif
-static inline __attribute__((always_inline)) void spoke_full_fence(void)
-{
-	atomic_thread_fence(memory_order_seq_cst);
-}
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
-#pragma GCC diagnostic pop
-#endif
-
-/*
- * Asymmetric store-load handshakes (a call vs destroy, a worker vs an
- * attach): the frequent side stores, runs spoke_light_fence, then loads;
- * the rare side stores, runs spoke_heavy_fence (api.c: membarrier makes
- * every thread of the process execute a full barrier), then loads. With
- * membarrier the light fence is only a compiler barrier, so the frequent
- * side has no locked instruction; without it (not registered at create),
- * both are full fences. A membarrier that fails once registered aborts.
- */
-void spoke_heavy_fence(const struct spoke *s);
-
-static inline void spoke_light_fence(const struct spoke *s)
-{
-	if (s->asym_fence)
-		atomic_signal_fence(memory_order_seq_cst);
-	else
-		spoke_full_fence();
 }
 
 /*
@@ -525,9 +485,6 @@ int64_t spoke_shard_next_ns(struct shard *sh);
 int spoke_shard_attach(struct shard *sh, bool from_pool);
 int spoke_shard_detach(struct shard *sh);
 void spoke_shard_abandon(struct shard *sh);
-int spoke_thread_start(const struct spoke *s, pthread_t *t, void *(*fn)(void *), void *arg);
-void spoke_thread_adopt_sched(const struct spoke *s);
-void spoke_thread_name(const char *kind, unsigned index);
 int spoke_shard_wake_fd(struct shard *sh);
 int64_t spoke_shard_attached_sleep(struct shard *sh, int64_t wait_ns);
 void spoke_shard_attached_awake(struct shard *sh);
@@ -559,6 +516,67 @@ struct spoke_run {
 	const struct spoke_handle *waits_for_h;
 	struct spoke_run *next_waiting;
 };
+
+/* --- platform.c: the ground floor (calls nothing above it) ----------------- */
+
+/* spoke_now_ns (spoke.h): CLOCK_MONOTONIC in ns. */
+unsigned spoke_online_cpus(void);
+
+/*
+ * A full fence for the store-load handshakes (eventcount, shutdown). gcc 12
+ * refuses atomic_thread_fence under -fsanitize=thread (-Wtsan: TSan does not
+ * model fences; the handshakes are about lost wake-ups, not data races, and
+ * every datum they order is itself atomic), so the warning is silenced for
+ * this one function only.
+ */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wtsan"
+#endif
+static inline __attribute__((always_inline)) void spoke_full_fence(void)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+}
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#pragma GCC diagnostic pop
+#endif
+
+/*
+ * Asymmetric store-load handshakes (a call vs destroy, a worker vs an
+ * attach): the frequent side stores, runs spoke_light_fence, then loads;
+ * the rare side stores, runs spoke_heavy_fence (api.c: membarrier makes
+ * every thread of the process execute a full barrier), then loads. With
+ * membarrier the light fence is only a compiler barrier, so the frequent
+ * side has no locked instruction; without it (not registered at create),
+ * both are full fences. A membarrier that fails once registered aborts.
+ */
+
+static inline void spoke_light_fence(const struct spoke *s)
+{
+	if (s->asym_fence)
+		atomic_signal_fence(memory_order_seq_cst);
+	else
+		spoke_full_fence();
+}
+void spoke_fence_init(struct spoke *s); /* create: register membarrier if it can */
+void spoke_heavy_fence(const struct spoke *s);
+
+/*
+ * The service's own threads (shard and pool threads) get the CPUs and the
+ * scheduling of the thread that called spoke_create, whoever starts them.
+ */
+int spoke_thread_attr_init(struct spoke *s); /* create: what they inherit */
+void spoke_thread_attr_fini(struct spoke *s);
+int spoke_thread_start(const struct spoke *s, pthread_t *t, void *(*fn)(void *), void *arg);
+/* The new thread, first thing: */
+void spoke_thread_name(const char *kind, unsigned index);
+void spoke_thread_pin(int cpu);
+void spoke_thread_adopt_sched(const struct spoke *s);
+
+/* --- waits.c: the wait-for graph of cancel_sync (any callback) -------------- */
+
+int spoke_waits_enter(struct spoke_run *me, const struct spoke_handle *h, spoke_id id);
+void spoke_waits_leave(struct spoke_run *me);
 
 /* pool.c */
 int spoke_pool_start(struct spoke *s);

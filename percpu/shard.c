@@ -848,18 +848,6 @@ int64_t spoke_shard_next_ns(struct shard *sh)
 
 /* --- the managed thread ---------------------------------------------------- */
 
-static void pin_to_cpu(int cpu)
-{
-	cpu_set_t set;
-
-	if (cpu < 0 || cpu >= CPU_SETSIZE)
-		return;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	/* Best effort: a CPU outside the allowed set (containers) just stays unpinned. */
-	(void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
-
 /*
  * A thread that spoke_detach started: no turn before the detach is done
  * (MANAGED). While DETACHING the pool hands the shard's callbacks back (the
@@ -887,7 +875,7 @@ static void *shard_main(void *arg)
 
 	spoke_thread_name("shard", sh->index);
 	if (sh->s->cfg.pin_threads)
-		pin_to_cpu(sh->cpu);
+		spoke_thread_pin(sh->cpu);
 	/* Wake at the tick, not up to 50 us later (Linux's default timer slack). */
 	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	spoke_thread_adopt_sched(sh->s);
@@ -955,37 +943,6 @@ void spoke_shard_fini(struct shard *sh)
 	spoke_engine_free(sh->lawn);
 	cds_wfcq_destroy(&sh->inbox_head, &sh->inbox_tail);
 	cds_wfcq_destroy(&sh->taken_head, &sh->taken_tail);
-}
-
-/*
- * A spoke thread, first thing: its name, as top, ps -L and /proc/PID/task/
- * show it ("spoke-shard-3", "spoke-pool-0"; at most 15 characters, which
- * 256 shards and 1024 workers fit).
- */
-void spoke_thread_name(const char *kind, unsigned index)
-{
-	char name[16];
-
-	snprintf(name, sizeof(name), "spoke-%s-%u", kind, index);
-	(void)pthread_setname_np(pthread_self(), name);
-}
-
-/*
- * Start one of the service's own threads (shard or pool). It is created with
- * every signal blocked, so the application's signals go to its own threads,
- * and so that a thread started by spoke_detach does not take on the mask of
- * the event loop that detached. Returns 0 or -errno of pthread_create.
- */
-int spoke_thread_start(const struct spoke *s, pthread_t *t, void *(*fn)(void *), void *arg)
-{
-	sigset_t all, old;
-	int err;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(t, &s->thread_attr, fn, arg);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return -err;
 }
 
 int spoke_shard_launch(struct shard *sh)
