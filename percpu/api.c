@@ -489,10 +489,10 @@ static int start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	if (spoke_shard_owned_by_me(sh)) {
 		starter_publish(h, st, true);
 		spoke_count(sh, CTR_STARTED, true);
-		spoke_shard_arm(sh, h, deadline);
+		spoke_owner_arm(sh, h, deadline);
 	} else {
 		starter_publish(h, st, false);
-		spoke_shard_post(sh, h, deadline);
+		spoke_any_post(sh, h, deadline);
 	}
 	return call_leave(a, 0);
 }
@@ -566,7 +566,7 @@ static int cancel_direct(struct shard *sh, struct spoke_handle *h, uint64_t st)
 
 	if (!owner_cancel_direct(h, st))
 		return -EAGAIN;
-	spoke_shard_disarm(sh, h);
+	spoke_owner_disarm(sh, h);
 	spoke_count(sh, CTR_CANCELLED, true);
 	owner_free_cancelled(h, c);
 	spoke_handle_release(sh->s, h, c);
@@ -589,7 +589,7 @@ static int cancel_once(struct spoke *s, struct spoke_handle *h, uint64_t st)
 		return cancel_direct(sh, h, st);
 	r = any_try_cancel(h, st, &post);
 	if (r == 0 && post)
-		spoke_shard_post(sh, h, UINT64_MAX); /* unlink: not urgent */
+		spoke_any_post(sh, h, UINT64_MAX); /* unlink: not urgent */
 	return r;
 }
 
@@ -700,7 +700,7 @@ static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, u
 	SPOKE_HOOK(SPOKE_HOOK_DIRECT_RESET_CLAIMED);
 	atomic_store_explicit(&h->deadline_ns, d, memory_order_relaxed);
 	spoke_handle_set_base(h, st, d);
-	spoke_shard_arm(sh, h, d);
+	spoke_owner_arm(sh, h, d);
 	owner_reset_release(h);
 	return 0;
 }
@@ -722,9 +722,9 @@ static void reset_publish(struct shard *sh, struct spoke_handle *h, uint64_t d, 
 	if (st & SPOKE_ST_ORPHAN)
 		spoke_handle_release(sh->s, h, st);
 	else if ((next & SPOKE_ST_INBOX) && !(st & SPOKE_ST_INBOX))
-		spoke_shard_post(sh, h, d);
+		spoke_any_post(sh, h, d);
 	else if ((next & SPOKE_ST_INBOX) && spoke_st_status(next) == SPOKE_ST_ARMED)
-		spoke_shard_nudge(sh, d); /* rides on a message queued for a later deadline */
+		spoke_any_nudge(sh, d); /* rides on a message queued for a later deadline */
 }
 
 /*
@@ -991,7 +991,7 @@ int spoke_detach(struct spoke *s)
 		return err;
 	if (sh->in_turn)
 		return call_leave(a, -EBUSY); /* from a callback inside its own spoke_poll */
-	return call_leave(a, spoke_shard_detach(sh));
+	return call_leave(a, spoke_owner_detach(sh));
 }
 
 /*
@@ -1019,8 +1019,8 @@ static void detach_at_exit(struct arena *a)
 	}
 	in_call_add(a, 1);
 	spoke_rcu_read_unlock();
-	if (spoke_shard_detach(sh))
-		spoke_shard_abandon(sh); /* no thread to start: left for the next attach */
+	if (spoke_owner_detach(sh))
+		spoke_owner_abandon(sh); /* no thread to start: left for the next attach */
 	call_leave(a, 0);
 }
 
@@ -1034,8 +1034,8 @@ int spoke_poll(struct spoke *s)
 		return err;
 	/* Its callbacks may reach cancellation points: the turn must not be cut short. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
-	spoke_shard_attached_awake(sh);
-	n = spoke_shard_turn(sh, true);
+	spoke_owner_attached_awake(sh);
+	n = spoke_owner_turn(sh, true);
 	pthread_setcancelstate(cancel_state, NULL);
 	return call_leave(a, n);
 }
@@ -1048,7 +1048,7 @@ int spoke_wake_fd(struct spoke *s)
 
 	if (err)
 		return err;
-	return call_leave(a, spoke_shard_wake_fd(sh));
+	return call_leave(a, spoke_owner_wake_fd(sh));
 }
 
 int64_t spoke_next_deadline(struct spoke *s)
@@ -1061,7 +1061,7 @@ int64_t spoke_next_deadline(struct spoke *s)
 	/* -EPERM is -1, which means "no timer" here: say -EINVAL instead. */
 	if (err)
 		return err == -EPERM ? -EINVAL : err;
-	ns = spoke_shard_attached_sleep(sh, spoke_shard_next_ns(sh));
+	ns = spoke_owner_attached_sleep(sh, spoke_owner_next_ns(sh));
 	call_leave(a, 0);
 	return ns;
 }

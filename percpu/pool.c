@@ -25,9 +25,9 @@
  * starts, for cancel and reset alike. A worker runs a callback
  * only if its shard is managed; else (attached, being attached or detached,
  * unowned: spoke_shard_takes_back_runs) it hands the handle back to the
- * shard (spoke_shard_recall), whose owner runs it inline.
+ * shard (spoke_runner_recall), whose owner runs it inline.
  *
- * Run (spoke_run_callback): DISPATCHED -> RUNNING, call fn(arg), then a
+ * Run (spoke_runner_run): DISPATCHED -> RUNNING, call fn(arg), then a
  * one-shot ends as FREE with a new generation; a periodic timer without STOP
  * goes back to ARMED and to its owner for re-arming at previous deadline +
  * period, only after its run returned, so it never overlaps itself. Threads
@@ -42,7 +42,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-/* The run in progress on this thread, innermost first (spoke_run_callback). */
+/* The run in progress on this thread, innermost first (spoke_runner_run). */
 static _Thread_local struct spoke_run *tls_run;
 static _Thread_local bool tls_pool_worker; /* this thread is a pool worker */
 
@@ -148,10 +148,10 @@ static void finish_run(struct spoke *s, struct spoke_handle *h)
 		spoke_handle_retired(s, h, st);
 		break;
 	case RUNNER_END_REARM:
-		spoke_shard_rearm_periodic(sh, h, (st & SPOKE_ST_RESET) != 0);
+		spoke_owner_rearm_periodic(sh, h, (st & SPOKE_ST_RESET) != 0);
 		break;
 	case RUNNER_END_POST:
-		spoke_shard_post(sh, h, 0); /* next run: let the owner see it now */
+		spoke_any_post(sh, h, 0); /* next run: let the owner see it now */
 		break;
 	}
 }
@@ -173,15 +173,14 @@ static bool claim_run(struct shard *sh, struct spoke_handle *h, uint64_t st)
 		spoke_count(sh, CTR_CANCELLED, spoke_shard_owned_by_me(sh));
 		return false;
 	case RUNNER_UNDISPATCHED:
-		spoke_shard_post(sh, h,
-				 atomic_load_explicit(&h->deadline_ns, memory_order_relaxed));
+		spoke_any_post(sh, h, atomic_load_explicit(&h->deadline_ns, memory_order_relaxed));
 		return false;
 	}
 	return false;
 }
 
 /* Run h's callback on this thread (h is DISPATCHED, taken off any queue); true if it ran. */
-bool spoke_run_callback(struct spoke *s, struct spoke_handle *h)
+bool spoke_runner_run(struct spoke *s, struct spoke_handle *h)
 {
 	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire), due;
 	struct shard *sh = &s->shards[spoke_st_shard(st)];
@@ -249,7 +248,7 @@ static void pool_wake_helper(struct spoke *s, struct pool_queue *q)
 	}
 }
 
-void spoke_pool_dispatch(struct shard *sh, struct spoke_handle *h)
+void spoke_owner_dispatch(struct shard *sh, struct spoke_handle *h)
 {
 	struct pool_queue *q = sh->pool;
 
@@ -348,7 +347,7 @@ static struct spoke_handle *pool_next(struct pool_worker *w, bool *linking)
  * attach does the mirror image (mode first, then the heavy fence, then its
  * managed thread looks at busy_shard): so either the managed thread sees
  * this run and waits for it, or this worker sees the attach and hands h
- * back to the shard (spoke_shard_recall). No callback of an attached shard
+ * back to the shard (spoke_runner_recall). No callback of an attached shard
  * starts on the pool. Once destroy has stopped the shards, a callback that
  * has not started never runs (spoke_destroy): h is left as it is, and
  * freed with its arena. At the end, a waiting managed thread is woken; if
@@ -367,16 +366,16 @@ static void worker_run(struct pool_worker *w, struct spoke_handle *h)
 	spoke_light_fence(s);
 	mode = atomic_load_explicit(&sh->mode, memory_order_acquire);
 	if (spoke_shard_takes_back_runs(mode))
-		spoke_shard_recall(sh, h);
+		spoke_runner_recall(sh, h);
 	else if (mode != SHARD_STOPPING)
-		spoke_run_callback(s, h);
+		spoke_runner_run(s, h);
 	atomic_store_explicit(&w->busy_shard, 0, memory_order_release);
 	if (atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHING)
-		spoke_shard_nudge(sh, 0);
+		spoke_any_nudge(sh, 0);
 }
 
 /* Managed thread of sh, while an attach waits: is one of sh's callbacks on the pool? */
-bool spoke_pool_busy_with(const struct shard *sh)
+bool spoke_owner_pool_busy_with(const struct shard *sh)
 {
 	const struct spoke *s = sh->s;
 

@@ -291,7 +291,7 @@ static inline void owner_reset_release(struct spoke_handle *h)
 }
 
 /*
- * Owner (shard.c spoke_shard_arm): the lawn refused a TTL timer, which goes
+ * Owner (shard.c spoke_owner_arm): the lawn refused a TTL timer, which goes
  * to the wheel as a one-shot from now on: the kind names the engine.
  */
 static inline void owner_make_oneshot(struct spoke_handle *h)
@@ -421,11 +421,11 @@ static inline enum runner_claim runner_claim_run(struct spoke_handle *h, uint64_
 }
 
 /*
- * Runner (shard.c spoke_shard_recall; a pool worker, or the owner while a
+ * Runner (shard.c spoke_runner_recall; a pool worker, or the owner while a
  * pool callback attaches): h's shard takes back its runs, so give the
  * claimed run back to the owner, DISPATCHED -> DISPATCHED | INBOX, which
  * the caller posts. false: the word is no longer DISPATCHED (a cancel won):
- * the caller settles it through spoke_run_callback, which retires it.
+ * the caller settles it through spoke_runner_run, which retires it.
  */
 static inline bool runner_recall(struct spoke_handle *h)
 {

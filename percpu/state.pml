@@ -18,10 +18,10 @@
  *
  *   CAS(), the d_step blocks     the transitions of protocol.h (each block
  *                                names its function)
- *   post()                       shard.c:spoke_shard_post (the inbox: one
+ *   post()                       shard.c:spoke_any_post (the inbox: one
  *                                node per handle, so "queued twice" is an
  *                                assertion)
- *   arm(), disarm()              shard.c:spoke_shard_arm / spoke_shard_disarm
+ *   arm(), disarm()              shard.c:spoke_owner_arm / spoke_owner_disarm
  *                                (engine and stage folded into one slot:
  *                                eng_on, eng_d)
  *   release()                    arena.c:spoke_handle_release (checks: not
@@ -49,20 +49,20 @@
  *                                owner_ask_reset_message (+ FIXED:
  *                                owner_give_back)
  *   run_or_dispatch              shard.c:run_or_dispatch (inline when INLINE,
- *                                else spoke_pool_dispatch)
+ *                                else spoke_owner_dispatch)
  *   handle_message               shard.c:handle_message: owner_take_message
  *                                (+ retire_cancelled,
- *                                spoke_shard_rearm_periodic)
+ *                                spoke_owner_rearm_periodic)
  *   retire_cancelled             shard.c:retire_cancelled:
  *                                owner_retire_cancelled
- *   run_callback                 pool.c:spoke_run_callback
+ *   run_callback                 pool.c:spoke_runner_run
  *   runner_claim                 pool.c:claim_run: runner_claim_run (with
  *                                runner_undispatch and
  *                                runner_retire_cancelled)
  *   finish_run                   pool.c:finish_run: runner_finish (+
  *                                periodic_next_ns; not its parked case:
  *                                destroy is not modelled)
- *   proctype owner               shard.c:spoke_shard_turn / shard_main: stage
+ *   proctype owner               shard.c:spoke_owner_turn / shard_main: stage
  *                                and engine expiry (on_expire, stage_run_due),
  *                                take_messages, the clock; and API calls made
  *                                on the owner thread (owned_by_me)
@@ -516,7 +516,7 @@ inline finish_run(direct) {
 	if :: fs & WAITERS -> futex_wake() :: else fi;
 	if
 	:: !rearm -> if :: !(fs & WRITING) -> release() :: else fi
-	:: rearm && direct ->	/* spoke_shard_rearm_periodic */
+	:: rearm && direct ->	/* spoke_owner_rearm_periodic */
 		if :: fs & RESET -> base = deadline :: else fi;
 		arm(base)
 	:: rearm && !direct -> post()
@@ -571,7 +571,7 @@ inline runner_claim() {
 }
 
 
-/* pool.c:spoke_run_callback */
+/* pool.c:spoke_runner_run */
 inline run_callback(direct) {
 	runner_claim();
 	if
@@ -590,7 +590,7 @@ inline run_or_dispatch() {
 	:: d_step { assert(!poolq); poolq = 1 }
 	fi
 #else
-	d_step { assert(!poolq); poolq = 1 }	/* spoke_pool_dispatch */
+	d_step { assert(!poolq); poolq = 1 }	/* spoke_owner_dispatch */
 #endif
 }
 
@@ -668,7 +668,7 @@ inline handle_message() {
 			arm(d)
 		:: else ->
 			if
-			:: (st & PERIODIC) && !eng_on -> arm(base)	/* spoke_shard_rearm_periodic */
+			:: (st & PERIODIC) && !eng_on -> arm(base)	/* spoke_owner_rearm_periodic */
 			:: else
 			fi
 		fi

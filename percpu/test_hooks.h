@@ -37,7 +37,7 @@
  *                             RUNNING (pool.c claim_run)
  *   SPOKE_HOOK_DETACH_LAUNCHED spoke_detach has tried to start the new
  *                             managed thread and not yet recorded the
- *                             outcome (shard.c spoke_shard_detach)
+ *                             outcome (shard.c spoke_owner_detach)
  *   SPOKE_HOOK_SHARDS_STOPPED spoke_destroy has stopped every shard (all
  *                             STOPPING) and not yet the pool (api.c
  *                             stop_threads)
