@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include "probes.h"
+#include "protocol.h"
 #include "service.h"
 #include "test_hooks.h"
 #include "urcu_bp.h"
@@ -27,13 +28,11 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <linux/membarrier.h>
 #include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,24 +44,9 @@
 
 static _Atomic uint64_t next_serial = 1;
 
-uint64_t spoke_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static unsigned online_cpus(void)
-{
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-	return n < 1 ? 1 : (unsigned)n;
-}
-
 static unsigned default_shards(void)
 {
-	unsigned n = online_cpus();
+	unsigned n = spoke_online_cpus();
 
 	return n > SPOKE_MAX_SHARDS ? SPOKE_MAX_SHARDS : n;
 }
@@ -138,43 +122,6 @@ static int config_check(const struct spoke_config *c)
 
 /* --- entering and leaving a call ------------------------------------------- */
 
-/*
- * A store-load handshake between a frequent side and a rare one (a pool
- * worker and an attach, shard.c): spoke_light_fence on the frequent side,
- * spoke_heavy_fence on the rare one.
- */
-void spoke_heavy_fence(const struct spoke *s)
-{
-	struct timespec pause = {0, 1000000};
-
-	if (!s->asym_fence) {
-		spoke_full_fence();
-		return;
-	}
-	/*
-	 * Registered, so it cannot be unsupported; it may fail for want of
-	 * memory (a cpumask), and then the light side's compiler barrier is
-	 * not enough: no fallback is sound, since threads already rely on it.
-	 * Retry for a second, then stop loudly rather than race silently.
-	 */
-	for (int i = 0; i < 1000; i++) {
-		if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
-			return;
-		if (errno != ENOMEM && errno != EAGAIN && errno != EINTR)
-			break;
-		nanosleep(&pause, NULL);
-	}
-	fprintf(stderr, "spoke: membarrier failed (%s) after it was registered: aborting\n",
-		strerror(errno));
-	abort();
-}
-
-static void asym_fence_init(struct spoke *s)
-{
-	s->asym_fence =
-		syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
-}
-
 /* Only the arena's own thread writes in_call, so a plain load and store count it. */
 static void in_call_add(struct arena *a, int d)
 {
@@ -223,7 +170,7 @@ static int call_leave(struct arena *a, int ret)
 
 static int build_maps(struct spoke *s)
 {
-	s->ncpus = online_cpus();
+	s->ncpus = spoke_online_cpus();
 	s->cpu_shard = calloc(s->ncpus, sizeof(*s->cpu_shard));
 	s->lawn_shard = calloc(s->nshards, sizeof(*s->lawn_shard));
 	if (!s->cpu_shard || !s->lawn_shard)
@@ -239,41 +186,6 @@ static int build_maps(struct spoke *s)
 	return 0;
 }
 
-/*
- * What every thread spoke starts inherits from the thread that calls
- * spoke_create, written down now rather than inherited from whichever
- * thread starts it, so that a managed thread that spoke_detach starts on a
- * server's loop thread (its own policy, priority or CPUs) is like the ones
- * spoke_create starts. The CPUs go into the thread attributes; the policy
- * is applied by the thread itself as it starts (spoke_thread_adopt_sched),
- * since thread attributes cannot carry SCHED_BATCH or SCHED_IDLE. An
- * affinity glibc cannot read (more CPUs than a cpu_set_t holds) is left to
- * inheritance.
- */
-static int thread_attr_init(struct spoke *s)
-{
-	cpu_set_t cpus;
-	int err = pthread_attr_init(&s->thread_attr);
-
-	if (err)
-		return -err;
-	s->thread_attr_live = true;
-	err = pthread_getschedparam(pthread_self(), &s->sched_policy, &s->sched_param);
-	if (!err && pthread_getaffinity_np(pthread_self(), sizeof(cpus), &cpus) == 0)
-		err = pthread_attr_setaffinity_np(&s->thread_attr, sizeof(cpus), &cpus);
-	return -err;
-}
-
-/*
- * A thread spoke started, first thing: take the creator's policy. Best
- * effort: raising it (to a real-time one) may need a privilege that the
- * process has lost since; the thread then keeps the starter's.
- */
-void spoke_thread_adopt_sched(const struct spoke *s)
-{
-	(void)pthread_setschedparam(pthread_self(), s->sched_policy, &s->sched_param);
-}
-
 static void free_all(struct spoke *s)
 {
 	if (s->shards)
@@ -286,8 +198,7 @@ static void free_all(struct spoke *s)
 	spoke_arenas_free(s);
 	if (s->arena_key_live)
 		spoke_arena_key_delete(s);
-	if (s->thread_attr_live)
-		pthread_attr_destroy(&s->thread_attr);
+	spoke_thread_attr_fini(s);
 	free(s);
 }
 
@@ -299,6 +210,8 @@ static void stop_threads(struct spoke *s)
 	SPOKE_HOOK(SPOKE_HOOK_SHARDS_STOPPED);
 	spoke_pool_stop(s);
 }
+
+static void detach_at_exit(struct arena *a); /* the instance's thread-exit hook */
 
 int spoke_create(struct spoke **out, const struct spoke_config *cfg)
 {
@@ -328,18 +241,18 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg)
 	s->nshards = s->cfg.shards;
 	s->nworkers = cfg->callback_threads_per_shard ? cfg->callback_threads_per_shard * s->nshards
 						      : cfg->callback_threads;
-	asym_fence_init(s);
-	err = spoke_arena_key_create(s);
+	spoke_fence_init(s);
+	err = spoke_arena_key_create(s, detach_at_exit);
 	if (err) {
 		free(s);
 		return err;
 	}
 	s->arena_key_live = true;
-	err = thread_attr_init(s);
+	err = spoke_thread_attr_init(s);
 	s->shards = spoke_zalloc_lines(s->nshards, sizeof(*s->shards));
 	if (!err && !s->shards)
 		err = -ENOMEM;
-	s->ncpus = online_cpus();
+	s->ncpus = spoke_online_cpus();
 	s->cfg.shard_overrides = cfg->shard_overrides;
 	for (unsigned k = 0; !err && k < s->nshards; k++)
 		err = spoke_shard_init(s, &s->shards[k], k);
@@ -580,14 +493,12 @@ static int start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 		*id = new_id;
 	SPOKE_PROBE3(start, new_id, k, deadline);
 	if (spoke_shard_owned_by_me(sh)) {
-		atomic_store_explicit(&h->state, st, memory_order_release);
+		starter_publish(h, st, true);
 		spoke_count(sh, CTR_STARTED, true);
-		spoke_shard_arm(sh, h, deadline);
+		spoke_owner_arm(sh, h, deadline);
 	} else {
-		atomic_store_explicit(&h->state,
-				      st | SPOKE_ST_INBOX | SPOKE_ST_RESET | SPOKE_ST_FRESH,
-				      memory_order_release);
-		spoke_shard_post(sh, h, deadline);
+		starter_publish(h, st, false);
+		spoke_any_post(sh, h, deadline);
 	}
 	return call_leave(a, 0);
 }
@@ -638,10 +549,6 @@ int spoke_start_ttl(struct spoke *s, uint64_t ttl_ns, spoke_fn *fn, void *arg, s
 		s, &(struct start_req){SHARD_TTL, SPOKE_KIND_TTL, false, ttl_ns, 0, fn, arg}, id);
 }
 
-#ifdef SPOKE_TEST_HOOKS
-void (*_Atomic spoke_test_hook)(enum spoke_hook point);
-#endif
-
 /* --- cancel and reset -------------------------------------------------------- */
 
 /*
@@ -663,45 +570,33 @@ static int cancel_direct(struct shard *sh, struct spoke_handle *h, uint64_t st)
 {
 	uint64_t c = spoke_st_with_status(st, SPOKE_ST_CANCELLED);
 
-	if (!atomic_compare_exchange_strong_explicit(&h->state, &st, c, memory_order_acq_rel,
-						     memory_order_acquire))
+	if (!owner_cancel_direct(h, st))
 		return -EAGAIN;
-	spoke_shard_disarm(sh, h);
+	spoke_owner_disarm(sh, h);
 	spoke_count(sh, CTR_CANCELLED, true);
-	atomic_store_explicit(&h->state, spoke_st_freed(c), memory_order_release);
+	owner_free_cancelled(h, c);
 	spoke_handle_release(sh->s, h, c);
 	return 0;
 }
 
-/* One attempt at cancelling; -EAGAIN means the state changed under us. */
+/*
+ * One attempt at cancelling; -EAGAIN means the state changed under us. The
+ * owner cancels its own armed timer directly; anyone else marks the word
+ * (protocol.h any_try_cancel) and, if it set INBOX, tells the owner.
+ */
 static int cancel_once(struct spoke *s, struct spoke_handle *h, uint64_t st)
 {
 	struct shard *sh = &s->shards[spoke_st_shard(st)];
-	uint64_t next;
+	bool post = false;
+	int r;
 
-	switch (spoke_st_status(st)) {
-	case SPOKE_ST_ARMED:
-		if (!(st & (SPOKE_ST_INBOX | SPOKE_ST_WRITING)) && spoke_shard_owned_by_me(sh))
-			return cancel_direct(sh, h, st);
-		next = spoke_st_with_status(st, SPOKE_ST_CANCELLED) | SPOKE_ST_INBOX;
-		break;
-	case SPOKE_ST_DISPATCHED:
-		next = spoke_st_with_status(st, SPOKE_ST_CANCELLED); /* the runner frees it */
-		break;
-	case SPOKE_ST_RUNNING:
-		if (spoke_st_kind(st) != SPOKE_KIND_PERIODIC || (st & SPOKE_ST_STOP))
-			return -ENOENT;
-		next = st | SPOKE_ST_STOP; /* no further run */
-		break;
-	default:
-		return -ENOENT;
-	}
-	if (!atomic_compare_exchange_strong_explicit(&h->state, &st, next, memory_order_acq_rel,
-						     memory_order_acquire))
-		return -EAGAIN;
-	if (spoke_st_status(st) == SPOKE_ST_ARMED && !(st & SPOKE_ST_INBOX))
-		spoke_shard_post(sh, h, UINT64_MAX); /* unlink: not urgent */
-	return 0;
+	if (spoke_st_status(st) == SPOKE_ST_ARMED && !(st & (SPOKE_ST_INBOX | SPOKE_ST_WRITING)) &&
+	    spoke_shard_owned_by_me(sh))
+		return cancel_direct(sh, h, st);
+	r = any_try_cancel(h, st, &post);
+	if (r == 0 && post)
+		spoke_any_post(sh, h, UINT64_MAX); /* unlink: not urgent */
+	return r;
 }
 
 static int cancel_id(struct spoke *s, spoke_id id)
@@ -742,95 +637,12 @@ static void wait_not_running(struct spoke_handle *h, uint32_t gen)
 
 		if (spoke_st_gen(st) != gen || spoke_st_status(st) != SPOKE_ST_RUNNING)
 			return;
-		if (!(st & SPOKE_ST_WAITERS) && !atomic_compare_exchange_strong_explicit(
-							&h->state, &st, st | SPOKE_ST_WAITERS,
-							memory_order_acq_rel, memory_order_acquire))
+		if (!(st & SPOKE_ST_WAITERS) && !waiter_set_waiters(h, &st))
 			continue;
 		/* Bounded sleep: a missed wake-up costs at most a millisecond. */
 		spoke_ec_wait_word(spoke_state_futex(h), (uint32_t)(st | SPOKE_ST_WAITERS),
 				   1000000);
 	}
-}
-
-/*
- * The wait-for graph of callbacks: a callback that waits in cancel_sync for
- * another timer's run records that edge (its struct spoke_run, on its
- * stack) here for as long as it waits. A wait that would close a cycle (the
- * run waited for is itself waiting, directly or through others, for the
- * waiter's run) is refused with -EDEADLK instead, so no two callbacks ever
- * wait for each other. Runs are named by id (handle and generation), so an
- * edge to a run that has ended never matches the slot's next timer. One
- * process-wide list, since a cycle may cross instances; it is taken only by
- * a cancel_sync that must wait, never by a start, reset or cancel.
- */
-static pthread_mutex_t waits_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct spoke_run *waits_first;
-
-/* Is (h, id) the run r or one that r is nested in (the same thread's stack)? */
-static bool run_on_stack(const struct spoke_run *r, const struct spoke_handle *h, spoke_id id)
-{
-	for (; r; r = r->outer)
-		if (r->h == h && r->id == id)
-			return true;
-	return false;
-}
-
-/*
- * Under waits_lock: the waiting run whose thread is running (h, id), or
- * NULL. An outer run waits whenever a run nested in it does: its thread is
- * blocked in that wait.
- */
-static const struct spoke_run *waiting_run(const struct spoke_handle *h, spoke_id id)
-{
-	for (const struct spoke_run *w = waits_first; w; w = w->next_waiting)
-		if (run_on_stack(w, h, id))
-			return w;
-	return NULL;
-}
-
-/*
- * Under waits_lock: would `me` waiting for (h, id) close a cycle? The
- * recorded waits form chains (each thread waits for one run at a time, and
- * no cycle was ever let in), so following them ends within their number.
- */
-static bool wait_closes_cycle(const struct spoke_run *me, const struct spoke_handle *h, spoke_id id)
-{
-	unsigned waits = 0;
-
-	for (const struct spoke_run *w = waits_first; w; w = w->next_waiting)
-		waits++;
-	for (unsigned hop = 0; hop <= waits; hop++) {
-		const struct spoke_run *w;
-
-		if (run_on_stack(me, h, id))
-			return true;
-		w = waiting_run(h, id);
-		if (!w)
-			return false;
-		h = w->waits_for_h;
-		id = w->waits_for;
-	}
-	return false;
-}
-
-/* fork() child (arena.c): the lock may be held by a thread that is not there. */
-void spoke_waits_reset_in_child(void)
-{
-	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-
-	waits_lock = fresh;
-	waits_first = NULL;
-}
-
-static void waits_remove(struct spoke_run *me)
-{
-	struct spoke_run **link;
-
-	pthread_mutex_lock(&waits_lock);
-	for (link = &waits_first; *link != me; link = &(*link)->next_waiting)
-		;
-	*link = me->next_waiting;
-	pthread_mutex_unlock(&waits_lock);
 }
 
 /*
@@ -847,18 +659,10 @@ static int wait_run_end(struct spoke_handle *h, spoke_id id)
 		wait_not_running(h, spoke_st_gen(id));
 		return 0;
 	}
-	pthread_mutex_lock(&waits_lock);
-	if (wait_closes_cycle(me, h, id)) {
-		pthread_mutex_unlock(&waits_lock);
+	if (spoke_waits_enter(me, h, id) != 0)
 		return -EDEADLK;
-	}
-	me->waits_for = id;
-	me->waits_for_h = h;
-	me->next_waiting = waits_first;
-	waits_first = me;
-	pthread_mutex_unlock(&waits_lock);
 	wait_not_running(h, spoke_st_gen(id));
-	waits_remove(me);
+	spoke_waits_leave(me);
 	return 0;
 }
 
@@ -897,15 +701,13 @@ int spoke_cancel_sync(struct spoke *s, spoke_id id)
  */
 static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, uint64_t d)
 {
-	if (!atomic_compare_exchange_strong_explicit(&h->state, &st,
-						     spoke_st_bump_seq(st) | SPOKE_ST_WRITING,
-						     memory_order_acq_rel, memory_order_acquire))
+	if (!owner_reset_claim(h, st))
 		return -EAGAIN;
 	SPOKE_HOOK(SPOKE_HOOK_DIRECT_RESET_CLAIMED);
 	atomic_store_explicit(&h->deadline_ns, d, memory_order_relaxed);
 	spoke_handle_set_base(h, st, d);
-	spoke_shard_arm(sh, h, d);
-	atomic_fetch_and_explicit(&h->state, ~SPOKE_ST_WRITING, memory_order_release);
+	spoke_owner_arm(sh, h, d);
+	owner_reset_release(h);
 	return 0;
 }
 
@@ -913,7 +715,7 @@ static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, u
  * Second half of a foreign reset: we hold WRITING and have stored deadline_ns;
  * publish it (RESET, and a message if the timer is armed and must move),
  * whatever else changed meanwhile. A `later` reset sends no message: the
- * owner finds the new deadline when the old one comes (shard.c claim_run),
+ * owner finds the new deadline when the old one comes (shard.c claim_expiry),
  * unless it has met the timer meanwhile and asked for one (RESET). A cancel
  * (or the end of a run) may have won in between: then the timer never runs
  * again, this reset is ordered before its end, and if that end already came
@@ -921,33 +723,21 @@ static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, u
  */
 static void reset_publish(struct shard *sh, struct spoke_handle *h, uint64_t d, bool later)
 {
-	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire), next;
+	uint64_t next, st = writer_publish(h, later, &next);
 
-	do {
-		/* WRITING is ours: the generation cannot have ended without us. */
-		next = st & ~SPOKE_ST_WRITING;
-		if (st & SPOKE_ST_ORPHAN)
-			next = spoke_st_freed(st); /* it ended while we wrote: we free it */
-		else if (spoke_st_status(st) == SPOKE_ST_ARMED && (!later || (st & SPOKE_ST_RESET)))
-			next |= SPOKE_ST_RESET | SPOKE_ST_INBOX;
-		else if (spoke_st_status(st) != SPOKE_ST_CANCELLED &&
-			 spoke_st_status(st) != SPOKE_ST_ARMED)
-			next |= SPOKE_ST_RESET; /* dispatched: undispatch; running: its re-arm */
-	} while (!atomic_compare_exchange_weak_explicit(&h->state, &st, next, memory_order_acq_rel,
-							memory_order_acquire));
 	if (st & SPOKE_ST_ORPHAN)
 		spoke_handle_release(sh->s, h, st);
 	else if ((next & SPOKE_ST_INBOX) && !(st & SPOKE_ST_INBOX))
-		spoke_shard_post(sh, h, d);
+		spoke_any_post(sh, h, d);
 	else if ((next & SPOKE_ST_INBOX) && spoke_st_status(next) == SPOKE_ST_ARMED)
-		spoke_shard_nudge(sh, d); /* rides on a message queued for a later deadline */
+		spoke_any_nudge(sh, d); /* rides on a message queued for a later deadline */
 }
 
 /*
  * Does a foreign reset of word st (just claimed) to deadline d need no
  * message? Yes for a one-shot timer in its engine or on the stage, with no
  * message queued, moved later: its place there is still at or before d, so
- * the owner meets it in time, and then re-arms it for d (shard.c claim_run).
+ * the owner meets it in time, and then re-arms it for d (shard.c claim_expiry).
  * An idle timeout reset on every request so costs its owner nothing until it
  * comes due. Periodic timers keep their phase from a message, TTL timers
  * must change queue, and an earlier deadline must move now.
@@ -982,7 +772,7 @@ static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint
 			return reset_direct(sh, h, st, d);
 		break;
 	case SPOKE_ST_DISPATCHED:
-		/* Due, its callback not started: the runner hands it back (pool.c undispatch). */
+		/* Due, its callback not started: the runner hands it back (runner_undispatch). */
 		if (st & SPOKE_ST_WRITING)
 			return 0;
 		break;
@@ -996,9 +786,7 @@ static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint
 	default:
 		return -ENOENT;
 	}
-	if (!atomic_compare_exchange_strong_explicit(&h->state, &st,
-						     spoke_st_bump_seq(st) | SPOKE_ST_WRITING,
-						     memory_order_acq_rel, memory_order_acquire))
+	if (!foreign_reset_claim(h, st))
 		return -EAGAIN;
 	SPOKE_HOOK(SPOKE_HOOK_RESET_CLAIMED);
 	later = reset_is_later(h, st, d);
@@ -1209,7 +997,7 @@ int spoke_detach(struct spoke *s)
 		return err;
 	if (sh->in_turn)
 		return call_leave(a, -EBUSY); /* from a callback inside its own spoke_poll */
-	return call_leave(a, spoke_shard_detach(sh));
+	return call_leave(a, spoke_owner_detach(sh));
 }
 
 /*
@@ -1218,9 +1006,11 @@ int spoke_detach(struct spoke *s)
  * hand the shard to a managed thread, so that its timers keep firing instead
  * of waiting for a poll that will never come; if no thread can be started,
  * leave the shard unowned so that another thread can attach it. Counted in
- * the arena like any call, so destroy cannot overlap it.
+ * the arena like any call, so destroy cannot overlap it. The instance's
+ * thread-exit hook (spoke_arena_key_create), so that arena.c needs nothing
+ * of this file.
  */
-void spoke_detach_at_exit(struct arena *a)
+static void detach_at_exit(struct arena *a)
 {
 	struct spoke *s = a->s;
 	struct shard *sh = spoke_shard_mine(s);
@@ -1235,8 +1025,8 @@ void spoke_detach_at_exit(struct arena *a)
 	}
 	in_call_add(a, 1);
 	spoke_rcu_read_unlock();
-	if (spoke_shard_detach(sh))
-		spoke_shard_abandon(sh); /* no thread to start: left for the next attach */
+	if (spoke_owner_detach(sh))
+		spoke_owner_abandon(sh); /* no thread to start: left for the next attach */
 	call_leave(a, 0);
 }
 
@@ -1250,8 +1040,8 @@ int spoke_poll(struct spoke *s)
 		return err;
 	/* Its callbacks may reach cancellation points: the turn must not be cut short. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
-	spoke_shard_attached_awake(sh);
-	n = spoke_shard_turn(sh, true);
+	spoke_owner_attached_awake(sh);
+	n = spoke_owner_turn(sh, true);
 	pthread_setcancelstate(cancel_state, NULL);
 	return call_leave(a, n);
 }
@@ -1264,7 +1054,7 @@ int spoke_wake_fd(struct spoke *s)
 
 	if (err)
 		return err;
-	return call_leave(a, spoke_shard_wake_fd(sh));
+	return call_leave(a, spoke_owner_wake_fd(sh));
 }
 
 int64_t spoke_next_deadline(struct spoke *s)
@@ -1277,7 +1067,7 @@ int64_t spoke_next_deadline(struct spoke *s)
 	/* -EPERM is -1, which means "no timer" here: say -EINVAL instead. */
 	if (err)
 		return err == -EPERM ? -EINVAL : err;
-	ns = spoke_shard_attached_sleep(sh, spoke_shard_next_ns(sh));
+	ns = spoke_owner_attached_sleep(sh, spoke_owner_next_ns(sh));
 	call_leave(a, 0);
 	return ns;
 }

@@ -39,6 +39,7 @@
  * immutable pointer compare. At most 4096 arenas per instance.
  */
 #define _GNU_SOURCE
+#include "protocol.h"
 #include "service.h"
 #include "test_hooks.h"
 #include "urcu_bp.h"
@@ -185,8 +186,7 @@ static struct spoke_handle *arena_take(struct arena *a)
 	if (a->fresh >= atomic_load_explicit(&a->ready, memory_order_relaxed) && !region_grow(a))
 		return NULL;
 	h = spoke_arena_slot(a, a->fresh++);
-	/* Generation 1, FREE: a lookup may read the word meanwhile (it is below ready). */
-	atomic_store_explicit(&h->state, spoke_st_freed(0), memory_order_relaxed);
+	starter_init_fresh(h); /* generation 1, FREE */
 	return h;
 }
 
@@ -258,10 +258,7 @@ void spoke_handle_release(struct spoke *s, struct spoke_handle *h, uint64_t old)
 
 	handle_return(s, h);
 	if (aux) {
-		atomic_store_explicit(
-			&aux->state,
-			spoke_st_freed(atomic_load_explicit(&aux->state, memory_order_relaxed)),
-			memory_order_release);
+		retirer_free_aux(aux);
 		handle_return(s, aux);
 	}
 }
@@ -272,12 +269,7 @@ struct spoke_handle *spoke_handle_alloc_aux(struct arena *home)
 	struct spoke_handle *aux = spoke_handle_alloc(home);
 
 	if (aux)
-		atomic_store_explicit(
-			&aux->state,
-			spoke_st_with_status(
-				atomic_load_explicit(&aux->state, memory_order_relaxed),
-				SPOKE_ST_AUX),
-			memory_order_relaxed);
+		starter_mark_aux(aux);
 	return aux;
 }
 
@@ -412,7 +404,6 @@ static void live_lock_reset_in_child(void)
 	}
 	live_lock = fresh;
 	live_first = NULL;
-	spoke_waits_reset_in_child();
 }
 
 /*
@@ -454,7 +445,7 @@ static void arena_thread_exit(void *p)
 	pthread_mutex_lock(&live_lock);
 	if (arena_live_and_mine(p)) {
 		SPOKE_HOOK(SPOKE_HOOK_THREAD_EXIT);
-		spoke_detach_at_exit(p);
+		((struct arena *)p)->s->thread_exit_hook(p);
 		arena_orphan(p);
 	}
 	pthread_mutex_unlock(&live_lock);
@@ -472,11 +463,16 @@ bool spoke_instance_live(uint64_t serial)
 	return live;
 }
 
-/* Create the instance's thread key: a thread's exit hands its arena on. */
-int spoke_arena_key_create(struct spoke *s)
+/*
+ * Create the instance's thread key: a thread's exit hands its arena on,
+ * after calling on_exit(its home arena) under the arena lock (api.c hands
+ * on the shard the thread is attached to).
+ */
+int spoke_arena_key_create(struct spoke *s, void (*on_exit)(struct arena *home))
 {
 	static pthread_once_t fork_guarded = PTHREAD_ONCE_INIT;
 
+	s->thread_exit_hook = on_exit;
 	(void)pthread_once(&fork_guarded, live_lock_guard_fork);
 	if (pthread_key_create(&s->arena_key, arena_thread_exit) != 0)
 		return -EAGAIN;
@@ -581,7 +577,8 @@ void spoke_arenas_each(struct spoke *s, void (*fn)(struct spoke_handle *h, uint6
 			struct spoke_handle *h = spoke_arena_slot(a, k);
 			uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
 
-			if (spoke_st_status(st) != SPOKE_ST_FREE && spoke_st_status(st) != SPOKE_ST_AUX)
+			if (spoke_st_status(st) != SPOKE_ST_FREE &&
+			    spoke_st_status(st) != SPOKE_ST_AUX)
 				fn(h, st, ctx);
 		}
 	}
@@ -594,7 +591,7 @@ static void release_if_pending(struct spoke_handle *h, uint64_t st, void *releas
 	if (status != SPOKE_ST_ARMED && status != SPOKE_ST_DISPATCHED)
 		return;
 	((spoke_fn *)release)(spoke_st_kind(st) == SPOKE_KIND_PERIODIC ? spoke_periodic_of(h)->arg
-								    : h->arg);
+								       : h->arg);
 }
 
 /*

@@ -25,9 +25,9 @@
  * starts, for cancel and reset alike. A worker runs a callback
  * only if its shard is managed; else (attached, being attached or detached,
  * unowned: spoke_shard_takes_back_runs) it hands the handle back to the
- * shard (spoke_shard_recall), whose owner runs it inline.
+ * shard (spoke_runner_recall), whose owner runs it inline.
  *
- * Run (spoke_run_callback): DISPATCHED -> RUNNING, call fn(arg), then a
+ * Run (spoke_runner_run): DISPATCHED -> RUNNING, call fn(arg), then a
  * one-shot ends as FREE with a new generation; a periodic timer without STOP
  * goes back to ARMED and to its owner for re-arming at previous deadline +
  * period, only after its run returned, so it never overlaps itself. Threads
@@ -35,13 +35,14 @@
  */
 #define _GNU_SOURCE
 #include "probes.h"
+#include "protocol.h"
 #include "service.h"
 #include "test_hooks.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
-/* The run in progress on this thread, innermost first (spoke_run_callback). */
+/* The run in progress on this thread, innermost first (spoke_runner_run). */
 static _Thread_local struct spoke_run *tls_run;
 static _Thread_local bool tls_pool_worker; /* this thread is a pool worker */
 
@@ -117,9 +118,10 @@ static uint64_t periodic_next_ns(uint64_t base, uint64_t period, uint64_t now)
  */
 static void finish_run(struct spoke *s, struct spoke_handle *h)
 {
-	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire), next;
+	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
 	struct shard *sh = &s->shards[spoke_st_shard(st)];
-	bool rearm, parked, direct = spoke_shard_owned_by_me(sh);
+	bool direct = spoke_shard_owned_by_me(sh);
+	enum runner_end end;
 
 	if (spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP)) {
 		struct spoke_periodic *per = spoke_periodic_of(h);
@@ -132,91 +134,53 @@ static void finish_run(struct spoke *s, struct spoke_handle *h)
 	}
 	/*
 	 * Once destroy has begun nothing is re-armed; a periodic timer that
-	 * would run again is parked ARMED in no engine, still pending, so
-	 * that spoke_destroy_release hands its arg back.
+	 * would run again is parked ARMED in no engine (protocol.h runner_finish).
 	 */
-	do {
-		parked = spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP) &&
-			 atomic_load_explicit(&s->stopping, memory_order_relaxed);
-		rearm = spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP) &&
-			!parked;
-		if (parked)
-			next = spoke_st_with_status(st, SPOKE_ST_ARMED) &
-			       ~(SPOKE_ST_WAITERS | SPOKE_ST_RESET | SPOKE_ST_INBOX);
-		else if (!rearm)
-			next = spoke_st_retired(st);
-		else if (direct)
-			next = spoke_st_with_status(st, SPOKE_ST_ARMED) &
-			       ~(SPOKE_ST_WAITERS | SPOKE_ST_RESET);
-		else
-			next = (spoke_st_with_status(st, SPOKE_ST_ARMED) | SPOKE_ST_INBOX) &
-			       ~SPOKE_ST_WAITERS;
-	} while (!atomic_compare_exchange_weak_explicit(&h->state, &st, next, memory_order_acq_rel,
-							memory_order_acquire));
+	end = runner_finish(h, &st, &s->stopping, direct);
 	if (st & SPOKE_ST_WAITERS)
 		spoke_ec_wake_word(spoke_state_futex(h));
-	if (parked)
-		return;
-	if (!rearm) {
+	switch (end) {
+	case RUNNER_END_PARKED:
+		break;
+	case RUNNER_END_RETIRED:
 		if (st & SPOKE_ST_STOP)
 			spoke_count(sh, CTR_CANCELLED, direct);
 		spoke_handle_retired(s, h, st);
-	} else if (direct) {
-		spoke_shard_rearm_periodic(sh, h, (st & SPOKE_ST_RESET) != 0);
-	} else {
-		spoke_shard_post(sh, h, 0); /* next run: let the owner see it now */
+		break;
+	case RUNNER_END_REARM:
+		spoke_owner_rearm_periodic(sh, h, (st & SPOKE_ST_RESET) != 0);
+		break;
+	case RUNNER_END_POST:
+		spoke_any_post(sh, h, 0); /* next run: let the owner see it now */
+		break;
 	}
-}
-
-/*
- * A reset won against this run before it started (RESET, or WRITING while
- * the reset stores its deadline): the timer is pending again, at the reset's
- * deadline. h goes back to its owner as a start travels (ARMED | INBOX,
- * RESET kept); a reset still writing sees INBOX when it publishes and rides
- * on this message. false: the word changed, look again.
- */
-static bool undispatch(struct shard *sh, struct spoke_handle *h, uint64_t *st)
-{
-	if (!atomic_compare_exchange_weak_explicit(
-		    &h->state, st, spoke_st_with_status(*st, SPOKE_ST_ARMED) | SPOKE_ST_INBOX,
-		    memory_order_acq_rel, memory_order_acquire))
-		return false;
-	spoke_shard_post(sh, h, atomic_load_explicit(&h->deadline_ns, memory_order_relaxed));
-	return true;
 }
 
 /*
  * Claim h's run (st: its word, just read): DISPATCHED -> RUNNING. false if
- * a cancel (h retired here) or a reset (h handed back, undispatch) won
- * first. Every failed CAS reloads the word and decides again: a cancelled
- * word may still change (the reset holding WRITING clears it), and must
- * never be taken for a runnable one. The plain DISPATCHED word comes first:
- * it is the one every run meets.
+ * a cancel won first (h retired here), or a reset (the timer is pending
+ * again, at the reset's deadline: h goes back to its owner as a start
+ * travels, ARMED | INBOX). protocol.h runner_claim_run decides.
  */
 static bool claim_run(struct shard *sh, struct spoke_handle *h, uint64_t st)
 {
 	SPOKE_HOOK(SPOKE_HOOK_RUN_LOADED);
-	for (;;) {
-		if (__builtin_expect(spoke_st_status(st) == SPOKE_ST_DISPATCHED &&
-					     !(st & (SPOKE_ST_RESET | SPOKE_ST_WRITING)),
-				     1)) {
-			if (atomic_compare_exchange_weak_explicit(
-				    &h->state, &st, spoke_st_with_status(st, SPOKE_ST_RUNNING),
-				    memory_order_acq_rel, memory_order_acquire))
-				return true;
-		} else if (spoke_st_status(st) == SPOKE_ST_CANCELLED) {
-			if (spoke_handle_try_retire(sh->s, h, &st)) {
-				spoke_count(sh, CTR_CANCELLED, spoke_shard_owned_by_me(sh));
-				return false;
-			}
-		} else if (undispatch(sh, h, &st)) {
-			return false;
-		}
+	switch (runner_claim_run(h, &st)) {
+	case RUNNER_RUNS:
+		return true;
+	case RUNNER_RETIRED:
+		spoke_handle_retired(sh->s, h, st);
+		spoke_count(sh, CTR_CANCELLED, spoke_shard_owned_by_me(sh));
+		return false;
+	case RUNNER_UNDISPATCHED:
+		spoke_any_post(sh, h, atomic_load_explicit(&h->deadline_ns, memory_order_relaxed));
+		return false;
 	}
+	return false;
 }
 
 /* Run h's callback on this thread (h is DISPATCHED, taken off any queue); true if it ran. */
-bool spoke_run_callback(struct spoke *s, struct spoke_handle *h)
+bool spoke_runner_run(struct spoke *s, struct spoke_handle *h)
 {
 	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire), due;
 	struct shard *sh = &s->shards[spoke_st_shard(st)];
@@ -284,7 +248,7 @@ static void pool_wake_helper(struct spoke *s, struct pool_queue *q)
 	}
 }
 
-void spoke_pool_dispatch(struct shard *sh, struct spoke_handle *h)
+void spoke_owner_dispatch(struct shard *sh, struct spoke_handle *h)
 {
 	struct pool_queue *q = sh->pool;
 
@@ -383,7 +347,7 @@ static struct spoke_handle *pool_next(struct pool_worker *w, bool *linking)
  * attach does the mirror image (mode first, then the heavy fence, then its
  * managed thread looks at busy_shard): so either the managed thread sees
  * this run and waits for it, or this worker sees the attach and hands h
- * back to the shard (spoke_shard_recall). No callback of an attached shard
+ * back to the shard (spoke_runner_recall). No callback of an attached shard
  * starts on the pool. Once destroy has stopped the shards, a callback that
  * has not started never runs (spoke_destroy): h is left as it is, and
  * freed with its arena. At the end, a waiting managed thread is woken; if
@@ -402,16 +366,16 @@ static void worker_run(struct pool_worker *w, struct spoke_handle *h)
 	spoke_light_fence(s);
 	mode = atomic_load_explicit(&sh->mode, memory_order_acquire);
 	if (spoke_shard_takes_back_runs(mode))
-		spoke_shard_recall(sh, h);
+		spoke_runner_recall(sh, h);
 	else if (mode != SHARD_STOPPING)
-		spoke_run_callback(s, h);
+		spoke_runner_run(s, h);
 	atomic_store_explicit(&w->busy_shard, 0, memory_order_release);
 	if (atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHING)
-		spoke_shard_nudge(sh, 0);
+		spoke_any_nudge(sh, 0);
 }
 
 /* Managed thread of sh, while an attach waits: is one of sh's callbacks on the pool? */
-bool spoke_pool_busy_with(const struct shard *sh)
+bool spoke_owner_pool_busy_with(const struct shard *sh)
 {
 	const struct spoke *s = sh->s;
 

@@ -280,7 +280,7 @@ struct shard {
 	uint64_t clock_ns;	/* the time the current turn runs at */
 	int fired_inline;	/* callbacks run inline in this turn */
 	unsigned took_messages; /* messages taken in this turn */
-	bool in_turn;		/* inside spoke_shard_turn (callbacks run inline) */
+	bool in_turn;		/* inside spoke_owner_turn (callbacks run inline) */
 	/* The stage: timers of the current tick, by slack-wide slot (shard.c). */
 	uint64_t stage_tick;				 /* staged: (tick - 1, tick] */
 	uint64_t stage_width_ns;			 /* a slot's width: the slack in effect */
@@ -364,6 +364,8 @@ struct spoke {
 	int sched_policy; /* applied by each thread as it starts: spoke_thread_adopt_sched */
 	struct sched_param sched_param;
 	bool forked; /* inherited by a child of fork(): its threads are not there (arena.c) */
+	/* arena.c calls it as a thread exits (spoke_arena_key_create); api.c sets it. */
+	void (*thread_exit_hook)(struct arena *home);
 	_Atomic int pool_stop;
 	pthread_key_t arena_key;
 	bool arena_key_live;
@@ -372,19 +374,21 @@ struct spoke {
 	_Atomic(struct arena *) arenas[SPOKE_ARENAS];
 };
 
-/* arena.c */
-int spoke_arena_key_create(struct spoke *s);
-void spoke_arena_key_delete(struct spoke *s);
+/* arena.c. Any thread (its own arenas; any handle for release and lookup): */
 bool spoke_instance_live(uint64_t serial);
 struct arena *spoke_arena_mine_slow(struct spoke *s);
 struct spoke_handle *spoke_handle_alloc(struct arena *a);
 struct spoke_handle *spoke_handle_alloc_aux(struct arena *home);
 void spoke_handle_release(struct spoke *s, struct spoke_handle *h, uint64_t old);
 struct spoke_handle *spoke_handle_lookup(struct spoke *s, spoke_id id);
-void spoke_arenas_free(struct spoke *s);
-void spoke_arenas_release_pending(struct spoke *s, spoke_fn *release);
 void spoke_arenas_each(struct spoke *s, void (*fn)(struct spoke_handle *h, uint64_t st, void *ctx),
 		       void *ctx);
+/* arena.c. Create and destroy: */
+int spoke_arena_key_create(struct spoke *s, void (*on_exit)(struct arena *home));
+void spoke_arena_key_delete(struct spoke *s);
+bool spoke_arenas_busy(struct spoke *s);
+void spoke_arenas_free(struct spoke *s);
+void spoke_arenas_release_pending(struct spoke *s, spoke_fn *release);
 
 /*
  * The word of h just moved from old to spoke_st_retired(old): free h, unless
@@ -395,24 +399,6 @@ static inline void spoke_handle_retired(struct spoke *s, struct spoke_handle *h,
 	if (!(old & SPOKE_ST_WRITING))
 		spoke_handle_release(s, h, old);
 }
-
-/*
- * End h's generation if its word is still *st; false (and *st reloaded) if it
- * changed. Any thread that has won the right to end it (owner or runner).
- */
-static inline bool spoke_handle_try_retire(struct spoke *s, struct spoke_handle *h, uint64_t *st)
-{
-	if (!atomic_compare_exchange_weak_explicit(&h->state, st, spoke_st_retired(*st),
-						   memory_order_acq_rel, memory_order_acquire))
-		return false;
-	spoke_handle_retired(s, h, *st);
-	return true;
-}
-bool spoke_arenas_busy(struct spoke *s);
-/* api.c: an exiting thread still attached to a shard of a->s hands it back. */
-void spoke_detach_at_exit(struct arena *a);
-/* api.c: a fork child starts with no callback waiting for another (fork handler). */
-void spoke_waits_reset_in_child(void);
 
 /*
  * Thread-local caches, keyed by the instance's serial so that a new instance
@@ -441,50 +427,6 @@ static inline bool spoke_shard_owned_by_me(const struct shard *sh)
 static inline struct shard *spoke_shard_mine(const struct spoke *s)
 {
 	return spoke_tls_owner.serial == s->serial ? spoke_tls_owner.sh : NULL;
-}
-
-/* The 32-bit futex word inside the state word: its low half (x86-64 is little endian). */
-static inline _Atomic uint32_t *spoke_state_futex(struct spoke_handle *h)
-{
-	return (_Atomic uint32_t *)(void *)&h->state;
-}
-
-/*
- * A full fence for the store-load handshakes (eventcount, shutdown). gcc 12
- * refuses atomic_thread_fence under -fsanitize=thread (-Wtsan: TSan does not
- * model fences; the handshakes are about lost wake-ups, not data races, and
- * every datum they order is itself atomic), so the warning is silenced for
- * this one function only.
- */
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wtsan"
-#endif
-static inline __attribute__((always_inline)) void spoke_full_fence(void)
-{
-	atomic_thread_fence(memory_order_seq_cst);
-}
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
-#pragma GCC diagnostic pop
-#endif
-
-/*
- * Asymmetric store-load handshakes (a call vs destroy, a worker vs an
- * attach): the frequent side stores, runs spoke_light_fence, then loads;
- * the rare side stores, runs spoke_heavy_fence (api.c: membarrier makes
- * every thread of the process execute a full barrier), then loads. With
- * membarrier the light fence is only a compiler barrier, so the frequent
- * side has no locked instruction; without it (not registered at create),
- * both are full fences. A membarrier that fails once registered aborts.
- */
-void spoke_heavy_fence(const struct spoke *s);
-
-static inline void spoke_light_fence(const struct spoke *s)
-{
-	if (s->asym_fence)
-		atomic_signal_fence(memory_order_seq_cst);
-	else
-		spoke_full_fence();
 }
 
 /*
@@ -525,33 +467,6 @@ static inline spoke_id spoke_make_id(uint32_t gen, uint32_t slot_id)
 	return ((uint64_t)gen << 32) | slot_id;
 }
 
-/* shard.c */
-int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index);
-void spoke_shard_fini(struct shard *sh);
-int spoke_shard_launch(struct shard *sh);
-void spoke_shard_stop(struct shard *sh);
-void spoke_shard_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns);
-void spoke_shard_nudge(struct shard *sh, uint64_t due_ns);
-
-unsigned spoke_stage_slots(uint64_t tick_ns, uint64_t slack_ns);
-uint64_t spoke_shard_next_tick_ns(const struct shard *sh, uint64_t now_ns);
-void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns);
-void spoke_shard_disarm(struct shard *sh, struct spoke_handle *h);
-void spoke_shard_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool reset);
-int spoke_shard_turn(struct shard *sh, bool all_messages);
-int64_t spoke_shard_next_ns(struct shard *sh);
-int spoke_shard_attach(struct shard *sh, bool from_pool);
-int spoke_shard_detach(struct shard *sh);
-void spoke_shard_abandon(struct shard *sh);
-int spoke_thread_start(const struct spoke *s, pthread_t *t, void *(*fn)(void *), void *arg);
-void spoke_thread_adopt_sched(const struct spoke *s);
-void spoke_thread_name(const char *kind, unsigned index);
-int spoke_shard_wake_fd(struct shard *sh);
-int64_t spoke_shard_attached_sleep(struct shard *sh, int64_t wait_ns);
-void spoke_shard_attached_awake(struct shard *sh);
-void spoke_shard_signal_stop(struct shard *sh);
-void spoke_shard_recall(struct shard *sh, struct spoke_handle *h);
-
 /* eventcount.c: sleep until a queue has work; wake the sleeper */
 void spoke_ec_wake_one(_Atomic uint32_t *seq, _Atomic uint32_t *sleeping);
 bool spoke_ec_wake_if_sleeping(_Atomic uint32_t *seq, _Atomic uint32_t *sleeping);
@@ -562,7 +477,7 @@ void spoke_ec_wait_word(_Atomic uint32_t *word, uint32_t expect, int64_t timeout
 void spoke_ec_wake_word(_Atomic uint32_t *word);
 
 /*
- * A callback run in progress on a thread (pool.c spoke_run_callback, on its
+ * A callback run in progress on a thread (pool.c spoke_runner_run, on its
  * stack): what spoke_self reports, and what a cancel_sync from inside it
  * waits for (api.c: the wait-for graph that refuses cycles).
  */
@@ -578,16 +493,117 @@ struct spoke_run {
 	struct spoke_run *next_waiting;
 };
 
-/* pool.c */
+/* --- platform.c: the ground floor (calls nothing above it) ----------------- */
+
+/* spoke_now_ns (spoke.h): CLOCK_MONOTONIC in ns. */
+unsigned spoke_online_cpus(void);
+
+/*
+ * A full fence for the store-load handshakes (eventcount, shutdown). gcc 12
+ * refuses atomic_thread_fence under -fsanitize=thread (-Wtsan: TSan does not
+ * model fences; the handshakes are about lost wake-ups, not data races, and
+ * every datum they order is itself atomic), so the warning is silenced for
+ * this one function only.
+ */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wtsan"
+#endif
+static inline __attribute__((always_inline)) void spoke_full_fence(void)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+}
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#pragma GCC diagnostic pop
+#endif
+
+/*
+ * Asymmetric store-load handshakes (a call vs destroy, a worker vs an
+ * attach): the frequent side stores, runs spoke_light_fence, then loads;
+ * the rare side stores, runs spoke_heavy_fence (api.c: membarrier makes
+ * every thread of the process execute a full barrier), then loads. With
+ * membarrier the light fence is only a compiler barrier, so the frequent
+ * side has no locked instruction; without it (not registered at create),
+ * both are full fences. A membarrier that fails once registered aborts.
+ */
+
+static inline void spoke_light_fence(const struct spoke *s)
+{
+	if (s->asym_fence)
+		atomic_signal_fence(memory_order_seq_cst);
+	else
+		spoke_full_fence();
+}
+void spoke_fence_init(struct spoke *s); /* create: register membarrier if it can */
+void spoke_heavy_fence(const struct spoke *s);
+
+/*
+ * The service's own threads (shard and pool threads) get the CPUs and the
+ * scheduling of the thread that called spoke_create, whoever starts them.
+ */
+int spoke_thread_attr_init(struct spoke *s); /* create: what they inherit */
+void spoke_thread_attr_fini(struct spoke *s);
+int spoke_thread_start(const struct spoke *s, pthread_t *t, void *(*fn)(void *), void *arg);
+/* The new thread, first thing: */
+void spoke_thread_name(const char *kind, unsigned index);
+void spoke_thread_pin(int cpu);
+void spoke_thread_adopt_sched(const struct spoke *s);
+
+/* --- waits.c: the wait-for graph of cancel_sync (any callback) -------------- */
+
+int spoke_waits_enter(struct spoke_run *me, const struct spoke_handle *h, spoke_id id);
+void spoke_waits_leave(struct spoke_run *me);
+
+/*
+ * Shards (shard.c) and the pool (pool.c), by the thread that may call them.
+ * Names say it where one class of thread may call a function:
+ * spoke_owner_* only the owner thread of sh (its managed thread, or the
+ * thread attached to it), spoke_any_* any thread, spoke_runner_* the thread
+ * holding a DISPATCHED handle (protocol.h "runner"). The state-word
+ * transitions behind them are protocol.h's.
+ */
+
+/* Any thread. */
+void spoke_any_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns);
+void spoke_any_nudge(struct shard *sh, uint64_t due_ns);
+uint64_t spoke_shard_next_tick_ns(const struct shard *sh, uint64_t now_ns); /* pure */
+unsigned spoke_stage_slots(uint64_t tick_ns, uint64_t slack_ns);	    /* pure */
+/* Any thread that owns no shard (spoke_attach); from_pool: a pool callback. */
+int spoke_shard_attach(struct shard *sh, bool from_pool);
+/* Any thread: about the calling thread's callbacks (pool.c). */
+struct spoke_run *spoke_current_run(void);
+bool spoke_running_in_callback(const struct spoke_handle *h);
+bool spoke_in_callback_of(const struct spoke *s);
+bool spoke_on_pool_thread(void);
+
+/* The owner of sh: its engines and the stage. */
+void spoke_owner_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns);
+void spoke_owner_disarm(struct shard *sh, struct spoke_handle *h);
+void spoke_owner_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool reset);
+int spoke_owner_turn(struct shard *sh, bool all_messages);
+int64_t spoke_owner_next_ns(struct shard *sh);
+void spoke_owner_dispatch(struct shard *sh, struct spoke_handle *h); /* pool.c */
+/* The owner of sh, attached (spoke_poll and friends). */
+int spoke_owner_detach(struct shard *sh);
+void spoke_owner_abandon(struct shard *sh);
+int spoke_owner_wake_fd(struct shard *sh);
+int64_t spoke_owner_attached_sleep(struct shard *sh, int64_t wait_ns);
+void spoke_owner_attached_awake(struct shard *sh);
+/* The managed thread of sh while an attach waits (pool.c). */
+bool spoke_owner_pool_busy_with(const struct shard *sh);
+
+/* The runner: a pool worker, or the owner running a callback inline. */
+bool spoke_runner_run(struct spoke *s, struct spoke_handle *h);
+void spoke_runner_recall(struct shard *sh, struct spoke_handle *h);
+
+/* Create and destroy (the thread in spoke_create / spoke_destroy). */
+int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index);
+void spoke_shard_fini(struct shard *sh);
+int spoke_shard_launch(struct shard *sh);
+void spoke_shard_stop(struct shard *sh);
+void spoke_shard_signal_stop(struct shard *sh);
 int spoke_pool_start(struct spoke *s);
 void spoke_pool_stop(struct spoke *s);
 void spoke_pool_forget(struct spoke *s);
-void spoke_pool_dispatch(struct shard *sh, struct spoke_handle *h);
-bool spoke_run_callback(struct spoke *s, struct spoke_handle *h);
-bool spoke_running_in_callback(const struct spoke_handle *h);
-struct spoke_run *spoke_current_run(void);
-bool spoke_in_callback_of(const struct spoke *s);
-bool spoke_on_pool_thread(void);
-bool spoke_pool_busy_with(const struct shard *sh);
 
 #endif /* SPOKE_PERCPU_SERVICE_H */

@@ -17,7 +17,7 @@
  *      handle's state word as it reads it when it clears SPOKE_ST_INBOX:
  *      ARMED+RESET = insert or move to deadline_ns, ARMED without RESET =
  *      re-arm a periodic timer after its run, CANCELLED = unlink and free,
- *      DISPATCHED = a run a pool worker handed back (spoke_shard_recall).
+ *      DISPATCHED = a run a pool worker handed back (spoke_runner_recall).
  *      A start that a cancel overtook is thus dropped, counted once each.
  *   3. managed thread only: sleep on the shard's wake word until the next
  *      deadline; any producer whose enqueue found the inbox empty wakes it
@@ -35,6 +35,7 @@
 #define _GNU_SOURCE
 #include "../lib/clist.h"
 #include "probes.h"
+#include "protocol.h"
 #include "service.h"
 #include "test_hooks.h"
 
@@ -120,7 +121,7 @@ uint64_t spoke_shard_next_tick_ns(const struct shard *sh, uint64_t now_ns)
  * threaded through the timer's engine node, which no engine holds meanwhile
  * (so the node still reads pending); sp_deadline 0 marks it staged. No
  * engine holds a node with deadline 0: the owner starts nothing in an engine
- * for the window's tick or earlier (spoke_shard_arm stages those), so every
+ * for the window's tick or earlier (spoke_owner_arm stages those), so every
  * engine deadline is tick 1 or later. Bit j of stage_bits is set while slot
  * j is not empty.
  *
@@ -252,7 +253,7 @@ static struct spoke_engine *engine_of(const struct shard *sh, uint64_t s)
 }
 
 /* Owner: take h out of its engine or off the stage, wherever it is pending. */
-void spoke_shard_disarm(struct shard *sh, struct spoke_handle *h)
+void spoke_owner_disarm(struct shard *sh, struct spoke_handle *h)
 {
 	if (timer_staged(&h->node))
 		stage_remove(sh, &h->node);
@@ -268,12 +269,12 @@ void spoke_shard_disarm(struct shard *sh, struct spoke_handle *h)
  * stage_tick): a compare, not the division deadline_tick costs, for what
  * every expiry stages.
  */
-void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns)
+void spoke_owner_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns)
 {
 	struct spoke_engine *e;
 	uint64_t t;
 
-	spoke_shard_disarm(sh, h);
+	spoke_owner_disarm(sh, h);
 	if (deadline_ns <= stage_end_ns(sh)) {
 		stage_put(sh, &h->node, deadline_ns);
 		return;
@@ -283,7 +284,7 @@ void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline
 	if (spoke_engine_start(e, &h->node, t - spoke_engine_now(e)) == 0)
 		return;
 	/* Only the lawn can refuse: the wheel takes it, as a one-shot from now on. */
-	atomic_fetch_and_explicit(&h->state, ~SPOKE_ST_KIND_MASK, memory_order_relaxed);
+	owner_make_oneshot(h);
 	(void)spoke_engine_start(sh->wheel, &h->node, t - spoke_engine_now(sh->wheel));
 }
 
@@ -292,23 +293,24 @@ void spoke_shard_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline
  * set it as the run ended, pool.c finish_run) or, after a reset that came
  * during the run, at the reset's deadline.
  */
-void spoke_shard_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool reset)
+void spoke_owner_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool reset)
 {
 	struct spoke_periodic *per = spoke_periodic_of(h);
 
 	if (reset)
 		spoke_periodic_set_base(
 			per, atomic_load_explicit(&h->deadline_ns, memory_order_relaxed));
-	spoke_shard_arm(sh, h, spoke_periodic_base(per));
+	spoke_owner_arm(sh, h, spoke_periodic_base(per));
 }
 
 /* Owner: end a cancelled handle's life (unlinked, counted, freed). */
 static void retire_cancelled(struct shard *sh, struct spoke_handle *h, uint64_t s)
 {
-	spoke_shard_disarm(sh, h);
+	spoke_owner_disarm(sh, h);
 	spoke_count(sh, CTR_CANCELLED, true);
-	while (!spoke_handle_try_retire(sh->s, h, &s))
+	while (!owner_retire_cancelled(h, &s))
 		; /* only a reset clearing WRITING changes a CANCELLED word */
+	spoke_handle_retired(sh->s, h, s);
 }
 
 /*
@@ -324,28 +326,23 @@ static void run_or_dispatch(struct shard *sh, struct spoke_handle *h)
 	int mode = atomic_load_explicit(&sh->mode, memory_order_relaxed);
 
 	if (mode == SHARD_ATTACHING_NOWAIT) {
-		spoke_shard_recall(sh, h);
+		spoke_runner_recall(sh, h);
 	} else if (sh->s->nworkers == 0 || spoke_shard_takes_back_runs(mode)) {
-		if (spoke_run_callback(sh->s, h))
+		if (spoke_runner_run(sh->s, h))
 			sh->fired_inline++;
 	} else {
-		spoke_pool_dispatch(sh, h);
+		spoke_owner_dispatch(sh, h);
 	}
 }
 
 /*
  * A recalled run (DISPATCHED) keeps RESET: a reset won before the run
  * started, and its runner hands it back armed for the reset's deadline
- * (pool.c undispatch) instead of running it.
+ * (protocol.h runner_undispatch) instead of running it.
  */
 static void handle_message(struct shard *sh, struct spoke_handle *h)
 {
-	uint64_t clear = SPOKE_ST_INBOX | SPOKE_ST_RESET | SPOKE_ST_FRESH, s;
-
-	if (spoke_st_status(atomic_load_explicit(&h->state, memory_order_relaxed)) ==
-	    SPOKE_ST_DISPATCHED)
-		clear = SPOKE_ST_INBOX;
-	s = atomic_fetch_and_explicit(&h->state, ~clear, memory_order_acq_rel);
+	uint64_t after, s = owner_take_message(h, &after);
 
 	if (s & SPOKE_ST_FRESH)
 		spoke_count(sh, CTR_STARTED, true);
@@ -355,17 +352,17 @@ static void handle_message(struct shard *sh, struct spoke_handle *h)
 			uint64_t d = atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
 
 			spoke_handle_set_base(h, s, d);
-			spoke_shard_arm(sh, h, d);
+			spoke_owner_arm(sh, h, d);
 		} else if (spoke_st_kind(s) == SPOKE_KIND_PERIODIC &&
 			   !spoke_timer_pending(&h->node)) {
-			spoke_shard_rearm_periodic(sh, h, false);
+			spoke_owner_rearm_periodic(sh, h, false);
 		}
 		break;
 	case SPOKE_ST_CANCELLED:
-		retire_cancelled(sh, h, s & ~clear); /* the word as the fetch_and left it */
+		retire_cancelled(sh, h, after); /* the word as the take left it */
 		break;
 	case SPOKE_ST_DISPATCHED:
-		run_or_dispatch(sh, h); /* recalled from the pool (spoke_shard_recall) */
+		run_or_dispatch(sh, h); /* recalled from the pool (spoke_runner_recall) */
 		break;
 	default:
 		break; /* INBOX is set only on ARMED, CANCELLED and recalled DISPATCHED handles */
@@ -444,7 +441,7 @@ static bool managed_may_leave(struct shard *sh)
 	return mode == SHARD_STOPPING || mode == SHARD_ATTACHING_NOWAIT ||
 	       (mode == SHARD_ATTACHING &&
 		atomic_load_explicit(&sh->attach_fenced, memory_order_acquire) &&
-		!spoke_pool_busy_with(sh));
+		!spoke_owner_pool_busy_with(sh));
 }
 
 /*
@@ -456,7 +453,7 @@ static bool managed_may_leave(struct shard *sh)
 
 /*
  * Owner: a message can be taken, or the managed thread may stop. A BLOCKED
- * queue is not work yet: the owner's sleep is capped (spoke_shard_next_ns),
+ * queue is not work yet: the owner's sleep is capped (spoke_owner_next_ns),
  * and the producer looks at it once it has linked.
  */
 static bool shard_has_work(struct shard *sh)
@@ -509,20 +506,20 @@ static void wake_owner(struct shard *sh)
  * reused within two ticks, and no deadline is missed: the owner takes its
  * messages first thing when it wakes.
  */
-void spoke_shard_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns)
+void spoke_any_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns)
 {
 	cds_wfcq_node_init(&h->qnode);
 	cds_wfcq_enqueue(&sh->inbox_head, &sh->inbox_tail, &h->qnode);
-	spoke_shard_nudge(sh, due_ns);
+	spoke_any_nudge(sh, due_ns);
 }
 
 /*
  * Any thread: a message already queued (by this thread or another) now
  * matters at due_ns; wake the owner if it planned to sleep past that. The
- * second half of spoke_shard_post, also used alone by a reset that rides on
+ * second half of spoke_any_post, also used alone by a reset that rides on
  * a message queued earlier for a later deadline.
  */
-void spoke_shard_nudge(struct shard *sh, uint64_t due_ns)
+void spoke_any_nudge(struct shard *sh, uint64_t due_ns)
 {
 	uint64_t until;
 
@@ -538,8 +535,8 @@ void spoke_shard_nudge(struct shard *sh, uint64_t due_ns)
 
 /*
  * Owner, about to sleep for wait_ns (-1: no deadline): say until when, so
- * that spoke_shard_post knows which messages must wake it. The fence pairs
- * with the one in spoke_shard_post: either the producer sees the announced
+ * that spoke_any_post knows which messages must wake it. The fence pairs
+ * with the one in spoke_any_post: either the producer sees the announced
  * sleep, or the owner sees its message here. false: do not sleep.
  */
 static bool announce_sleep(struct shard *sh, int64_t wait_ns)
@@ -575,7 +572,7 @@ static void shard_sleep(struct shard *sh, int64_t wait_ns)
  * message that matters before then makes the fd readable; 0 if one came in
  * already (poll now). Without a wake fd nobody could be woken: no announcement.
  */
-int64_t spoke_shard_attached_sleep(struct shard *sh, int64_t wait_ns)
+int64_t spoke_owner_attached_sleep(struct shard *sh, int64_t wait_ns)
 {
 	if (wait_ns == 0 || atomic_load_explicit(&sh->wake_fd, memory_order_relaxed) < 0)
 		return wait_ns;
@@ -583,7 +580,7 @@ int64_t spoke_shard_attached_sleep(struct shard *sh, int64_t wait_ns)
 }
 
 /* Attached thread, from spoke_poll: awake, so no signal is needed; empty the fd. */
-void spoke_shard_attached_awake(struct shard *sh)
+void spoke_owner_attached_awake(struct shard *sh)
 {
 	int fd = atomic_load_explicit(&sh->wake_fd, memory_order_relaxed);
 
@@ -598,7 +595,7 @@ void spoke_shard_attached_awake(struct shard *sh)
  * once per shard (a later owner after a detach gets the same one back),
  * closed by spoke_destroy; non-blocking, close-on-exec.
  */
-int spoke_shard_wake_fd(struct shard *sh)
+int spoke_owner_wake_fd(struct shard *sh)
 {
 	int fd = atomic_load_explicit(&sh->wake_fd, memory_order_relaxed);
 
@@ -627,21 +624,15 @@ void spoke_shard_signal_stop(struct shard *sh)
  * before its shard was attached (pool.c worker_run), and must not run there
  * now. Give the claimed run back to the owner (DISPATCHED | INBOX), which
  * runs it inline when it takes its messages. A cancel that won meanwhile
- * ends it here instead, as on the pool (spoke_run_callback drops a
+ * ends it here instead, as on the pool (spoke_runner_run drops a
  * CANCELLED handle).
  */
-void spoke_shard_recall(struct shard *sh, struct spoke_handle *h)
+void spoke_runner_recall(struct shard *sh, struct spoke_handle *h)
 {
-	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
-
-	do {
-		if (spoke_st_status(st) != SPOKE_ST_DISPATCHED) {
-			spoke_run_callback(sh->s, h);
-			return;
-		}
-	} while (!atomic_compare_exchange_weak_explicit(
-		&h->state, &st, st | SPOKE_ST_INBOX, memory_order_acq_rel, memory_order_acquire));
-	spoke_shard_post(sh, h, 0);
+	if (runner_recall(h))
+		spoke_any_post(sh, h, 0);
+	else
+		spoke_runner_run(sh->s, h);
 }
 
 /* The deadline h was armed for: a periodic timer's next run, else the last start or reset. */
@@ -651,20 +642,6 @@ static uint64_t armed_deadline(struct spoke_handle *h)
 	    SPOKE_KIND_PERIODIC)
 		return spoke_periodic_base(spoke_periodic_of(h));
 	return atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
-}
-
-/*
- * Owner: undo a claim that won (word `claimed`, made from `armed`) for a
- * timer whose deadline turned out to be later: back to exactly `armed`. Only
- * a foreign cancel (CANCELLED) or reset (WRITING, then a sticky RESET) can
- * have changed a DISPATCHED word, so an unchanged word is the one this
- * owner wrote. false: one of them came first; the runner settles it then
- * (pool.c claim_run retires the cancelled word, undispatches the reset one).
- */
-static bool owner_give_back(struct spoke_handle *h, uint64_t claimed, uint64_t armed)
-{
-	return atomic_compare_exchange_strong_explicit(&h->state, &claimed, armed,
-						       memory_order_acq_rel, memory_order_relaxed);
 }
 
 /*
@@ -683,35 +660,30 @@ static bool owner_give_back(struct spoke_handle *h, uint64_t claimed, uint64_t a
  * last publish, so it sees that reset's deadline), and a timer that was moved
  * later is given back (owner_give_back).
  */
-static void claim_run(struct shard *sh, struct spoke_handle *h)
+static void claim_expiry(struct shard *sh, struct spoke_handle *h)
 {
-	uint64_t s = atomic_load_explicit(&h->state, memory_order_acquire), d, next;
+	uint64_t s = atomic_load_explicit(&h->state, memory_order_acquire), d;
 
 	for (;;) {
 		if ((s & SPOKE_ST_INBOX) || spoke_st_status(s) != SPOKE_ST_ARMED)
 			return;
 		if (s & SPOKE_ST_WRITING) {
-			if (s & SPOKE_ST_RESET)
+			if ((s & SPOKE_ST_RESET) || owner_ask_reset_message(h, &s))
 				return;
-			next = s | SPOKE_ST_RESET;
-		} else {
-			d = armed_deadline(h);
-			if (d > sh->clock_ns) {
-				spoke_shard_arm(sh, h, d);
-				return;
-			}
-			SPOKE_HOOK(SPOKE_HOOK_EXPIRY_CHECKED);
-			next = spoke_st_with_status(s, SPOKE_ST_DISPATCHED);
+			continue;
 		}
-		if (atomic_compare_exchange_weak_explicit(&h->state, &s, next, memory_order_acq_rel,
-							  memory_order_acquire))
+		d = armed_deadline(h);
+		if (d > sh->clock_ns) {
+			spoke_owner_arm(sh, h, d);
+			return;
+		}
+		SPOKE_HOOK(SPOKE_HOOK_EXPIRY_CHECKED);
+		if (owner_claim_expiry(h, &s))
 			break;
 	}
-	if (next & SPOKE_ST_WRITING)
-		return;
 	d = armed_deadline(h);
-	if (d > sh->clock_ns && owner_give_back(h, next, s)) {
-		spoke_shard_arm(sh, h, d);
+	if (d > sh->clock_ns && owner_give_back(h, s)) {
+		spoke_owner_arm(sh, h, d);
 		return;
 	}
 	SPOKE_HOOK(SPOKE_HOOK_EXPIRY_CLAIMED);
@@ -720,11 +692,11 @@ static void claim_run(struct shard *sh, struct spoke_handle *h)
 
 /*
  * Engine expiry action (owner): the engines run a tick ahead, so most timers
- * they expire have their deadline still ahead, and claim_run stages them.
+ * they expire have their deadline still ahead, and claim_expiry stages them.
  */
 static void on_expire(void *ctx, struct spoke_timer *t)
 {
-	claim_run(ctx, caa_container_of(t, struct spoke_handle, node));
+	claim_expiry(ctx, caa_container_of(t, struct spoke_handle, node));
 }
 
 /*
@@ -777,7 +749,7 @@ static void stage_run_due(struct shard *sh, uint64_t now, uint64_t window)
 		struct spoke_timer *t = run.sp_next;
 
 		stage_remove(sh, t);
-		claim_run(sh, caa_container_of(t, struct spoke_handle, node));
+		claim_expiry(sh, caa_container_of(t, struct spoke_handle, node));
 	}
 }
 
@@ -794,7 +766,7 @@ static void advance_engine(struct shard *sh, struct spoke_engine *e, uint64_t ti
  * (a start queued past its deadline). all_messages: take every message
  * queued so far (spoke_poll), not only a batch. Returns callbacks run inline.
  */
-int spoke_shard_turn(struct shard *sh, bool all_messages)
+int spoke_owner_turn(struct shard *sh, bool all_messages)
 {
 	uint64_t tick;
 
@@ -809,7 +781,7 @@ int spoke_shard_turn(struct shard *sh, bool all_messages)
 	 * message arms a timer, so the delay handed to the lawn is the timer's
 	 * TTL and equal TTLs share one queue; a start whose message came after
 	 * its deadline is staged late and runs in this turn. A timer whose
-	 * reset or cancel is still queued does not fire meanwhile (claim_run
+	 * reset or cancel is still queued does not fire meanwhile (claim_expiry
 	 * sees INBOX).
 	 */
 	sh->clock_ns = spoke_now_ns();
@@ -849,7 +821,7 @@ static uint64_t engine_wake_ns(const struct shard *sh, const struct spoke_engine
 #define BLOCKED_RECHECK_NS 50000
 
 /* Owner: ns until the shard has work (0 = now), -1 if none. */
-int64_t spoke_shard_next_ns(struct shard *sh)
+int64_t spoke_owner_next_ns(struct shard *sh)
 {
 	uint64_t wake = engine_wake_ns(sh, sh->wheel), now, w;
 	enum queue_look look = look_at_messages(sh);
@@ -875,18 +847,6 @@ int64_t spoke_shard_next_ns(struct shard *sh)
 }
 
 /* --- the managed thread ---------------------------------------------------- */
-
-static void pin_to_cpu(int cpu)
-{
-	cpu_set_t set;
-
-	if (cpu < 0 || cpu >= CPU_SETSIZE)
-		return;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	/* Best effort: a CPU outside the allowed set (containers) just stays unpinned. */
-	(void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
 
 /*
  * A thread that spoke_detach started: no turn before the detach is done
@@ -915,7 +875,7 @@ static void *shard_main(void *arg)
 
 	spoke_thread_name("shard", sh->index);
 	if (sh->s->cfg.pin_threads)
-		pin_to_cpu(sh->cpu);
+		spoke_thread_pin(sh->cpu);
 	/* Wake at the tick, not up to 50 us later (Linux's default timer slack). */
 	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	spoke_thread_adopt_sched(sh->s);
@@ -924,9 +884,9 @@ static void *shard_main(void *arg)
 	while (!managed_may_leave(sh)) {
 		int64_t wait_ns;
 
-		spoke_shard_turn(sh, false);
-		wait_ns = spoke_shard_next_ns(sh);
-		/* Messages are flowing: look again in two ticks (see spoke_shard_post). */
+		spoke_owner_turn(sh, false);
+		wait_ns = spoke_owner_next_ns(sh);
+		/* Messages are flowing: look again in two ticks (see spoke_any_post). */
 		if (sh->took_messages && (wait_ns < 0 || (uint64_t)wait_ns > 2 * sh->tick_ns))
 			wait_ns = (int64_t)(2 * sh->tick_ns);
 		if (atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHING &&
@@ -983,37 +943,6 @@ void spoke_shard_fini(struct shard *sh)
 	spoke_engine_free(sh->lawn);
 	cds_wfcq_destroy(&sh->inbox_head, &sh->inbox_tail);
 	cds_wfcq_destroy(&sh->taken_head, &sh->taken_tail);
-}
-
-/*
- * A spoke thread, first thing: its name, as top, ps -L and /proc/PID/task/
- * show it ("spoke-shard-3", "spoke-pool-0"; at most 15 characters, which
- * 256 shards and 1024 workers fit).
- */
-void spoke_thread_name(const char *kind, unsigned index)
-{
-	char name[16];
-
-	snprintf(name, sizeof(name), "spoke-%s-%u", kind, index);
-	(void)pthread_setname_np(pthread_self(), name);
-}
-
-/*
- * Start one of the service's own threads (shard or pool). It is created with
- * every signal blocked, so the application's signals go to its own threads,
- * and so that a thread started by spoke_detach does not take on the mask of
- * the event loop that detached. Returns 0 or -errno of pthread_create.
- */
-int spoke_thread_start(const struct spoke *s, pthread_t *t, void *(*fn)(void *), void *arg)
-{
-	sigset_t all, old;
-	int err;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(t, &s->thread_attr, fn, arg);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return -err;
 }
 
 int spoke_shard_launch(struct shard *sh)
@@ -1086,7 +1015,7 @@ int spoke_shard_attach(struct shard *sh, bool from_pool)
  * threads' messages stop making the wake fd readable; it stays open for a
  * later owner. -EAGAIN: no thread could be started; still attached.
  */
-int spoke_shard_detach(struct shard *sh)
+int spoke_owner_detach(struct shard *sh)
 {
 	int fd = atomic_load_explicit(&sh->wake_fd, memory_order_relaxed), err;
 
@@ -1107,12 +1036,12 @@ int spoke_shard_detach(struct shard *sh)
 }
 
 /*
- * Attached thread, exiting, when spoke_shard_detach could start no thread:
+ * Attached thread, exiting, when spoke_owner_detach could start no thread:
  * let go of the shard without a driver. It is UNOWNED with no thread, so the
  * next spoke_attach takes it (there is nothing to join); until then its
  * timers wait, and so do its callbacks the pool hands back.
  */
-void spoke_shard_abandon(struct shard *sh)
+void spoke_owner_abandon(struct shard *sh)
 {
 	atomic_store_explicit(&sh->wake_fd, -1, memory_order_relaxed);
 	drop_owner();

@@ -24,11 +24,14 @@
  *   bit   5      STOP     periodic: no run after the current one
  *   bit   4      RESET    deadline_ns holds a deadline the owner must apply;
  *                set by the owner on an ARMED | WRITING word it meets due: the
- *                writing reset must send it as a message (api.c reset_publish)
+ *                writing reset must send it as a message (protocol.h
+ *                writer_publish)
  *   bit   3      INBOX    the handle is queued on its owner's inbox
  *   bits  2..0   status
  *
- * Status transitions (who makes them):
+ * Status transitions (who makes them; protocol.h has every transition as a
+ * function named for its caller, with the full diagram and which of them
+ * may race):
  *
  *   FREE --start--> ARMED --expiry (owner)--> DISPATCHED --run--> RUNNING
  *                   |   ^                        |    |            |
@@ -42,19 +45,19 @@
  * yet to store deadline_ns, and once the slot is reused that store would land
  * in someone else's timer. So the side that ends a generation while WRITING
  * is set (spoke_st_retired) leaves the word CANCELLED | ORPHAN, and the reset
- * frees the handle as it publishes (api.c reset_publish).
+ * frees the handle as it publishes (protocol.h writer_publish).
  *
  * The side whose compare-and-swap wins decides: a cancel that moves ARMED or
  * DISPATCHED to CANCELLED returns 0 and the callback never runs; a runner
  * that moves DISPATCHED to RUNNING means the cancel gets -ENOENT. A reset
  * that wins on DISPATCHED (RESET) sends the run back: the runner turns the
- * word into ARMED | INBOX and posts it to the owner (pool.c undispatch). A message to
- * the owner (start, reset, cancel, or a run a pool worker hands back because
- * the shard was attached: DISPATCHED | INBOX) is sent only by the thread that sets INBOX;
- * a second change while INBOX is set rides on the message already queued,
- * since the owner acts on the state it reads when it takes the message, not
- * on what the message said. Everything a thread other than the owner needs
- * (owner shard, kind) is in this word, so no other field is read racily.
+ * word into ARMED | INBOX and posts it to the owner (protocol.h
+ * runner_undispatch). A message to the owner (start, reset, cancel, or a run
+ * a pool worker hands back because the shard was attached: DISPATCHED |
+ * INBOX) is sent only by the thread that sets INBOX; a second change while INBOX is set rides on
+ * the message already queued, since the owner acts on the state it reads when it takes the message,
+ * not on what the message said. Everything a thread other than the owner needs (owner shard, kind)
+ * is in this word, so no other field is read racily.
  */
 #ifndef SPOKE_PERCPU_STATE_H
 #define SPOKE_PERCPU_STATE_H

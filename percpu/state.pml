@@ -12,46 +12,66 @@
  * clock `now` (0..TMAX) that only the owner advances; deadlines are small
  * integers. Memory is sequentially consistent (see docs/model.md).
  *
- * What each part stands for (file:function):
+ * What each part stands for (file:function). Every change of the word is
+ * one function of percpu/protocol.h, named for the thread that may make
+ * it; each step below names the one it models:
  *
- *   CAS(), the d_step blocks     every atomic_compare_exchange on h->state
- *   post()                       shard.c:spoke_shard_post (the inbox: one
+ *   CAS(), the d_step blocks     the transitions of protocol.h (each block
+ *                                names its function)
+ *   post()                       shard.c:spoke_any_post (the inbox: one
  *                                node per handle, so "queued twice" is an
  *                                assertion)
- *   arm(), disarm()              shard.c:spoke_shard_arm / spoke_shard_disarm
+ *   arm(), disarm()              shard.c:spoke_owner_arm / spoke_owner_disarm
  *                                (engine and stage folded into one slot:
  *                                eng_on, eng_d)
  *   release()                    arena.c:spoke_handle_release (checks: not
  *                                freed twice, not queued, not in an engine)
- *   start_direct                 api.c:start_timer, direct (owner) branch
- *   start_foreign                api.c:start_timer, posting branch
+ *   start(1), start(0)           api.c:start_timer, direct (owner) branch /
+ *                                posting branch: starter_publish
  *   resolve()                    api.c:resolve
- *   cancel_op                    api.c:spoke_cancel -> cancel_id -> cancel_once
- *   cancel_direct                api.c:cancel_direct
- *   cancel_sync_op               api.c:spoke_cancel_sync
- *   wait_not_running             api.c:wait_not_running (futex: futex_wait /
- *                                futex_wake below stand for eventcount.c
- *                                spoke_ec_wait_word / spoke_ec_wake_word, with
- *                                no timeout, so a lost wake-up deadlocks)
- *   reset_op                     api.c:spoke_reset -> reset_once
- *   reset_direct                 api.c:reset_direct
- *   reset_publish                api.c:reset_publish (later = api.c:reset_is_later)
- *   owner_claim_run              shard.c:claim_run (+ FIXED: the give-back)
+ *   cancel_id                    api.c:spoke_cancel -> cancel_id -> cancel_once:
+ *                                any_try_cancel; its r == 9 branch is
+ *                                api.c:cancel_direct: owner_cancel_direct,
+ *                                owner_free_cancelled
+ *   cancel_sync                  api.c:spoke_cancel_sync
+ *   wait_not_running             api.c:wait_not_running: waiter_set_waiters
+ *                                (futex: futex_wait / futex_wake below stand
+ *                                for eventcount.c spoke_ec_wait_word /
+ *                                spoke_ec_wake_word, with no timeout, so a
+ *                                lost wake-up deadlocks)
+ *   reset, reset_claim           api.c:spoke_reset -> reset_once:
+ *                                foreign_reset_claim; the r == 9 branches
+ *                                are api.c:reset_direct: owner_reset_claim,
+ *                                owner_reset_release
+ *   reset_publish                api.c:reset_publish: writer_publish (later =
+ *                                api.c:reset_is_later)
+ *   owner_claim_run              shard.c:claim_expiry: owner_claim_expiry,
+ *                                owner_ask_reset_message (+ FIXED:
+ *                                owner_give_back)
  *   run_or_dispatch              shard.c:run_or_dispatch (inline when INLINE,
- *                                else spoke_pool_dispatch)
- *   handle_message               shard.c:handle_message (+ retire_cancelled,
- *                                spoke_shard_rearm_periodic)
- *   retire_cancelled             shard.c:retire_cancelled
- *   run_callback                 pool.c:spoke_run_callback
- *   runner_claim                 pool.c:claim_run (+ undispatch,
- *                                service.h:spoke_handle_try_retire)
- *   finish_run                   pool.c:finish_run (+ periodic_next_ns)
- *   proctype owner               shard.c:spoke_shard_turn / shard_main: stage
+ *                                else spoke_owner_dispatch)
+ *   handle_message               shard.c:handle_message: owner_take_message
+ *                                (+ retire_cancelled,
+ *                                spoke_owner_rearm_periodic)
+ *   retire_cancelled             shard.c:retire_cancelled:
+ *                                owner_retire_cancelled
+ *   run_callback                 pool.c:spoke_runner_run
+ *   runner_claim                 pool.c:claim_run: runner_claim_run (with
+ *                                runner_undispatch and
+ *                                runner_retire_cancelled)
+ *   finish_run                   pool.c:finish_run: runner_finish (+
+ *                                periodic_next_ns; not its parked case:
+ *                                destroy is not modelled)
+ *   proctype owner               shard.c:spoke_owner_turn / shard_main: stage
  *                                and engine expiry (on_expire, stage_run_due),
  *                                take_messages, the clock; and API calls made
  *                                on the owner thread (owned_by_me)
  *   proctype runner              pool.c:worker_main / worker_run
  *   proctype foreign             an application thread that owns no shard
+ *
+ * Not modelled: runner_recall (a run handed back to an attached shard),
+ * owner_make_oneshot (TTL timers and the lawn), and the words no id names
+ * (starter_init_fresh, starter_mark_aux, retirer_free_aux).
  *
  * The contract (DESIGN.md section 4, docs/service.md), as assertions:
  *   exactly once       a one-shot generation runs once or one cancel returns
@@ -71,8 +91,8 @@
  *                      INBOX only on the statuses handle_message expects,
  *                      no deadlock (lost wake-up or lost message)
  *
- * Build switches (spin -D...): FIXED (0: shard.c claim_run before the
- * give-back after the claim; 1: today's), DIRECT_FIX (0: api.c reset_direct
+ * Build switches (spin -D...): FIXED (0: shard.c claim_expiry before the
+ * give-back after the claim, owner_give_back; 1: today's), DIRECT_FIX (0: api.c reset_direct
  * before it held WRITING across its store; 1: today's), NFOREIGN, FOPS (calls per foreign
  * thread), OOPS (calls made on the owner thread), TMAX, KIND (0 one-shot,
  * 1 periodic, 2 either), GENS (starts of the slot), INLINE (1: the owner may
@@ -237,7 +257,10 @@ inline pick_kind(k) {
 #endif
 }
 
-/* api.c:start_timer. Owner: ARMED, into its engine; else ARMED|INBOX|RESET|FRESH and a message. */
+/*
+ * api.c:start_timer, starter_publish. Owner: ARMED, into its engine; else
+ * ARMED|INBOX|RESET|FRESH and a message.
+ */
 inline start(direct) {
 	d_step { slot_free = 0; ngens++ }; /* spoke_handle_alloc */
 	pick_deadline(d);
@@ -265,7 +288,7 @@ inline start(direct) {
  * its successful CAS, so such loops are one d_step here (it shrinks the
  * state space; no interleaving is lost that could change an outcome).
  * Where a decision also reads another shared field (deadline_ns), the load,
- * that read and the CAS stay separate steps: shard.c claim_run.
+ * that read and the CAS stay separate steps: shard.c claim_expiry.
  */
 
 /* api.c:resolve: the word, and whether the id (generation g) still names it */
@@ -275,8 +298,8 @@ inline resolve() { atomic { st = W; ok = (gen(st) == g) } }
 
 /*
  * api.c:cancel_id -> resolve -> cancel_once, up to its CAS (the loop on
- * -EAGAIN folded into one step); r: 0, ENOENT, or 9 = cancel_direct's CAS
- * (ARMED -> CANCELLED by the owner). The CAS that makes a cancel return 0
+ * -EAGAIN folded into one step); r: 0, ENOENT (any_try_cancel), or 9 =
+ * cancel_direct's CAS (owner_cancel_direct: ARMED -> CANCELLED by the owner). The CAS that makes a cancel return 0
  * marks the ghosts "exactly once" and "no run after".
  */
 inline cancel_id(me_owner) {
@@ -310,7 +333,7 @@ inline cancel_id(me_owner) {
 	if
 	:: r == 9 ->	/* api.c:cancel_direct, after its CAS */
 		disarm();
-		d_step { assert(W == next); W = freed(next) };
+		d_step { assert(W == next); W = freed(next) };	/* owner_free_cancelled */
 		release();
 		r = 0
 	:: r == 0 && status(st) == S_ARMED && !(st & INBOX) -> post()
@@ -318,7 +341,7 @@ inline cancel_id(me_owner) {
 	fi
 }
 
-/* api.c:wait_not_running */
+/* api.c:wait_not_running (protocol.h waiter_set_waiters) */
 inline wait_not_running() {
 	do
 	:: d_step {	/* load; set WAITERS by CAS unless set (the retry folded in) */
@@ -348,7 +371,10 @@ inline cancel_sync(me_owner) {
 
 /* --- reset ----------------------------------------------------------------- */
 
-/* api.c:reset_publish (its CAS loop depends on the word, `later` and nothing else) */
+/*
+ * api.c:reset_publish; its CAS loop, protocol.h writer_publish, depends on
+ * the word, `later` and nothing else
+ */
 inline reset_publish() {
 	d_step {
 		ps = W;
@@ -373,8 +399,9 @@ inline reset_publish() {
 
 /*
  * api.c:spoke_reset -> resolve -> reset_once, up to its CAS (the -EAGAIN
- * loop folded in): r = 9 after reset_direct's CAS (owner, ARMED, no INBOX),
- * 8 after the CAS that claims WRITING, else the call's result.
+ * loop folded in): r = 9 after reset_direct's CAS (owner_reset_claim: owner,
+ * ARMED, no INBOX), 8 after the CAS that claims WRITING
+ * (foreign_reset_claim), else the call's result.
  */
 inline reset_claim(me_owner) {
 	d_step {
@@ -448,7 +475,7 @@ inline reset(me_owner) {
 		if :: st & PERIODIC -> base = d :: else fi;	/* spoke_handle_set_base */
 		arm(d);
 #if DIRECT_FIX
-		d_step { W = W & ~WRITING };	/* atomic_fetch_and: a foreign cancel may have won */
+		d_step { W = W & ~WRITING };	/* owner_reset_release: a foreign cancel may have won */
 #endif
 		r = 0
 	:: r == 8 ->	/* api.c:reset_once, WRITING claimed */
@@ -464,7 +491,7 @@ inline reset(me_owner) {
 
 /* --- running --------------------------------------------------------------- */
 
-/* pool.c:finish_run */
+/* pool.c:finish_run (the CAS loop: protocol.h runner_finish) */
 inline finish_run(direct) {
 	fs = W;
 	if
@@ -489,7 +516,7 @@ inline finish_run(direct) {
 	if :: fs & WAITERS -> futex_wake() :: else fi;
 	if
 	:: !rearm -> if :: !(fs & WRITING) -> release() :: else fi
-	:: rearm && direct ->	/* spoke_shard_rearm_periodic */
+	:: rearm && direct ->	/* spoke_owner_rearm_periodic */
 		if :: fs & RESET -> base = deadline :: else fi;
 		arm(base)
 	:: rearm && !direct -> post()
@@ -497,8 +524,9 @@ inline finish_run(direct) {
 }
 
 /*
- * pool.c:claim_run (with undispatch and spoke_handle_try_retire); its loop
- * decides on the word alone: claimed = 1, run it.
+ * pool.c:claim_run: protocol.h runner_claim_run (with runner_undispatch
+ * and runner_retire_cancelled); its loop decides on the word alone:
+ * claimed = 1, run it.
  */
 inline runner_claim() {
 	d_step {
@@ -543,7 +571,7 @@ inline runner_claim() {
 }
 
 
-/* pool.c:spoke_run_callback */
+/* pool.c:spoke_runner_run */
 inline run_callback(direct) {
 	runner_claim();
 	if
@@ -562,11 +590,15 @@ inline run_or_dispatch() {
 	:: d_step { assert(!poolq); poolq = 1 }
 	fi
 #else
-	d_step { assert(!poolq); poolq = 1 }	/* spoke_pool_dispatch */
+	d_step { assert(!poolq); poolq = 1 }	/* spoke_owner_dispatch */
 #endif
 }
 
-/* shard.c:claim_run: the owner met h leaving its engine or the stage */
+/*
+ * shard.c:claim_expiry: the owner met h leaving its engine or the stage;
+ * its CASes are protocol.h owner_ask_reset_message (cs | RESET),
+ * owner_claim_expiry (ARMED -> DISPATCHED) and owner_give_back.
+ */
 inline owner_claim_run() {
 	cs = W;
 	do
@@ -610,7 +642,7 @@ inline owner_claim_run() {
 	fi
 }
 
-/* shard.c:retire_cancelled */
+/* shard.c:retire_cancelled (protocol.h owner_retire_cancelled) */
 inline retire_cancelled() {
 	disarm();
 	d_step {	/* the try_retire loop: only a reset clearing WRITING changes the word */
@@ -619,14 +651,14 @@ inline retire_cancelled() {
 	if :: !(st & WRITING) -> release() :: else fi
 }
 
-/* shard.c:handle_message (taken off the inbox) */
+/* shard.c:handle_message (taken off the inbox; protocol.h owner_take_message) */
 inline handle_message() {
 	inq = 0;
 	if
 	:: status(W) == S_DISP -> clear = INBOX
 	:: else -> clear = INBOX | RESET | FRESH
 	fi;
-	d_step { st = W; W = W & ~clear };	/* atomic_fetch_and */
+	d_step { st = W; W = W & ~clear };	/* owner_take_message's fetch_and */
 	if
 	:: status(st) == S_ARMED ->
 		if
@@ -636,7 +668,7 @@ inline handle_message() {
 			arm(d)
 		:: else ->
 			if
-			:: (st & PERIODIC) && !eng_on -> arm(base)	/* spoke_shard_rearm_periodic */
+			:: (st & PERIODIC) && !eng_on -> arm(base)	/* spoke_owner_rearm_periodic */
 			:: else
 			fi
 		fi

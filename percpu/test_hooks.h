@@ -28,7 +28,7 @@
  *                             alive and is about to hand its arena (and
  *                             attached shard) on (arena.c arena_thread_exit)
  *   SPOKE_HOOK_EXPIRY_CHECKED an owner has found an armed timer due and not
- *                             yet claimed its run (shard.c claim_run)
+ *                             yet claimed its run (shard.c claim_expiry)
  *   SPOKE_HOOK_EXPIRY_CLAIMED an owner has claimed an expiring timer's run
  *                             (ARMED -> DISPATCHED) and not yet decided
  *                             where it runs (shard.c on_expire)
@@ -37,7 +37,7 @@
  *                             RUNNING (pool.c claim_run)
  *   SPOKE_HOOK_DETACH_LAUNCHED spoke_detach has tried to start the new
  *                             managed thread and not yet recorded the
- *                             outcome (shard.c spoke_shard_detach)
+ *                             outcome (shard.c spoke_owner_detach)
  *   SPOKE_HOOK_SHARDS_STOPPED spoke_destroy has stopped every shard (all
  *                             STOPPING) and not yet the pool (api.c
  *                             stop_threads)
