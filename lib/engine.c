@@ -141,21 +141,28 @@ static inline int start_admitted(struct spoke_engine *e, struct spoke_timer *t,
 	return 0;
 }
 
-static __attribute__((noinline)) int start_checked(struct spoke_engine *e, struct spoke_timer *t,
-						   uint64_t delay_ticks)
+/* Every scheme but `hierarchical` and those with their own start: admit(), then insert(). */
+static __attribute__((noinline)) int start_other(struct spoke_engine *e, struct spoke_timer *t,
+						 uint64_t delay_ticks)
 {
-	int err = e->ops->admit(e, delay_ticks);
+	if (e->ops->admit) {
+		int err = e->ops->admit(e, delay_ticks);
 
-	if (err)
-		return err;
+		if (err)
+			return err;
+	}
 	return start_admitted(e, t, delay_ticks);
 }
 
 int spoke_engine_start(struct spoke_engine *e, struct spoke_timer *t, uint64_t delay_ticks)
 {
-	if (e->ops->admit)
-		return start_checked(e, t, delay_ticks);
-	return start_admitted(e, t, delay_ticks);
+	const struct spoke_engine_ops *ops = e->ops;
+
+	if (__builtin_expect(ops == &spoke_hierarchical_ops, 1))
+		return start_admitted(e, t, delay_ticks);
+	if (ops->start) /* a jump, no frame */
+		return ops->start(e, t, delay_ticks);
+	return start_other(e, t, delay_ticks);
 }
 
 int spoke_engine_stop(struct spoke_engine *e, struct spoke_timer *t)
