@@ -141,29 +141,73 @@ static inline int start_admitted(struct spoke_engine *e, struct spoke_timer *t,
 	return 0;
 }
 
-static __attribute__((noinline)) int start_checked(struct spoke_engine *e, struct spoke_timer *t,
-						   uint64_t delay_ticks)
+/* Every scheme but `hierarchical` and those with their own start: admit(), then insert(). */
+static __attribute__((noinline)) int start_other(struct spoke_engine *e, struct spoke_timer *t,
+						 uint64_t delay_ticks)
 {
-	int err = e->ops->admit(e, delay_ticks);
+	if (e->ops->admit) {
+		int err = e->ops->admit(e, delay_ticks);
 
-	if (err)
-		return err;
+		if (err)
+			return err;
+	}
 	return start_admitted(e, t, delay_ticks);
 }
 
+/*
+ * The slow half of every start: a re-arm, the end of time, every scheme
+ * but `hierarchical` that has no start of its own.
+ */
+static __attribute__((noinline)) int start_slow(struct spoke_engine *e, struct spoke_timer *t,
+						uint64_t delay_ticks)
+{
+	if (e->ops == &spoke_hierarchical_ops)
+		return start_admitted(e, t, delay_ticks);
+	return start_other(e, t, delay_ticks);
+}
+
+/*
+ * The common case, `hierarchical` and a timer not pending, with no call
+ * on its path (so no stack frame): everything else is start_slow's.
+ */
 int spoke_engine_start(struct spoke_engine *e, struct spoke_timer *t, uint64_t delay_ticks)
 {
-	if (e->ops->admit)
-		return start_checked(e, t, delay_ticks);
-	return start_admitted(e, t, delay_ticks);
+	if (__builtin_expect(e->ops == &spoke_hierarchical_ops && !spoke_timer_pending(t), 1)) {
+		uint64_t now = e->now, d = deadline_after(now, delay_ticks);
+
+		if (__builtin_expect(d != now, 1)) {
+			t->sp_deadline = d;
+			e->count++;
+			spoke_hier_place_x(spoke_to_hier(e), t, d ^ now);
+			return 0;
+		}
+	}
+	if (e->ops->start) /* a jump: `lawn` */
+		return e->ops->start(e, t, delay_ticks);
+	return start_slow(e, t, delay_ticks);
 }
 
+static __attribute__((noinline)) int stop_slow(struct spoke_engine *e, struct spoke_timer *t)
+{
+	if (t->sp_deadline <= e->now)
+		spoke_tlist_del(t);
+	else
+		e->ops->remove(e, t);
+	e->count--;
+	return 0;
+}
+
+/* As start: `hierarchical` with no call on its path, the rest out of line. */
 int spoke_engine_stop(struct spoke_engine *e, struct spoke_timer *t)
 {
 	if (!spoke_timer_pending(t))
 		return -ENOENT;
-	unlink_pending(e, t);
-	return 0;
+	if (__builtin_expect(e->ops == &spoke_hierarchical_ops && t->sp_deadline > e->now, 1)) {
+		spoke_hier_remove(spoke_to_hier(e), t);
+		e->count--;
+		return 0;
+	}
+	return stop_slow(e, t);
 }
 
 /* Fire what collect() put on the due list, one at a time (see engine_impl.h). */

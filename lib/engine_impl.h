@@ -73,6 +73,13 @@ struct spoke_engine_ops {
 	/* Refuse a start before anything changes: 0 or -ERANGE/-ENOMEM. Optional. */
 	int (*admit)(struct spoke_engine *e, uint64_t delay_ticks);
 	void (*insert)(struct spoke_engine *e, struct spoke_timer *t);
+	/*
+	 * Optional, in place of admit + insert: the whole of
+	 * spoke_engine_start() (re-arm, deadline, count, the end-of-time due
+	 * push included), for a scheme whose admit would look up what its
+	 * insert needs again (`lawn`).
+	 */
+	int (*start)(struct spoke_engine *e, struct spoke_timer *t, uint64_t delay_ticks);
 	void (*remove)(struct spoke_engine *e, struct spoke_timer *t);
 	uint64_t (*next_event)(struct spoke_engine *e);
 	void (*collect)(struct spoke_engine *e);

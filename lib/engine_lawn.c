@@ -38,7 +38,7 @@
  * Costs, n timers over q distinct TTLs: start and stop O(1) expected (one
  * hash lookup, an append or unlink, and a key armed or stopped when a queue
  * opens or closes); next_event() O(1) (a bit scan); collect() O(1 + timers
- * fired) plus the key cascades of the wheel. Memory: 88 bytes per live
+ * fired) plus the key cascades of the wheel. Memory: 64 bytes per live
  * queue, the heads engine's 56 KiB of slots.
  *
  * Each queue is circular around a sentinel timer in its struct, as in
@@ -49,14 +49,14 @@
  * queue they are two different nodes), so the queue is found from the
  * sentinel's address: nothing per timer names it.
  *
- * Memory: queue structs (88 bytes on LP64) come from a pool grown 64 at a
- * time (a directory of chunks that never move, since timers point at the
- * sentinels in them) and recycled through a free list; the hash table
- * (chained through the queue structs, power-of-two size, 64 buckets at
- * first) doubles before the live queues would outnumber half its buckets.
- * Both grow only in admit(), which looks the TTL up to know whether a start
- * will need a new queue, so insert() never fails and a start that cannot
- * grow returns -ENOMEM with nothing changed. Nothing shrinks before fini.
+ * Memory: queue structs (64 bytes on LP64, one cache line each) come from
+ * a pool grown 64 at a time (a directory of chunks that never move, since
+ * timers point at the sentinels in them) and recycled through a free list;
+ * the hash table (chained through the queue structs, power-of-two size, 64
+ * buckets at first) doubles before the live queues would outnumber half its
+ * buckets. Both grow only in lawn_start() before it changes anything, once
+ * its lookup says the start needs a new queue, so a start that cannot grow
+ * returns -ENOMEM with nothing changed. Nothing shrinks before fini.
  *
  * Fields of struct spoke_timer while the timer is in a queue:
  *   sp_next      next (later) timer of the queue, or the queue's sentinel
@@ -68,6 +68,7 @@
  * the due list (tlist.h) reuses sp_next and sp_link with its own meaning.
  */
 #include "clist.h"
+#include "engine_hierarchical.h"
 #include "engine_impl.h"
 
 #include <errno.h>
@@ -77,19 +78,25 @@
 #define LAWN_MIN_BUCKETS  64
 
 /*
- * The timers of one TTL, and the links that find it. The field order is
- * measured, not arbitrary: with live_next next to the sentinel's head link,
- * collect's walk over the queues was 9 % slower (commit 43034e4 says why).
+ * The timers of one TTL, its key and its hash link: 64 bytes on LP64, and
+ * the pool aligns them to 64, so a queue is one cache line (a start that
+ * opens a queue and arms its key, or a stop that closes it, touches one
+ * line of it, not two or three as the 88-byte struct of a87f923 did). No
+ * back link in the hash chain: a close walks its bucket from the head (the
+ * table is at most half full, so the chain is short, and the write goes to
+ * the same line the back link would have named). No list of live queues:
+ * rehash walks the pool, where a free queue has ttl_ticks 0.
  */
 struct lawn_queue {
-	uint64_t ttl_ticks; /* the hash key */
+	struct spoke_timer key; /* in `heads` at the head's deadline, while live */
 	/* sp_next = head (earliest), sp_link = tail (latest); itself both ways when empty */
 	struct spoke_timer sentinel;
-	struct lawn_queue *hash_next;		  /* bucket chain */
-	struct lawn_queue **hash_pprev;		  /* what points at us in the chain */
-	struct lawn_queue *live_next, *live_prev; /* live list; live_next links the free list */
-	struct spoke_timer key; /* in `heads` at (or before) the head's deadline */
-};
+	uint64_t ttl_ticks;	      /* the hash key; 0 while the queue is free */
+	struct lawn_queue *hash_next; /* bucket chain, or the free list */
+} __attribute__((aligned(64)));
+
+_Static_assert(sizeof(void *) != 8 || sizeof(struct lawn_queue) == 64,
+	       "a TTL queue is one cache line on LP64");
 
 /* A block of the queue pool, freed only by fini. */
 struct lawn_chunk {
@@ -102,11 +109,16 @@ struct lawn_engine {
 	size_t nbuckets;		/* a power of two */
 	unsigned bucket_shift;		/* 64 - log2(nbuckets) */
 	size_t nqueues;			/* live queues: non-empty, in the table */
-	struct lawn_queue *live_queues; /* every live queue */
 	struct lawn_queue *free_queues; /* recycled queue structs */
 	struct lawn_chunk **chunks;	/* the pool, by chunk number */
 	size_t nchunks, chunks_cap;
-	struct spoke_engine *heads; /* `hierarchical`: one key per live queue */
+	/*
+	 * `hierarchical`, one key per live queue. Its keys are armed and
+	 * stopped through the inline insert and remove of
+	 * engine_hierarchical.h (no call, no admit or pending test of the
+	 * public API); only advance and next go through engine.c.
+	 */
+	struct spoke_engine *heads;
 	/*
 	 * next_event()'s last answer, while next_known: never later than the
 	 * earliest key (arming a key lowers it; moving or stopping the key it
@@ -114,10 +126,6 @@ struct lawn_engine {
 	 */
 	uint64_t next_tick;
 	bool next_known;
-	/* admit()'s lookup, for the insert() that follows it (see lawn_insert) */
-	struct lawn_queue *hint_queue;
-	uint64_t hint_ttl;
-	bool hint_valid;
 };
 
 static struct lawn_engine *to_lawn(struct spoke_engine *e)
@@ -162,31 +170,33 @@ static size_t bucket_of(const struct lawn_engine *l, uint64_t ttl_ticks)
 
 /* ---- hash table ---- */
 
-static struct lawn_queue *lookup(const struct lawn_engine *l, uint64_t ttl_ticks)
+/* The queue of ttl_ticks in bucket b (its bucket_of), or NULL. */
+static struct lawn_queue *lookup(const struct lawn_engine *l, size_t b, uint64_t ttl_ticks)
 {
-	struct lawn_queue *q = l->buckets[bucket_of(l, ttl_ticks)];
+	struct lawn_queue *q = l->buckets[b];
 
 	while (q && q->ttl_ticks != ttl_ticks)
 		q = q->hash_next;
 	return q;
 }
 
-static void hash_add(struct lawn_engine *l, struct lawn_queue *q)
+/* Add q to bucket b (its bucket_of). */
+static void hash_add(struct lawn_engine *l, size_t b, struct lawn_queue *q)
 {
-	struct lawn_queue **head = &l->buckets[bucket_of(l, q->ttl_ticks)];
+	struct lawn_queue **head = &l->buckets[b];
 
 	q->hash_next = *head;
-	if (*head)
-		(*head)->hash_pprev = &q->hash_next;
 	*head = q;
-	q->hash_pprev = head;
 }
 
-static void hash_del(struct lawn_queue *q)
+/* q is in the table: unlink it from its bucket's chain. */
+static void hash_del(struct lawn_engine *l, struct lawn_queue *q)
 {
-	*q->hash_pprev = q->hash_next;
-	if (q->hash_next)
-		q->hash_next->hash_pprev = q->hash_pprev;
+	struct lawn_queue **pp = &l->buckets[bucket_of(l, q->ttl_ticks)];
+
+	while (*pp != q)
+		pp = &(*pp)->hash_next;
+	*pp = q->hash_next;
 }
 
 static unsigned log2_of(size_t pow2)
@@ -194,7 +204,10 @@ static unsigned log2_of(size_t pow2)
 	return (unsigned)__builtin_ctzll((unsigned long long)pow2);
 }
 
-/* Switch to a table of nbuckets (a power of two); rehash from the live list. */
+/*
+ * Switch to a table of nbuckets (a power of two); rehash the live queues,
+ * found in the pool (O(pool), at most twice the most queues ever live).
+ */
 static int rehash(struct lawn_engine *l, size_t nbuckets)
 {
 	struct lawn_queue **buckets = calloc(nbuckets, sizeof(*buckets));
@@ -205,12 +218,15 @@ static int rehash(struct lawn_engine *l, size_t nbuckets)
 	l->buckets = buckets;
 	l->nbuckets = nbuckets;
 	l->bucket_shift = 64 - log2_of(nbuckets);
-	for (struct lawn_queue *q = l->live_queues; q; q = q->live_next)
-		hash_add(l, q);
+	for (size_t c = 0; c < l->nchunks; c++)
+		for (size_t i = 0; i < LAWN_CHUNK_QUEUES; i++)
+			if (l->chunks[c]->queues[i].ttl_ticks != 0)
+				hash_add(l, bucket_of(l, l->chunks[c]->queues[i].ttl_ticks),
+					 &l->chunks[c]->queues[i]);
 	return 0;
 }
 
-/* ---- queue pool and live list ---- */
+/* ---- queue pool ---- */
 
 /* Room for one more chunk pointer in the pool's directory. 0 or -ENOMEM. */
 static int pool_reserve(struct lawn_engine *l)
@@ -237,58 +253,59 @@ static int pool_grow(struct lawn_engine *l)
 
 	if (err)
 		return err;
-	c = malloc(sizeof(*c));
+	c = aligned_alloc(_Alignof(struct lawn_chunk), sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	for (size_t i = LAWN_CHUNK_QUEUES; i-- > 0;) {
-		c->queues[i].live_next = l->free_queues;
+		c->queues[i].ttl_ticks = 0;
+		c->queues[i].sentinel.sp_deadline = 0; /* tells it from a timer (lawn_remove) */
+		c->queues[i].key.sp_link = NULL;       /* a free queue's key is never pending */
+		c->queues[i].hash_next = l->free_queues;
 		l->free_queues = &c->queues[i];
 	}
 	l->chunks[l->nchunks++] = c;
 	return 0;
 }
 
-/* Take a queue from the free list (admit saw to it that there is one). */
-static struct lawn_queue *queue_open(struct lawn_engine *l, uint64_t ttl_ticks)
+/* Take a queue from the free list (queue_reserve saw to it that there is one). */
+static struct lawn_queue *queue_open(struct lawn_engine *l, size_t b, uint64_t ttl_ticks)
 {
 	struct lawn_queue *q = l->free_queues;
 
-	l->free_queues = q->live_next;
+	l->free_queues = q->hash_next;
 	q->ttl_ticks = ttl_ticks;
 	spoke_clist_init(&q->sentinel);
-	q->sentinel.sp_deadline = 0; /* tells the sentinel from a timer (lawn_remove) */
-	spoke_timer_init(&q->key);
-	hash_add(l, q);
-	q->live_prev = NULL;
-	q->live_next = l->live_queues;
-	if (l->live_queues)
-		l->live_queues->live_prev = q;
-	l->live_queues = q;
+	hash_add(l, b, q);
 	l->nqueues++;
 	return q;
 }
 
-/* The key is about to move or stop: forget next_tick if the key defined it. */
-static void key_leaving(struct lawn_engine *l, struct lawn_queue *q)
+/*
+ * Take a pending key out of the heads engine, inline. A pending key is
+ * always on a wheel slot, never on the heads' due list: its deadline is a
+ * queued timer's, > our clock >= the heads' clock, whenever code outside
+ * the heads' advance runs, and inside it (key_fired) only the key that
+ * fired, no longer pending, is touched. So spoke_hier_remove's "deadline >
+ * now" holds. Forgets next_tick if this key defined it.
+ */
+static void key_unlink(struct lawn_engine *l, struct lawn_queue *q)
 {
-	if (spoke_timer_pending(&q->key) && spoke_timer_deadline(&q->key) == l->next_tick)
+	struct hier_engine *h = spoke_to_hier(l->heads);
+
+	if (q->key.sp_deadline == l->next_tick)
 		l->next_known = false;
+	spoke_hier_remove(h, &q->key);
+	h->base.count--;
 }
 
-/* Drop an empty queue from the table and the live list, back to the pool. */
+/* Drop an empty queue from the table, back to the pool. */
 static void queue_close(struct lawn_engine *l, struct lawn_queue *q)
 {
-	key_leaving(l, q);
-	(void)spoke_engine_stop(l->heads, &q->key); /* -ENOENT if it just fired */
-	l->hint_valid = false;
-	hash_del(q);
-	if (q->live_prev)
-		q->live_prev->live_next = q->live_next;
-	else
-		l->live_queues = q->live_next;
-	if (q->live_next)
-		q->live_next->live_prev = q->live_prev;
-	q->live_next = l->free_queues;
+	if (spoke_timer_pending(&q->key)) /* not if it just fired */
+		key_unlink(l, q);
+	hash_del(l, q);
+	q->ttl_ticks = 0;
+	q->hash_next = l->free_queues;
 	l->free_queues = q;
 	l->nqueues--;
 }
@@ -322,32 +339,40 @@ static void lawn_fini(struct spoke_engine *e)
 	l->chunks_cap = 0;
 	free(l->buckets);
 	l->buckets = NULL;
-	l->live_queues = l->free_queues = NULL;
+	l->free_queues = NULL;
 	spoke_engine_free(l->heads);
 	l->heads = NULL;
 }
 
 /*
- * A start needs a new queue only for a TTL not in the table; then make
- * sure the pool has a free queue and the table stays at most half full.
- * If the timer is re-armed its old queue may empty and be recycled before
- * insert(), which only adds to the free list.
+ * Arm q's key at its head's deadline, inline (see key_unlink): the
+ * deadline is > our clock >= the heads' clock, as spoke_hier_insert wants,
+ * and is exact (what engine.c would compute from a delay of deadline -
+ * heads' now, without the saturation, which cannot happen here).
  */
-static int lawn_admit(struct spoke_engine *e, uint64_t delay_ticks)
+static void key_arm(struct lawn_engine *l, struct lawn_queue *q)
 {
-	struct lawn_engine *l = to_lawn(e);
-	uint64_t ttl_ticks = ttl_of_delay(e->now, delay_ticks);
-	struct lawn_queue *q;
+	struct hier_engine *h = spoke_to_hier(l->heads);
+	uint64_t d = queue_head(q)->sp_deadline;
+
+	if (spoke_timer_pending(&q->key))
+		key_unlink(l, q);
+	h->base.count++;
+	q->key.sp_deadline = d;
+	spoke_hier_insert(h, &q->key);
+	if (d < l->next_tick)
+		l->next_tick = d;
+}
+
+/*
+ * Room for one more queue: a free one in the pool, and the table at most
+ * half full after it. Before anything changes, so that a start that cannot
+ * grow returns -ENOMEM with t as it was. 0 or -ENOMEM.
+ */
+static int queue_reserve(struct lawn_engine *l)
+{
 	int err;
 
-	if (ttl_ticks == 0) /* end of time: the timer goes to the due list */
-		return 0;
-	q = lookup(l, ttl_ticks);
-	l->hint_queue = q;
-	l->hint_ttl = ttl_ticks;
-	l->hint_valid = true;
-	if (q) /* a known TTL */
-		return 0;
 	if (!l->free_queues) {
 		err = pool_grow(l);
 		if (err)
@@ -363,39 +388,56 @@ static int lawn_admit(struct spoke_engine *e, uint64_t delay_ticks)
 	return 0;
 }
 
-/* Arm q's key at its head's deadline (after the heads engine's clock). */
-static void key_arm(struct lawn_engine *l, struct lawn_queue *q)
-{
-	key_leaving(l, q);
-	(void)spoke_engine_start(l->heads, &q->key,
-				 queue_head(q)->sp_deadline - spoke_engine_now(l->heads));
-	if (spoke_timer_deadline(&q->key) < l->next_tick)
-		l->next_tick = spoke_timer_deadline(&q->key);
-}
-
 /*
- * The queue of t's TTL: admit() looked it up just before (a re-arm's
- * unlink in between may only close a queue, and queue_close forgets the
- * hint), so the hint saves the second lookup.
+ * The whole start, in place of engine.c's admit + insert (engine_impl.h):
+ * one lookup of the TTL, room reserved for a new queue before a pending t
+ * is unlinked, and the key armed only when the start opens a queue (a
+ * start into a live queue does not change its head). A re-arm's unlink
+ * may close q itself (t was its only timer); its ttl_ticks is 0 then, and
+ * the queue it freed is the one this start reopens.
  */
-static void lawn_insert(struct spoke_engine *e, struct spoke_timer *t)
+static int lawn_start(struct spoke_engine *e, struct spoke_timer *t, uint64_t delay_ticks)
 {
 	struct lawn_engine *l = to_lawn(e);
-	uint64_t ttl_ticks = t->sp_deadline - e->now;
+	uint64_t ttl_ticks = ttl_of_delay(e->now, delay_ticks);
 	struct lawn_queue *q;
+	size_t b;
 
-	if (l->hint_valid && l->hint_ttl == ttl_ticks)
-		q = l->hint_queue;
-	else
-		q = lookup(l, ttl_ticks);
-	l->hint_valid = false;
+	if (__builtin_expect(ttl_ticks == 0, 0)) {
+		/* the end of time: due at once, as engine.c's start does */
+		if (spoke_timer_pending(t))
+			(void)spoke_engine_stop(e, t);
+		t->sp_deadline = e->now;
+		e->count++;
+		spoke_due_push(e, t);
+		return 0;
+	}
+	b = bucket_of(l, ttl_ticks);
+	q = lookup(l, b, ttl_ticks);
+	if (!q) {
+		size_t nbuckets = l->nbuckets;
+		int err = queue_reserve(l);
+
+		if (err)
+			return err;
+		if (l->nbuckets != nbuckets) /* rehashed */
+			b = bucket_of(l, ttl_ticks);
+	}
+	if (__builtin_expect(spoke_timer_pending(t), 0)) {
+		(void)spoke_engine_stop(e, t);
+		if (q && q->ttl_ticks != ttl_ticks)
+			q = NULL;
+	}
+	t->sp_deadline = e->now + ttl_ticks;
+	e->count++;
 	if (q) {
 		spoke_clist_append(&q->sentinel, t);
-		return;
+		return 0;
 	}
-	q = queue_open(l, ttl_ticks);
+	q = queue_open(l, b, ttl_ticks);
 	spoke_clist_append(&q->sentinel, t);
 	key_arm(l, q);
+	return 0;
 }
 
 static void lawn_remove(struct spoke_engine *e, struct spoke_timer *t)
@@ -482,8 +524,7 @@ const struct spoke_engine_ops spoke_lawn_ops = {
 	.size = sizeof(struct lawn_engine),
 	.init = lawn_init,
 	.fini = lawn_fini,
-	.admit = lawn_admit,
-	.insert = lawn_insert,
+	.start = lawn_start,
 	.remove = lawn_remove,
 	.next_event = lawn_next_event,
 	.collect = lawn_collect,
