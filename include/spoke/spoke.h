@@ -241,8 +241,9 @@ spoke_id spoke_self(uint64_t *due_ns);
  * scheduled (or running) are period_ns apart. Only from inside that timer's
  * own callback, or from the thread that owns its shard (an attached loop,
  * or a callback running inline on that shard's thread; then -EPERM if a
- * start, reset or cancel of it from another thread is still queued). -EINVAL (NULL s, period_ns 0, not a periodic timer),
- * -ENOENT (not pending), -EPERM (another thread).
+ * start, reset or cancel of it from another thread is still queued).
+ * -EINVAL (NULL s, period_ns 0, not a periodic timer), -ENOENT (not
+ * pending), -EPERM (another thread).
  */
 int spoke_set_period(struct spoke *s, spoke_id id, uint64_t period_ns);
 
