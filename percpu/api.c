@@ -368,7 +368,7 @@ unsigned spoke_shards(const struct spoke *s)
  */
 static uint64_t deadline_on(const struct shard *sh, uint64_t delay_ns)
 {
-	uint64_t now = spoke_now_ns(), d;
+	uint64_t now = spoke_clock_ns(), d;
 
 	if (delay_ns == 0)
 		return spoke_shard_next_tick_ns(sh, now);
@@ -388,7 +388,7 @@ static uint64_t deadline_on(const struct shard *sh, uint64_t delay_ns)
  */
 static uint64_t deadline_at(const struct shard *sh, uint64_t deadline_ns, bool owner)
 {
-	uint64_t now = owner ? sh->clock_ns : spoke_now_ns();
+	uint64_t now = owner ? sh->clock_ns : spoke_clock_ns();
 
 	return deadline_ns > now ? deadline_ns : spoke_shard_next_tick_ns(sh, now);
 }
@@ -881,7 +881,7 @@ int64_t spoke_remaining(struct spoke *s, spoke_id id)
 	h = resolve(s, id, &st);
 	if (!h || !pending_word(st) || (d = next_run_ns(h, st)) == 0)
 		return call_leave(a, -ENOENT);
-	now = spoke_now_ns();
+	now = spoke_clock_ns();
 	call_leave(a, 0);
 	if (d <= now)
 		return 0;
@@ -1271,7 +1271,7 @@ int spoke_dump(struct spoke *s, FILE *out, unsigned earliest)
 		goto out;
 	}
 	spoke_arenas_each(s, dump_visit, &w);
-	now = spoke_now_ns();
+	now = spoke_clock_ns();
 	fprintf(out, "spoke %s: %u shards, %u callback threads, at %" PRIu64 " ns\n",
 		spoke_version(), s->nshards, s->nworkers, now);
 	for (unsigned k = 0; k < s->nshards; k++)

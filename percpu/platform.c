@@ -28,10 +28,7 @@ void (*_Atomic spoke_test_hook)(enum spoke_hook point);
 
 uint64_t spoke_now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return spoke_clock_ns();
 }
 
 unsigned spoke_online_cpus(void)

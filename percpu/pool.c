@@ -77,7 +77,7 @@ bool spoke_on_pool_thread(void)
 /* How late a run of sh due at deadline_ns starts: counted, and returned. */
 static uint64_t note_lateness(struct shard *sh, uint64_t deadline_ns)
 {
-	uint64_t now = spoke_now_ns(), late, cur;
+	uint64_t now = spoke_clock_ns(), late, cur;
 
 	late = now > deadline_ns ? now - deadline_ns : 0;
 	spoke_late_record(&sh->ctr.late, late);
@@ -130,7 +130,7 @@ static void finish_run(struct spoke *s, struct spoke_handle *h)
 					periodic_next_ns(spoke_periodic_base(per),
 							 atomic_load_explicit(&per->period_ns,
 									      memory_order_relaxed),
-							 spoke_now_ns()));
+							 spoke_clock_ns()));
 	}
 	/*
 	 * Once destroy has begun nothing is re-armed; a periodic timer that

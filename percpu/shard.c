@@ -541,7 +541,7 @@ void spoke_any_nudge(struct shard *sh, uint64_t due_ns)
  */
 static bool announce_sleep(struct shard *sh, int64_t wait_ns)
 {
-	uint64_t until = wait_ns < 0 ? UINT64_MAX : spoke_now_ns() + (uint64_t)wait_ns;
+	uint64_t until = wait_ns < 0 ? UINT64_MAX : spoke_clock_ns() + (uint64_t)wait_ns;
 
 	atomic_store_explicit(&sh->long_sleep, wait_ns < 0 || (uint64_t)wait_ns > 2 * sh->tick_ns,
 			      memory_order_relaxed);
@@ -784,7 +784,7 @@ int spoke_owner_turn(struct shard *sh, bool all_messages)
 	 * reset or cancel is still queued does not fire meanwhile (claim_expiry
 	 * sees INBOX).
 	 */
-	sh->clock_ns = spoke_now_ns();
+	sh->clock_ns = spoke_clock_ns();
 	tick = deadline_tick(sh, sh->clock_ns);
 	stage_run_due(sh, sh->clock_ns, tick);
 	advance_engine(sh, sh->wheel, tick);
@@ -838,7 +838,7 @@ int64_t spoke_owner_next_ns(struct shard *sh)
 	}
 	if (wake == UINT64_MAX && look == QUEUE_EMPTY)
 		return -1;
-	now = spoke_now_ns();
+	now = spoke_clock_ns();
 	if (look == QUEUE_BLOCKED && wake > now + BLOCKED_RECHECK_NS)
 		wake = now + BLOCKED_RECHECK_NS;
 	if (wake <= now)
@@ -917,7 +917,7 @@ int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index)
 	sh->index = index;
 	sh->cpu = o && o->cpu >= 0 ? o->cpu : (int)(index % s->ncpus);
 	sh->tick_ns = o && o->tick_ns ? o->tick_ns : cfg->tick_ns;
-	sh->epoch_ns = spoke_now_ns();
+	sh->epoch_ns = spoke_clock_ns();
 	stage_init(sh, o && o->slack_ns ? o->slack_ns : cfg->slack_ns);
 	cds_wfcq_init(&sh->inbox_head, &sh->inbox_tail);
 	cds_wfcq_init(&sh->taken_head, &sh->taken_tail);
