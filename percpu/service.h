@@ -290,6 +290,12 @@ struct shard {
 	unsigned stage_nslots;				 /* 1 .. SPOKE_STAGE_MAX_SLOTS */
 	struct spoke_timer stage[SPOKE_STAGE_MAX_SLOTS]; /* the slots' list heads */
 	struct spoke_timer stage_late; /* deadlines before the window: due at once */
+	/*
+	 * Engines' count after the owner's last change: written by the owner
+	 * every busy turn, read only by spoke_stats, so it sits among the
+	 * owner's own lines, not on the wake line every sender reads.
+	 */
+	_Atomic uint64_t pending;
 	/* Producers: the inbox tail and the sleeper's wake word. */
 	struct cds_wfcq_head inbox_head __attribute__((aligned(SPOKE_CACHELINE)));
 	struct cds_wfcq_tail inbox_tail __attribute__((aligned(SPOKE_CACHELINE)));
@@ -299,7 +305,6 @@ struct shard {
 	_Atomic int wake_fd;		 /* attached: eventfd of spoke_wake_fd, or -1 */
 	int wake_fd_made;	   /* that eventfd while detached (closed by destroy), or -1 */
 	_Atomic int mode;	   /* enum shard_mode */
-	_Atomic uint64_t pending;  /* engines' count after the owner's last change */
 	_Atomic int attach_fenced; /* the attach's heavy fence is done: spoke_shard_attach */
 	pthread_t thread;
 	bool thread_running;
