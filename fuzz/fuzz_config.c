@@ -44,8 +44,9 @@
 
 #include <spoke/spoke.h>
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#define PICK(a, b)    ((a)[(b) % ARRAY_SIZE(a)])
+#include "test_prelude.h"
+
+#define PICK(a, b) ((a)[(b) % ARRAY_SIZE(a)])
 
 #define MAX_OVERRIDES 4
 #define MAX_TIMERS    16

@@ -104,7 +104,7 @@ struct spoke_handle {
 	_Atomic uint64_t deadline_ns;
 };
 
-/* A cache line per timer on LP64: the memory goal (docs/service.md). */
+/* A cache line per timer on LP64: 64 bytes per timer (docs/service.md, Memory per timer). */
 _Static_assert(sizeof(void *) != 8 || sizeof(struct spoke_handle) == 64,
 	       "a timer handle is 64 bytes on LP64");
 

@@ -51,7 +51,7 @@
 #define HANDLE_BYTES 64			      /* docs/service.md */
 #define PEAK_BYTES   (1536ull * HANDLE_BYTES) /* per arena: a peak a little higher */
 /* TSan maps shadow and metadata for every new application byte (several times its size). */
-#define MEM_SCALE (STRESS_TSAN ? 5 : 1)
+#define MEM_SCALE (TEST_TSAN ? 5 : 1)
 
 struct churn {
 	struct spoke *s;

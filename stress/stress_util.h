@@ -92,40 +92,13 @@
 
 #include <spoke/spoke.h>
 
-#include "../tests/splitmix.h"
+#include "splitmix.h"
+#include "test_prelude.h"
 
-#define US  ((uint64_t)1000)
-#define MS  ((uint64_t)1000000)
-#define SEC ((uint64_t)1000000000)
-
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-
-/* ---- build flavour ------------------------------------------------------------ */
-
-#if defined(__SANITIZE_THREAD__)
-#define STRESS_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define STRESS_TSAN 1
-#endif
-#endif
-#ifndef STRESS_TSAN
-#define STRESS_TSAN 0
-#endif
-
-#if defined(__SANITIZE_ADDRESS__)
-#define STRESS_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define STRESS_ASAN 1
-#endif
-#endif
-#ifndef STRESS_ASAN
-#define STRESS_ASAN 0
-#endif
+/* ---- build flavour (TEST_TSAN, TEST_ASAN: test_prelude.h) --------------------- */
 
 /* How long "eventually" may take before the program calls it a hang. */
-#define EVENTUALLY_NS ((STRESS_TSAN ? 120 : 60) * SEC)
+#define EVENTUALLY_NS ((TEST_TSAN ? 120 : 60) * SEC)
 
 /* ---- time ---------------------------------------------------------------------- */
 
@@ -139,14 +112,6 @@ static inline uint64_t sat_add(uint64_t a, uint64_t b)
 	uint64_t r;
 
 	return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
-}
-
-static inline void sleep_ns(uint64_t ns)
-{
-	struct timespec ts = {.tv_sec = (time_t)(ns / SEC), .tv_nsec = (long)(ns % SEC)};
-
-	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-		;
 }
 
 /* Busy-wait until t (yielding while it is far): lands close to a deadline. */
@@ -284,7 +249,7 @@ static inline void stress_init(int argc, char **argv, const char *name, const ch
 
 	g_name = name;
 	g_t0_ns = now_ns();
-	g_opt.ops = STRESS_TSAN ? def_ops / 4 : def_ops;
+	g_opt.ops = TEST_TSAN ? def_ops / 4 : def_ops;
 	g_opt.seconds = def_seconds;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -334,9 +299,9 @@ static inline void stress_init(int argc, char **argv, const char *name, const ch
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("%s: seed %" PRIu64 " ops %" PRIu64 " seconds %.0f%s%s (%s)\n", name, g_seed,
 	       g_opt.ops, g_opt.seconds, g_opt.soak ? " soak" : "",
-	       STRESS_TSAN   ? " tsan"
-	       : STRESS_ASAN ? " asan"
-			     : "",
+	       TEST_TSAN   ? " tsan"
+	       : TEST_ASAN ? " asan"
+			   : "",
 	       what);
 	/* Workload cap + settling (at most EVENTUALLY_NS a wait) + a margin. */
 	watchdog_arm(g_opt.seconds + 2.0 * (double)EVENTUALLY_NS / 1e9 + 60);

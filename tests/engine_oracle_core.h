@@ -48,6 +48,7 @@
 #include <spoke/engine.h>
 
 #include "splitmix.h"
+#include "test_prelude.h"
 
 #ifndef ORACLE_PRINT
 #define ORACLE_PRINT(...) fprintf(stderr, __VA_ARGS__)
@@ -61,7 +62,6 @@
 	} while (0)
 #endif
 
-#define ARRAY_SIZE(a)		      (sizeof(a) / sizeof((a)[0]))
 #define CONTAINER_OF(p, type, member) ((type *)(void *)((char *)(p)-offsetof(type, member)))
 #define POW2(k)			      ((uint64_t)1 << (k))
 

@@ -47,9 +47,9 @@
 #include <spoke/engine.h>
 
 #include "fault_inject.h"
+#include "test_prelude.h"
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#define POW2(k)	      ((uint64_t)1 << (k))
+#define POW2(k) ((uint64_t)1 << (k))
 
 /* An address *out must still hold after a refused spoke_engine_new(). */
 static uint64_t sentinel_storage;

@@ -724,7 +724,7 @@ static void fork_while_lock_held_child_creates(void **state)
 	int status;
 
 	(void)state;
-	if (SVC_TSAN)
+	if (TEST_TSAN)
 		skip();
 	svc_config(&c, 2, 100 * US, 1);
 	assert_int_equal(spoke_create(&x.s, &c), 0);
@@ -787,7 +787,7 @@ static void fork_child_leaves_parent_instances_alone(void **state)
 	uint64_t end;
 
 	(void)state;
-	if (SVC_TSAN)
+	if (TEST_TSAN)
 		skip();
 	f.s = svc_new(2, 1 * MS, 1);
 	pthread_join(thread_start(attached_forker_main, &f), NULL);

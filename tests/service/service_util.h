@@ -61,42 +61,15 @@
 
 #include <spoke/spoke.h>
 
-#include "../splitmix.h"
+#include "splitmix.h"
+#include "test_prelude.h"
 
-#define US  ((uint64_t)1000)
-#define MS  ((uint64_t)1000000)
-#define SEC ((uint64_t)1000000000)
-
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-
-/* ---- build flavour ----------------------------------------------------------- */
-
-#if defined(__SANITIZE_THREAD__)
-#define SVC_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SVC_TSAN 1
-#endif
-#endif
-#ifndef SVC_TSAN
-#define SVC_TSAN 0
-#endif
-
-#if defined(__SANITIZE_ADDRESS__)
-#define SVC_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SVC_ASAN 1
-#endif
-#endif
-#ifndef SVC_ASAN
-#define SVC_ASAN 0
-#endif
+/* ---- build flavour (TEST_TSAN, TEST_ASAN: test_prelude.h) -------------------- */
 
 /* Workload sizes: full in plain and ASan builds, a quarter under TSan. */
-#define SCALE(n) ((unsigned)(SVC_TSAN ? ((n) / 4 > 0 ? (n) / 4 : 1) : (n)))
+#define SCALE(n) ((unsigned)(TEST_TSAN ? ((n) / 4 > 0 ? (n) / 4 : 1) : (n)))
 /* How long "eventually" may take before a test calls it a hang. */
-#define EVENTUALLY_NS ((SVC_TSAN ? 60 : 30) * SEC)
+#define EVENTUALLY_NS ((TEST_TSAN ? 60 : 30) * SEC)
 /*
  * How long a callback that waits for the test (or for another thread) holds
  * its thread before it gives up and lets the test fail: far past any stall
@@ -161,14 +134,6 @@ __attribute__((format(printf, 3, 4))) static inline void svc_bg_fail(const char 
 	} while (0)
 
 /* ---- time -------------------------------------------------------------------- */
-
-static inline void sleep_ns(uint64_t ns)
-{
-	struct timespec ts = {.tv_sec = (time_t)(ns / SEC), .tv_nsec = (long)(ns % SEC)};
-
-	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-		;
-}
 
 static inline void sleep_ms(unsigned ms)
 {

@@ -276,7 +276,7 @@ static void line9_first_start_under_address_limit(void **state)
 	pid_t pid;
 
 	(void)state;
-	if (SVC_TSAN || SVC_ASAN)
+	if (TEST_TSAN || TEST_ASAN)
 		skip();
 	pid = fork();
 	assert_true(pid >= 0);
@@ -392,7 +392,7 @@ static void line12_fork_child_inherited_shutdown(void **state)
 		if (spoke_remaining(s, id) != -ESHUTDOWN || spoke_attach(s, 0) != -ESHUTDOWN)
 			_exit(12);
 		spoke_destroy(s);
-		if (SVC_TSAN || SVC_ASAN)
+		if (TEST_TSAN || TEST_ASAN)
 			_exit(0);
 		if (spoke_create(&mine, NULL) != 0)
 			_exit(13);

@@ -529,7 +529,7 @@ static void pitfall_churn_memory_bounded(void **state)
 			rss1 = rss_bytes();
 	}
 	rss2 = rss_bytes();
-	if (!SVC_TSAN && !SVC_ASAN && rss1 && rss2 > rss1 + 8 * 1024 * 1024)
+	if (!TEST_TSAN && !TEST_ASAN && rss1 && rss2 > rss1 + 8 * 1024 * 1024)
 		fail_msg("resident set grew from %zu kB to %zu kB over an identical second churn",
 			 rss1 / 1024, rss2 / 1024);
 	assert_int_equal(atomic_load(&never_ran), 0);
