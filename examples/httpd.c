@@ -79,7 +79,8 @@ static atomic_bool stopping;
 struct counters {
 	uint64_t connections, requests, close_header, close_idle, close_write, close_peer,
 		close_error, close_done, close_shutdown, resp_200, resp_400, resp_404, resp_405,
-		resp_504, sleep_200, accept_emfile;
+		resp_504, sleep_200, accept_emfile,
+		idle_late_served; /* idle timeouts that found a request waiting: served */
 };
 
 enum conn_state { C_IDLE, C_HEADER, C_WAIT, C_WRITE };
@@ -257,6 +258,7 @@ static void on_conn_timer(struct tmr_loop *tl, struct tmr *t)
 	 * client was not idle, so the request is served, not cut off.
 	 */
 	if (c->state == C_IDLE && conn_input_waiting(c)) {
+		c->loop->c.idle_late_served++;
 		conn_read(c);
 		return;
 	}
@@ -908,13 +910,13 @@ static void print_counters(const struct counters *c, const struct tmr_counters *
 	       " resp_200=%" PRIu64 " sleep_200=%" PRIu64 " resp_400=%" PRIu64 " resp_404=%" PRIu64
 	       " resp_405=%" PRIu64 " resp_504=%" PRIu64 " accept_emfile=%" PRIu64
 	       " timers_started=%" PRIu64 " timers_reset=%" PRIu64 " timers_cancelled=%" PRIu64
-	       " timers_fired=%" PRIu64 " cpu_user_s=%.3f"
+	       " timers_fired=%" PRIu64 " idle_late_served=%" PRIu64 " cpu_user_s=%.3f"
 	       " cpu_sys_s=%.3f\n",
 	       opt.ops->name, c->connections, c->requests, c->close_header, c->close_idle,
 	       c->close_write, c->close_peer, c->close_error, c->close_done, c->close_shutdown,
 	       c->resp_200, c->sleep_200, c->resp_400, c->resp_404, c->resp_405, c->resp_504,
-	       c->accept_emfile, t->started, t->reset, t->cancelled + remote, t->fired, user_s,
-	       sys_s);
+	       c->accept_emfile, t->started, t->reset, t->cancelled + remote, t->fired,
+	       c->idle_late_served, user_s, sys_s);
 }
 
 int main(int argc, char **argv)
@@ -1051,6 +1053,7 @@ int main(int argc, char **argv)
 		sum.resp_405 += l->c.resp_405;
 		sum.resp_504 += l->c.resp_504;
 		sum.accept_emfile += l->c.accept_emfile;
+		sum.idle_late_served += l->c.idle_late_served;
 		tsum.started += l->tl.n.started;
 		tsum.reset += l->tl.n.reset;
 		tsum.cancelled += l->tl.n.cancelled;
