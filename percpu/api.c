@@ -135,9 +135,9 @@ char spoke_rcu_tsan_token;
 #endif
 
 /*
- * Any thread, at the start of every call: count the call in the calling
- * thread's arena (a's first call on s sets one up: spoke_arena_mine_slow),
- * or refuse it once destroy has begun. Inside the read-side section, s is
+ * Any thread, at the start of every call: -EINVAL for a NULL s; else count
+ * the call in the calling thread's arena (its first call on s sets one up:
+ * spoke_arena_mine_slow), or refuse it once destroy has begun. Inside the read-side section, s is
  * not freed under us, and destroy's grace period orders our look at
  * `stopping` against its store: either we see it set, or destroy sees our
  * count. The guard costs two thread-local stores here (urcu_bp.h).
@@ -147,6 +147,8 @@ static int call_enter(struct spoke *s, struct arena **out)
 	struct arena *a = NULL;
 	int err = 0;
 
+	if (!s)
+		return -EINVAL;
 	spoke_rcu_read_lock();
 	if (atomic_load_explicit(&s->stopping, memory_order_relaxed))
 		err = -ESHUTDOWN;
@@ -619,8 +621,6 @@ int spoke_cancel(struct spoke *s, spoke_id id)
 	struct arena *a;
 	int err;
 
-	if (!s)
-		return -EINVAL;
 	err = call_enter(s, &a);
 	if (err)
 		return err;
@@ -673,8 +673,6 @@ int spoke_cancel_sync(struct spoke *s, spoke_id id)
 	uint64_t st;
 	int err, r;
 
-	if (!s)
-		return -EINVAL;
 	err = call_enter(s, &a);
 	if (err)
 		return err;
@@ -801,8 +799,6 @@ int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
 	struct arena *a;
 	int err, r;
 
-	if (!s)
-		return -EINVAL;
 	err = call_enter(s, &a);
 	if (err)
 		return err;
@@ -873,8 +869,6 @@ int64_t spoke_remaining(struct spoke *s, spoke_id id)
 	uint64_t st, d, now;
 	int err;
 
-	if (!s)
-		return -EINVAL;
 	err = call_enter(s, &a);
 	if (err)
 		return err;
@@ -955,8 +949,6 @@ int spoke_attach(struct spoke *s, unsigned shard)
 	struct arena *a;
 	int err, cancel_state;
 
-	if (!s)
-		return -EINVAL;
 	err = call_enter(s, &a);
 	if (err)
 		return err;
@@ -976,8 +968,6 @@ static int enter_attached(struct spoke *s, struct arena **a, struct shard **sh)
 {
 	int err;
 
-	if (!s)
-		return -EINVAL;
 	err = call_enter(s, a);
 	if (err)
 		return err;

@@ -523,6 +523,17 @@ static inline void trec_fire(void *arg)
 	atomic_fetch_add(&r->fired, 1);
 }
 
+/* Cancel r's timer from any thread: a win is counted in r, a loss must be -ENOENT. */
+static inline void trec_cancel(struct spoke *s, spoke_id id, struct trec *r)
+{
+	int rc = spoke_cancel(s, id);
+
+	if (rc == 0)
+		atomic_fetch_add(&r->cancelled, 1);
+	else
+		BG_CHECK_INT(rc, ==, -ENOENT);
+}
+
 /* Callback that must never run (a cancelled, huge or refused timer). */
 static atomic_uint never_ran;
 static inline void never_fn(void *arg)

@@ -126,14 +126,8 @@ static void ps_worker(unsigned idx, void *p)
 
 			atomic_store(&r->earliest, spoke_now_ns() + d);
 			BG_CHECK_INT(spoke_start_on(c->s, k, d, trec_fire, r, &id), ==, 0);
-			if (rng_below(&rng, 5) == 0) {
-				int rc = spoke_cancel(c->s, id);
-
-				if (rc == 0)
-					atomic_fetch_add(&r->cancelled, 1);
-				else
-					BG_CHECK_INT(rc, ==, -ENOENT);
-			}
+			if (rng_below(&rng, 5) == 0)
+				trec_cancel(c->s, id, r);
 		}
 	}
 }

@@ -46,14 +46,8 @@ static void lw_worker(unsigned idx, void *p)
 			ttl = j * 37; /* a few below a tick, and 0 */
 		atomic_store(&r->earliest, spoke_now_ns() + ttl);
 		BG_CHECK_INT(spoke_start_ttl(c->s, ttl, trec_fire, r, &id), ==, 0);
-		if (rng_below(&rng, 4) == 0) {
-			int rc = spoke_cancel(c->s, id);
-
-			if (rc == 0)
-				atomic_fetch_add(&r->cancelled, 1);
-			else
-				BG_CHECK_INT(rc, ==, -ENOENT);
-		}
+		if (rng_below(&rng, 4) == 0)
+			trec_cancel(c->s, id, r);
 	}
 }
 

@@ -1172,12 +1172,8 @@ static void l6_worker(unsigned idx, void *p)
 		}
 		if (ns && rng_below(&rng, 2)) {
 			unsigned q = (unsigned)rng_below(&rng, ns < L6_RING ? ns : L6_RING);
-			int rc = spoke_cancel(c->s, shortr[q].id);
 
-			if (rc == 0)
-				atomic_fetch_add(&shortr[q].r->cancelled, 1);
-			else
-				BG_CHECK_INT(rc, ==, -ENOENT);
+			trec_cancel(c->s, shortr[q].id, shortr[q].r);
 		}
 	}
 }
