@@ -158,7 +158,7 @@ static void free_list_push(struct arena *a, struct spoke_handle *h)
 {
 	uint64_t st = atomic_load_explicit(&h->state, memory_order_relaxed);
 	struct spoke_handle **list =
-		spoke_st_status(st) == SPOKE_ST_AUX ? &a->aux_list : &a->free_list;
+		spoke_st_status(st) == SPOKE_ST_AUX_FREE ? &a->aux_list : &a->free_list;
 
 	h->qnode.next = (struct cds_wfcq_node *)*list;
 	*list = h;
@@ -585,7 +585,7 @@ void spoke_arenas_free(struct spoke *s)
 /*
  * Any thread inside a call: fn(h, word, ctx) for every handle of s whose
  * word, read once, is a timer's (not FREE, not a periodic timer's second
- * slot). Only slots below each arena's published `ready` are read; the
+ * slot, in use or freed). Only slots below each arena's published `ready` are read; the
  * words are read as they are, while other threads change them.
  */
 void spoke_arenas_each(struct spoke *s, void (*fn)(struct spoke_handle *h, uint64_t st, void *ctx),
@@ -602,7 +602,8 @@ void spoke_arenas_each(struct spoke *s, void (*fn)(struct spoke_handle *h, uint6
 			uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
 
 			if (spoke_st_status(st) != SPOKE_ST_FREE &&
-			    spoke_st_status(st) != SPOKE_ST_AUX)
+			    spoke_st_status(st) != SPOKE_ST_AUX &&
+			    spoke_st_status(st) != SPOKE_ST_AUX_FREE)
 				fn(h, st, ctx);
 		}
 	}

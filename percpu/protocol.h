@@ -509,7 +509,7 @@ static inline void starter_mark_aux(struct spoke_handle *aux)
 
 /*
  * Whoever ended a periodic timer (arena.c spoke_handle_release): its second
- * slot takes the next generation before it is returned, and stays AUX: it
+ * slot takes the next generation before it is returned, as AUX_FREE: it
  * goes back on its arena's list of second slots and is never handed out as
  * a timer (service.h, struct spoke_periodic, says why).
  */
@@ -518,7 +518,7 @@ static inline void retirer_free_aux(struct spoke_handle *aux)
 	atomic_store_explicit(&aux->state,
 			      spoke_st_with_status(spoke_st_freed(atomic_load_explicit(
 							   &aux->state, memory_order_relaxed)),
-						   SPOKE_ST_AUX),
+						   SPOKE_ST_AUX_FREE),
 			      memory_order_release);
 }
 

@@ -202,7 +202,7 @@ struct arena {
 	/* Owner thread only. */
 	struct arena *spill;		 /* home: further arenas of the same thread, a chain */
 	struct spoke_handle *free_list;	 /* linked through qnode.next */
-	struct spoke_handle *aux_list;	 /* freed second slots (SPOKE_ST_AUX), likewise */
+	struct spoke_handle *aux_list;	 /* freed second slots (AUX_FREE), likewise */
 	size_t fresh;			 /* slots below it handed out (1: none; 0: no region) */
 	struct cds_wfcq_head taken_head; /* spliced from ret, not yet on free_list */
 	struct cds_wfcq_tail taken_tail;
