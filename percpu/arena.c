@@ -150,6 +150,21 @@ static bool region_grow(struct arena *a)
 }
 
 /*
+ * Owner: put a freed handle on the list it may be taken from again: a
+ * periodic timer's second slot only ever serves as one (struct
+ * spoke_periodic in service.h says why), every other handle as any.
+ */
+static void free_list_push(struct arena *a, struct spoke_handle *h)
+{
+	uint64_t st = atomic_load_explicit(&h->state, memory_order_relaxed);
+	struct spoke_handle **list =
+		spoke_st_status(st) == SPOKE_ST_AUX_FREE ? &a->aux_list : &a->free_list;
+
+	h->qnode.next = (struct cds_wfcq_node *)*list;
+	*list = h;
+}
+
+/*
  * Take back what other threads returned (owner only, never blocks): splice
  * the return queue onto the private `taken` queue, then move what is fully
  * linked onto the free list. A node a preempted producer has not linked yet
@@ -163,12 +178,8 @@ static void take_returned(struct arena *a)
 		(void)__cds_wfcq_splice_nonblocking(&a->taken_head, &a->taken_tail, &a->ret_head,
 						    &a->ret_tail);
 	while ((n = __cds_wfcq_dequeue_nonblocking(&a->taken_head, &a->taken_tail)) != NULL &&
-	       n != CDS_WFCQ_WOULDBLOCK) {
-		struct spoke_handle *h = caa_container_of(n, struct spoke_handle, qnode);
-
-		h->qnode.next = (struct cds_wfcq_node *)a->free_list;
-		a->free_list = h;
-	}
+	       n != CDS_WFCQ_WOULDBLOCK)
+		free_list_push(a, caa_container_of(n, struct spoke_handle, qnode));
 }
 
 static struct spoke_handle *arena_take(struct arena *a)
@@ -239,8 +250,7 @@ static void handle_return(struct spoke *s, struct spoke_handle *h)
 		return;
 	a = spoke_region_of(h)->arena;
 	if (spoke_tls_arena.serial == s->serial && spoke_tls_arena.arena == a->home) {
-		h->qnode.next = (struct cds_wfcq_node *)a->free_list;
-		a->free_list = h;
+		free_list_push(a, h);
 		return;
 	}
 	cds_wfcq_node_init(&h->qnode);
@@ -263,11 +273,25 @@ void spoke_handle_release(struct spoke *s, struct spoke_handle *h, uint64_t old)
 	}
 }
 
-/* A periodic timer's second slot, from the caller's arenas (home); NULL: -ENOMEM. */
+/*
+ * A periodic timer's second slot, from the caller's arenas (home): one that
+ * served as a second slot before if any is free, else any handle; NULL:
+ * -ENOMEM. Second slots returned by other threads reach aux_list when
+ * take_returned next runs (when a free list runs dry), so the slots kept
+ * as second slots are bounded by the most periodic timers the thread had
+ * at once, plus those returned meanwhile.
+ */
 struct spoke_handle *spoke_handle_alloc_aux(struct arena *home)
 {
-	struct spoke_handle *aux = spoke_handle_alloc(home);
+	struct spoke_handle *aux = NULL;
 
+	for (struct arena *a = home; a && !aux; a = a->spill) {
+		aux = a->aux_list;
+		if (aux)
+			a->aux_list = (struct spoke_handle *)aux->qnode.next;
+	}
+	if (!aux)
+		aux = spoke_handle_alloc(home);
 	if (aux)
 		starter_mark_aux(aux);
 	return aux;
@@ -561,7 +585,7 @@ void spoke_arenas_free(struct spoke *s)
 /*
  * Any thread inside a call: fn(h, word, ctx) for every handle of s whose
  * word, read once, is a timer's (not FREE, not a periodic timer's second
- * slot). Only slots below each arena's published `ready` are read; the
+ * slot, in use or freed). Only slots below each arena's published `ready` are read; the
  * words are read as they are, while other threads change them.
  */
 void spoke_arenas_each(struct spoke *s, void (*fn)(struct spoke_handle *h, uint64_t st, void *ctx),
@@ -578,7 +602,8 @@ void spoke_arenas_each(struct spoke *s, void (*fn)(struct spoke_handle *h, uint6
 			uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
 
 			if (spoke_st_status(st) != SPOKE_ST_FREE &&
-			    spoke_st_status(st) != SPOKE_ST_AUX)
+			    spoke_st_status(st) != SPOKE_ST_AUX &&
+			    spoke_st_status(st) != SPOKE_ST_AUX_FREE)
 				fn(h, st, ctx);
 		}
 	}

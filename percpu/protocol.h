@@ -509,14 +509,17 @@ static inline void starter_mark_aux(struct spoke_handle *aux)
 
 /*
  * Whoever ended a periodic timer (arena.c spoke_handle_release): its second
- * slot is FREE again, with the next generation, before it is returned.
+ * slot takes the next generation before it is returned, as AUX_FREE: it
+ * goes back on its arena's list of second slots and is never handed out as
+ * a timer (service.h, struct spoke_periodic, says why).
  */
 static inline void retirer_free_aux(struct spoke_handle *aux)
 {
-	atomic_store_explicit(
-		&aux->state,
-		spoke_st_freed(atomic_load_explicit(&aux->state, memory_order_relaxed)),
-		memory_order_release);
+	atomic_store_explicit(&aux->state,
+			      spoke_st_with_status(spoke_st_freed(atomic_load_explicit(
+							   &aux->state, memory_order_relaxed)),
+						   SPOKE_ST_AUX_FREE),
+			      memory_order_release);
 }
 
 #endif /* SPOKE_PERCPU_PROTOCOL_H */

@@ -75,6 +75,16 @@ enum spoke_kind {
  * the common timer, pays nothing for it. base_ns, the deadline of the run
  * due or running, has the owner of `node` as its owner, the runner while
  * RUNNING (it sets the next one and hands it back with the re-arm).
+ *
+ * A slot that has been a second slot stays one (arena.c keeps them on a
+ * list of their own): spoke_remaining and spoke_dump read period_ns and
+ * base_ns through a periodic timer's handle from any thread, and with a
+ * stale id they may read a second slot that its timer has given up
+ * meanwhile. Reused as a timer, the slot's `node` would be written with
+ * plain stores by an engine while that atomic read is under way, a data
+ * race; reused as a second slot, it is only ever written by the atomic
+ * stores below, and the reader throws away what it read once it sees the
+ * generation moved on.
  */
 struct spoke_periodic {
 	/*
@@ -192,6 +202,7 @@ struct arena {
 	/* Owner thread only. */
 	struct arena *spill;		 /* home: further arenas of the same thread, a chain */
 	struct spoke_handle *free_list;	 /* linked through qnode.next */
+	struct spoke_handle *aux_list;	 /* freed second slots (AUX_FREE), likewise */
 	size_t fresh;			 /* slots below it handed out (1: none; 0: no region) */
 	struct cds_wfcq_head taken_head; /* spliced from ret, not yet on free_list */
 	struct cds_wfcq_tail taken_tail;

@@ -70,7 +70,8 @@ enum spoke_status {
 	SPOKE_ST_DISPATCHED = 2,
 	SPOKE_ST_RUNNING = 3,
 	SPOKE_ST_CANCELLED = 4,
-	SPOKE_ST_AUX = 5, /* not a timer: a periodic timer's second slot (service.h) */
+	SPOKE_ST_AUX = 5,      /* not a timer: a periodic timer's second slot (service.h) */
+	SPOKE_ST_AUX_FREE = 6, /* a freed second slot: handed out only as one again (arena.c) */
 };
 
 #define SPOKE_ST_STATUS_MASK 0x7ull

@@ -111,9 +111,10 @@
  *                        (one-shots fired and cancelled, periodic timers
  *                        reset and cancelled while armed, queued or running,
  *                        from their owner and from other threads), every
- *                        handle slot ever handed out is FREE again: a
- *                        periodic timer's second slot (SPOKE_ST_AUX) goes
- *                        back with it on every path that ends a timer.
+ *                        handle slot ever handed out is free again (FREE;
+ *                        a periodic timer's second slot AUX_FREE): the
+ *                        second slot (SPOKE_ST_AUX) goes back with its
+ *                        timer on every path that ends a timer.
  */
 #include "service.h" /* struct arena, spoke_tls_arena: which arena a thread uses */
 #include "service_util.h"
@@ -1613,7 +1614,10 @@ static void periodic_rearm_taken_late_runs_late(void **state)
 #define CB_ROUNDS  SCALE(20)
 #define CB_EACH	   40
 
-/* Handle slots handed out by s's arenas that are not FREE; *aux: of them, SPOKE_ST_AUX. */
+/*
+ * Handle slots handed out by s's arenas that are not free (FREE, or
+ * AUX_FREE: a second slot given back); *aux: of them, SPOKE_ST_AUX.
+ */
 static unsigned handles_not_free(struct spoke *s, unsigned *aux)
 {
 	unsigned n = 0, narenas = atomic_load(&s->narenas);
@@ -1627,7 +1631,7 @@ static unsigned handles_not_free(struct spoke *s, unsigned *aux)
 			unsigned status =
 				spoke_st_status(atomic_load(&spoke_arena_slot(a, k)->state));
 
-			n += status != SPOKE_ST_FREE;
+			n += status != SPOKE_ST_FREE && status != SPOKE_ST_AUX_FREE;
 			*aux += status == SPOKE_ST_AUX;
 		}
 	}

@@ -13,6 +13,11 @@
  *   remaining_counts_down              ns until due, 0 once due, -ENOENT once
  *                                      fired or cancelled; periodic: to the
  *                                      next run, also from inside its run
+ *   remaining_stale_periodic_reused    spoke_remaining on the id of a
+ *                                      periodic timer that ended, from another
+ *                                      thread, while its slots are taken by
+ *                                      new timers: -ENOENT, and (under TSan)
+ *                                      no read of a slot an engine writes
  *   self_names_running_timer           spoke_self() in a callback: its id and
  *                                      the deadline it was due at (lateness
  *                                      >= 0); a callback cancels itself
@@ -214,6 +219,76 @@ static void remaining_counts_down(void **state)
 	assert_int_equal(spoke_cancel_sync(s, per_id), 0);
 	assert_int_equal(spoke_remaining(s, per_id), -ENOENT);
 	svc_destroy(s);
+}
+
+/*
+ * A reader asks for the time left on the id of the last periodic timer the
+ * owner started, over and over, while the owner (attached) ends each such
+ * timer and starts one-shots that take the freed slots. A periodic timer
+ * keeps its period in a second slot: a reader holding a stale id may look
+ * there after the timer ended, so a slot that was a second slot must never
+ * become a timer that an engine links with plain stores (TSan reported that
+ * race before second slots were kept apart). Both sides go on until each
+ * has done its share, so the reader's calls overlap the owner's reuse
+ * however the two threads are scheduled.
+ */
+#define STALE_ROUNDS   20000
+#define STALE_ONESHOTS 4
+
+static struct {
+	struct spoke *s;
+	_Atomic spoke_id periodic;
+	atomic_uint reads, bad;
+	atomic_bool done;
+} stale;
+
+static void *stale_reader(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&stale.done)) {
+		spoke_id id = atomic_load(&stale.periodic);
+		int64_t left;
+
+		if (!id)
+			continue;
+		left = spoke_remaining(stale.s, id);
+		/* Live: at most its period (1 h) away; ended: -ENOENT. Nothing else. */
+		if (left != -ENOENT && (left < 0 || left > (int64_t)(3600 * SEC)))
+			atomic_fetch_add(&stale.bad, 1);
+		atomic_fetch_add(&stale.reads, 1);
+	}
+	return NULL;
+}
+
+static void remaining_stale_periodic_reused(void **state)
+{
+	pthread_t reader;
+	spoke_id p, q[STALE_ONESHOTS];
+
+	(void)state;
+	stale.s = svc_new(1, 1 * MS, 0);
+	atomic_store(&stale.periodic, 0);
+	atomic_store(&stale.reads, 0);
+	atomic_store(&stale.bad, 0);
+	atomic_store(&stale.done, false);
+	assert_int_equal(spoke_attach(stale.s, 0), 0);
+	assert_int_equal(pthread_create(&reader, NULL, stale_reader, NULL), 0);
+	for (unsigned i = 0; i < STALE_ROUNDS || atomic_load(&stale.reads) < STALE_ROUNDS; i++) {
+		assert_int_equal(spoke_start_periodic(stale.s, 3600 * SEC, never_fn, NULL, &p), 0);
+		atomic_store(&stale.periodic, p);
+		assert_int_equal(spoke_cancel(stale.s, p), 0);
+		assert_true(spoke_poll(stale.s) >= 0);
+		for (unsigned k = 0; k < STALE_ONESHOTS; k++)
+			assert_int_equal(
+				spoke_start(stale.s, 3600 * SEC + k, never_fn, NULL, &q[k]), 0);
+		for (unsigned k = 0; k < STALE_ONESHOTS; k++)
+			assert_int_equal(spoke_cancel(stale.s, q[k]), 0);
+		assert_true(spoke_poll(stale.s) >= 0);
+	}
+	atomic_store(&stale.done, true);
+	assert_int_equal(pthread_join(reader, NULL), 0);
+	assert_int_equal(atomic_load(&stale.bad), 0);
+	svc_destroy(stale.s);
 }
 
 /* ---- spoke_self --------------------------------------------------------------------- */
@@ -644,6 +719,7 @@ int main(int argc, char **argv)
 		SVC_TEST(start_at_never_early),
 		SVC_TEST(start_at_past_runs_next_tick),
 		SVC_TEST(remaining_counts_down),
+		SVC_TEST(remaining_stale_periodic_reused),
 		SVC_TEST(self_names_running_timer),
 		SVC_TEST(set_period_from_own_callback),
 		SVC_TEST(set_period_from_attached_owner),
