@@ -119,14 +119,6 @@ static void l1_worker(unsigned idx, void *p)
 	atomic_fetch_add(&c->starters_done, 1);
 }
 
-static bool l1_all_ended(struct l1_ctx *c, unsigned total)
-{
-	for (unsigned i = 0; i < total; i++)
-		if (atomic_load(&c->rec[i].fired) + atomic_load(&c->rec[i].cancelled) == 0)
-			return false;
-	return true;
-}
-
 /*
  * Contract line 1 (exactly once): 6 threads start one-shot timers of every
  * kind (start, start_on, start_ttl, start + reset) with delays of 0-3 ms and
@@ -152,20 +144,7 @@ static void line1_exactly_once_many_threads(void **state)
 
 	run_workers(L1_STARTERS + L1_CANCELLERS, l1_worker, &l1);
 	assert_int_equal(atomic_load(&l1.bad_rc), 0);
-	ASSERT_EVENTUALLY(l1_all_ended(&l1, total), "every timer to fire or be cancelled");
-	sleep_ms(20); /* room for a second (wrong) run */
-	for (unsigned i = 0; i < total; i++) {
-		unsigned f = atomic_load(&l1.rec[i].fired), k = atomic_load(&l1.rec[i].cancelled);
-
-		if (f + k != 1)
-			fail_msg("timer %u: %u callback run(s) and %u winning cancel(s)", i, f, k);
-		fired += f;
-		cancelled += k;
-	}
-	assert_no_bg_failures();
-	assert_never_early();
-	ASSERT_EVENTUALLY(stats_settled(l1.s, total, 0), "the stats to settle");
-	assert_stats_settled(l1.s, total, 0);
+	assert_trecs_end_once(l1.s, l1.rec, total, &fired, &cancelled);
 	{
 		struct spoke_stats *st = stats_new();
 
