@@ -7,7 +7,7 @@
 #   spoke_install_deps              everything: lib, bench and the test suite
 set -euo pipefail
 
-# The library and the examples' demo: nothing more.
+# The library and the demo (demo/spoke_demo.c): nothing more.
 SPOKE_LIB_PACKAGES=(
   build-essential cmake pkg-config liburcu-dev
 )

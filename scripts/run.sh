@@ -14,7 +14,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/scripts/deps.sh"
 
 if [ $# -eq 0 ] || [ "${1#-}" != "$1" ]; then
-  target=spoke-demo exe=examples/spoke-demo sets=(lib) took="about 10 s"
+  target=spoke-demo exe=demo/spoke-demo sets=(lib) took="about 10 s"
 else
   target=spoke-bench exe=bench/spoke-bench sets=(lib bench) took="about 15 s"
 fi

@@ -29,6 +29,7 @@
  *
  * Usage: test_engine_conformance [api | SCHEME]; no argument runs everything.
  */
+#include "engine_main.h"
 #include "engine_oracle.h"
 
 static struct engine_cfg *cfg_of(void **state)
@@ -51,6 +52,22 @@ static void skip_unless_delays_up_to(void **state, uint64_t delay_ticks)
 {
 	if (cfg_max_interval(cfg_of(state)) < delay_ticks)
 		skip();
+}
+
+/*
+ * An oracle of n timers whose expiries run hook(o, ot) with o->user = user,
+ * for a test whose delays reach max_delay ticks (skipped where they cannot).
+ */
+static struct oracle *oracle_hooked(void **state, uint64_t max_delay, size_t n, uint64_t seed,
+				    oracle_hook_fn *hook, void *user)
+{
+	struct oracle *o;
+
+	skip_unless_delays_up_to(state, max_delay);
+	o = oracle_new(cfg_of(state), n, seed);
+	o->on_fire = hook;
+	o->user = user;
+	return o;
 }
 
 /* How many pending timers the oracle expects to fire exactly at `tick`. */
@@ -403,12 +420,8 @@ static void rearm_self_hook(struct oracle *o, struct otimer *ot)
 static void test_rearm_self(void **state)
 {
 	struct rearm_plan plan = {.budget = 1000, .delay_ticks = 0};
-	struct oracle *o;
+	struct oracle *o = oracle_hooked(state, 7, 1, 5, rearm_self_hook, &plan);
 
-	skip_unless_delays_up_to(state, 7);
-	o = oracle_new(cfg_of(state), 1, 5);
-	o->on_fire = rearm_self_hook;
-	o->user = &plan;
 	oracle_start(o, 0, 0);
 	/* delay 0 from the callback: next tick, never the same pass */
 	for (int i = 0; i < 50; i++)
@@ -455,12 +468,8 @@ static void stop_others_hook(struct oracle *o, struct otimer *ot)
 static void test_stop_from_callback(void **state)
 {
 	struct stop_plan plan = {.first = 0, .last = 14};
-	struct oracle *o;
+	struct oracle *o = oracle_hooked(state, 100, 20, 6, stop_others_hook, &plan);
 
-	skip_unless_delays_up_to(state, 100);
-	o = oracle_new(cfg_of(state), 20, 6);
-	o->on_fire = stop_others_hook;
-	o->user = &plan;
 	for (size_t i = 0; i < 10; i++)
 		oracle_start(o, i, 5); /* due together */
 	for (size_t i = 10; i < 15; i++)
@@ -515,12 +524,8 @@ static void chain_hook(struct oracle *o, struct otimer *ot)
 static void test_start_from_callback(void **state)
 {
 	struct chain_plan plan = {.fanout_from = 50};
-	struct oracle *o;
+	struct oracle *o = oracle_hooked(state, 50, 56, 7, chain_hook, &plan);
 
-	skip_unless_delays_up_to(state, 50);
-	o = oracle_new(cfg_of(state), 56, 7);
-	o->on_fire = chain_hook;
-	o->user = &plan;
 	oracle_start(o, 0, 1);
 	/* 50 chained timers on ticks 1..50, then 0,1,2,3,50 ticks after tick 50 */
 	assert_int_equal(oracle_advance(o, 99), 50 + 4);
@@ -812,25 +817,6 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_scheme_names),
 		cmocka_unit_test(test_unknown_names),
 	};
-	const char *only = argc > 1 ? argv[1] : NULL;
-	bool matched = false;
-	int failed = 0;
 
-	if (!only || strcmp(only, "api") == 0) {
-		print_message("[ GROUP    ] api\n");
-		failed += cmocka_run_group_tests_name("api", api_tests, NULL, NULL);
-		matched = true;
-	}
-	for (const char *const *s = spoke_engine_schemes(); *s; s++) {
-		if (only && strcmp(only, *s) != 0)
-			continue;
-		failed += run_scheme(*s);
-		matched = true;
-	}
-	if (!matched) {
-		fprintf(stderr, "%s: no scheme named \"%s\" in spoke_engine_schemes()\n", argv[0],
-			only);
-		return 2;
-	}
-	return failed ? 1 : 0;
+	return engine_main(argc, argv, api_tests, ARRAY_SIZE(api_tests), run_scheme);
 }

@@ -46,6 +46,7 @@
 
 #include <spoke/engine.h>
 
+#include "engine_main.h"
 #include "fault_inject.h"
 #include "test_prelude.h"
 
@@ -704,23 +705,6 @@ int main(int argc, char **argv)
 		cmocka_unit_test(spoke_engine_new_bad_max_interval_einval),
 		cmocka_unit_test(spoke_engine_new_bad_initial_capacity_einval),
 	};
-	const char *only = argc > 1 ? argv[1] : NULL;
-	bool matched = false;
-	int failed = 0;
 
-	if (!only || strcmp(only, "api") == 0) {
-		failed += cmocka_run_group_tests_name("api", api_tests, NULL, NULL);
-		matched = true;
-	}
-	for (const char *const *s = spoke_engine_schemes(); *s; s++) {
-		if (only && strcmp(only, *s) != 0)
-			continue;
-		failed += run_scheme(*s);
-		matched = true;
-	}
-	if (!matched) {
-		fprintf(stderr, "%s: no group named \"%s\"\n", argv[0], only);
-		return 2;
-	}
-	return failed ? 1 : 0;
+	return engine_main(argc, argv, api_tests, ARRAY_SIZE(api_tests), run_scheme);
 }

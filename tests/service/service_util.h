@@ -556,6 +556,55 @@ static inline void count_fn(void *arg)
 				 (uint64_t)atomic_load(&trec_worst_early));                        \
 	} while (0)
 
+/* True once every record of rec[0, n) has an outcome: a run or a winning cancel. */
+static inline bool trecs_ended(struct trec *rec, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (atomic_load(&rec[i].fired) + atomic_load(&rec[i].cancelled) == 0)
+			return false;
+	return true;
+}
+
+/*
+ * Fails the test unless every record of rec[0, n) ended exactly once: one
+ * run or one winning cancel. Adds up the runs in *fired and the winning
+ * cancels in *cancelled, when they are not NULL.
+ */
+static inline void assert_trecs_once(struct trec *rec, unsigned n, unsigned *fired,
+				     unsigned *cancelled)
+{
+	for (unsigned i = 0; i < n; i++) {
+		unsigned f = atomic_load(&rec[i].fired), k = atomic_load(&rec[i].cancelled);
+
+		if (f + k != 1)
+			fail_msg("timer %u: %u callback run(s) and %u winning cancel(s)", i, f, k);
+		if (fired)
+			*fired += f;
+		if (cancelled)
+			*cancelled += k;
+	}
+}
+
+/*
+ * The end of a run of s whose n one-shot timers were all its timers, each
+ * with a record in rec (trec_fire as callback, winning cancels counted):
+ * waits until each has an outcome, leaves room for a second (wrong) run,
+ * then fails the test unless each ended exactly once, no background check
+ * failed, none ran early and s's stats settle with n started, none pending.
+ * fired and cancelled: as assert_trecs_once.
+ */
+static inline void assert_trecs_end_once(struct spoke *s, struct trec *rec, unsigned n,
+					 unsigned *fired, unsigned *cancelled)
+{
+	ASSERT_EVENTUALLY(trecs_ended(rec, n), "every timer to fire or be cancelled");
+	sleep_ms(20);
+	assert_trecs_once(rec, n, fired, cancelled);
+	assert_no_bg_failures();
+	assert_never_early();
+	ASSERT_EVENTUALLY(stats_settled(s, n, 0), "the stats to settle");
+	assert_stats_settled(s, n, 0);
+}
+
 /* ---- main --------------------------------------------------------------------------- */
 
 static inline int svc_main(int argc, char **argv, const char *group, const struct CMUnitTest *all,

@@ -181,18 +181,7 @@ static void config_per_shard_overrides(void **state)
 	ps.rec = calloc(total, sizeof(*ps.rec));
 	assert_non_null(ps.rec);
 	run_workers(PS_THREADS, ps_worker, &ps);
-	for (unsigned i = 0; i < total; i++)
-		ASSERT_EVENTUALLY(
-			atomic_load(&ps.rec[i].fired) + atomic_load(&ps.rec[i].cancelled) >= 1,
-			"every timer to end");
-	sleep_ms(10);
-	for (unsigned i = 0; i < total; i++)
-		assert_int_equal(atomic_load(&ps.rec[i].fired) + atomic_load(&ps.rec[i].cancelled),
-				 1);
-	assert_no_bg_failures();
-	assert_never_early();
-	ASSERT_EVENTUALLY(stats_settled(ps.s, total, 0), "stats to settle");
-	assert_stats_settled(ps.s, total, 0);
+	assert_trecs_end_once(ps.s, ps.rec, total, NULL, NULL);
 	spoke_stats(ps.s, st);
 	for (unsigned k = 0; k < PS_SHARDS; k++)
 		assert_int_equal(st->shard[k].started, PS_THREADS * ps.per);

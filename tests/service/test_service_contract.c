@@ -20,6 +20,41 @@
  */
 #include "service_util.h"
 
+/*
+ * Starts r's one-shot timer of `delay` the way `how` (0..3) says: spoke_start,
+ * spoke_start_on a random one of the nsh shards, spoke_start_ttl, or
+ * spoke_start of an hour reset to `delay` before anyone else knows the id.
+ * r->earliest is set before each call to the time the callback must not run
+ * before. Returns the start's code.
+ */
+static int start_kind(struct spoke *s, unsigned nsh, struct rng *rng, unsigned how, uint64_t delay,
+		      struct trec *r, spoke_id *id)
+{
+	uint64_t t = spoke_now_ns();
+	int rc;
+
+	switch (how) {
+	case 0:
+		atomic_store(&r->earliest, t + delay);
+		return spoke_start(s, delay, trec_fire, r, id);
+	case 1:
+		atomic_store(&r->earliest, t + delay);
+		return spoke_start_on(s, (unsigned)rng_below(rng, nsh), delay, trec_fire, r, id);
+	case 2:
+		atomic_store(&r->earliest, t + delay);
+		return spoke_start_ttl(s, delay, trec_fire, r, id);
+	default:
+		atomic_store(&r->earliest, t + 3600 * SEC);
+		rc = spoke_start(s, 3600 * SEC, trec_fire, r, id);
+		if (rc == 0) {
+			t = spoke_now_ns();
+			atomic_store(&r->earliest, t + delay);
+			BG_CHECK_INT(spoke_reset(s, *id, delay), ==, 0);
+		}
+		return rc;
+	}
+}
+
 /* ==== line 1: exactly once ===================================================== */
 
 #define L1_STARTERS   6
@@ -68,37 +103,14 @@ static void l1_worker(unsigned idx, void *p)
 	}
 	for (unsigned j = 0; j < c->per; j++) {
 		struct trec *r = &c->rec[idx * c->per + j];
-		uint64_t delay = rng_below(&rng, 3 * MS + 1), t;
+		uint64_t delay = rng_below(&rng, 3 * MS + 1);
+		unsigned how = (unsigned)rng_below(&rng, 4);
 		spoke_id id = 0;
 		int rc;
 
-		t = spoke_now_ns();
-		switch (rng_below(&rng, 4)) {
-		case 0:
-			atomic_store(&r->earliest, t + delay);
-			rc = spoke_start(c->s, delay, trec_fire, r, &id);
-			break;
-		case 1:
-			atomic_store(&r->earliest, t + delay);
-			rc = spoke_start_on(c->s, (unsigned)rng_below(&rng, c->nsh), delay,
-					    trec_fire, r, &id);
-			break;
-		case 2:
+		if (how == 2)
 			delay = (1 + rng_below(&rng, 3)) * 700 * US; /* a few distinct TTLs */
-			atomic_store(&r->earliest, t + delay);
-			rc = spoke_start_ttl(c->s, delay, trec_fire, r, &id);
-			break;
-		default:
-			/* An hour, then reset to `delay` before anyone else knows the id. */
-			atomic_store(&r->earliest, t + 3600 * SEC);
-			rc = spoke_start(c->s, 3600 * SEC, trec_fire, r, &id);
-			if (rc == 0) {
-				t = spoke_now_ns();
-				atomic_store(&r->earliest, t + delay);
-				BG_CHECK_INT(spoke_reset(c->s, id, delay), ==, 0);
-			}
-			break;
-		}
+		rc = start_kind(c->s, c->nsh, &rng, how, delay, r, &id);
 		if (rc != 0 || id == 0) {
 			atomic_fetch_add(&c->bad_rc, 1);
 			continue;
@@ -117,14 +129,6 @@ static void l1_worker(unsigned idx, void *p)
 		}
 	}
 	atomic_fetch_add(&c->starters_done, 1);
-}
-
-static bool l1_all_ended(struct l1_ctx *c, unsigned total)
-{
-	for (unsigned i = 0; i < total; i++)
-		if (atomic_load(&c->rec[i].fired) + atomic_load(&c->rec[i].cancelled) == 0)
-			return false;
-	return true;
 }
 
 /*
@@ -152,20 +156,7 @@ static void line1_exactly_once_many_threads(void **state)
 
 	run_workers(L1_STARTERS + L1_CANCELLERS, l1_worker, &l1);
 	assert_int_equal(atomic_load(&l1.bad_rc), 0);
-	ASSERT_EVENTUALLY(l1_all_ended(&l1, total), "every timer to fire or be cancelled");
-	sleep_ms(20); /* room for a second (wrong) run */
-	for (unsigned i = 0; i < total; i++) {
-		unsigned f = atomic_load(&l1.rec[i].fired), k = atomic_load(&l1.rec[i].cancelled);
-
-		if (f + k != 1)
-			fail_msg("timer %u: %u callback run(s) and %u winning cancel(s)", i, f, k);
-		fired += f;
-		cancelled += k;
-	}
-	assert_no_bg_failures();
-	assert_never_early();
-	ASSERT_EVENTUALLY(stats_settled(l1.s, total, 0), "the stats to settle");
-	assert_stats_settled(l1.s, total, 0);
+	assert_trecs_end_once(l1.s, l1.rec, total, &fired, &cancelled);
 	{
 		struct spoke_stats *st = stats_new();
 
@@ -217,7 +208,7 @@ static void l2_worker(unsigned idx, void *p)
 
 	for (unsigned j = 0; j < c->per; j++) {
 		struct trec *r = &c->rec[idx * c->per + j];
-		uint64_t delay, t;
+		uint64_t delay;
 		spoke_id id = 0;
 		int rc;
 
@@ -236,31 +227,7 @@ static void l2_worker(unsigned idx, void *p)
 			delay = rng_below(&rng, 4 * MS);
 			break;
 		}
-		t = spoke_now_ns();
-		switch (rng_below(&rng, 4)) {
-		case 0:
-			atomic_store(&r->earliest, t + delay);
-			rc = spoke_start(c->s, delay, trec_fire, r, &id);
-			break;
-		case 1:
-			atomic_store(&r->earliest, t + delay);
-			rc = spoke_start_on(c->s, (unsigned)rng_below(&rng, c->nsh), delay,
-					    trec_fire, r, &id);
-			break;
-		case 2:
-			atomic_store(&r->earliest, t + delay);
-			rc = spoke_start_ttl(c->s, delay, trec_fire, r, &id);
-			break;
-		default:
-			atomic_store(&r->earliest, t + 3600 * SEC);
-			rc = spoke_start(c->s, 3600 * SEC, trec_fire, r, &id);
-			if (rc == 0) {
-				t = spoke_now_ns();
-				atomic_store(&r->earliest, t + delay);
-				BG_CHECK_INT(spoke_reset(c->s, id, delay), ==, 0);
-			}
-			break;
-		}
+		rc = start_kind(c->s, c->nsh, &rng, (unsigned)rng_below(&rng, 4), delay, r, &id);
 		if (rc != 0)
 			atomic_fetch_add(&c->bad_rc, 1);
 		if (rng_below(&rng, 16) == 0)

@@ -976,44 +976,42 @@ static void spoke_attach_other_instance_ebusy(void **state)
 	svc_destroy(b);
 }
 
+/*
+ * A call only an attached thread may make, from one that is not while
+ * another thread owns shard 0 (owner_begin): `want` on sc.s, -EINVAL on
+ * NULL. Shard 0 stays attached, so its witness runs in the owner's poll.
+ */
+#define ASSERT_NOT_ATTACHED(call, want)                                                            \
+	do {                                                                                       \
+		pthread_t t_ = owner_begin(0);                                                     \
+                                                                                                   \
+		assert_int_equal(call(sc.s), want);                                                \
+		assert_int_equal(call(NULL), -EINVAL);                                             \
+		owner_end(t_);                                                                     \
+	} while (0)
+
 static void spoke_poll_not_attached_eperm(void **state)
 {
 	(void)state;
-	pthread_t t = owner_begin(0);
-
-	assert_int_equal(spoke_poll(sc.s), -EPERM);
-	assert_int_equal(spoke_poll(NULL), -EINVAL);
-	owner_end(t);
+	ASSERT_NOT_ATTACHED(spoke_poll, -EPERM);
 }
 
 static void spoke_wake_fd_not_attached_eperm(void **state)
 {
 	(void)state;
-	pthread_t t = owner_begin(0);
-
-	assert_int_equal(spoke_wake_fd(sc.s), -EPERM);
-	assert_int_equal(spoke_wake_fd(NULL), -EINVAL);
-	owner_end(t);
+	ASSERT_NOT_ATTACHED(spoke_wake_fd, -EPERM);
 }
 
 static void spoke_next_deadline_not_attached_einval(void **state)
 {
 	(void)state;
-	pthread_t t = owner_begin(0);
-
-	assert_int_equal(spoke_next_deadline(sc.s), -EINVAL);
-	assert_int_equal(spoke_next_deadline(NULL), -EINVAL);
-	owner_end(t);
+	ASSERT_NOT_ATTACHED(spoke_next_deadline, -EINVAL);
 }
 
 static void spoke_detach_not_attached_eperm(void **state)
 {
 	(void)state;
-	pthread_t t = owner_begin(0);
-
-	assert_int_equal(spoke_detach(sc.s), -EPERM); /* shard 0 is the owner's, not ours */
-	assert_int_equal(spoke_detach(NULL), -EINVAL);
-	owner_end(t); /* shard 0 still attached: its witness runs in the owner's poll */
+	ASSERT_NOT_ATTACHED(spoke_detach, -EPERM); /* shard 0 is the owner's, not ours */
 }
 
 /* -EBUSY: spoke_detach from a callback inside the owner's own spoke_poll. */

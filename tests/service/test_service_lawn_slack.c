@@ -63,21 +63,7 @@ static void lw_run(bool distinct, unsigned per, unsigned threads)
 	assert_non_null(lw.rec);
 	lw.s = svc_new(3, 250 * US, 2);
 	run_workers(threads, lw_worker, &lw);
-	for (unsigned i = 0; i < total; i++)
-		ASSERT_EVENTUALLY(
-			atomic_load(&lw.rec[i].fired) + atomic_load(&lw.rec[i].cancelled) >= 1,
-			"every TTL timer to end");
-	sleep_ms(10);
-	for (unsigned i = 0; i < total; i++) {
-		unsigned f = atomic_load(&lw.rec[i].fired), k = atomic_load(&lw.rec[i].cancelled);
-
-		if (f + k != 1)
-			fail_msg("TTL timer %u: %u runs, %u winning cancels", i, f, k);
-	}
-	assert_no_bg_failures();
-	assert_never_early();
-	ASSERT_EVENTUALLY(stats_settled(lw.s, total, 0), "stats to settle");
-	assert_stats_settled(lw.s, total, 0);
+	assert_trecs_end_once(lw.s, lw.rec, total, NULL, NULL);
 	svc_destroy(lw.s);
 	free(lw.rec);
 }

@@ -87,14 +87,6 @@ static void ov_race_worker(unsigned idx, void *p)
 	}
 }
 
-static bool ov_all_ended(unsigned total)
-{
-	for (unsigned i = 0; i < total; i++)
-		if (atomic_load(&ov.rec[i].fired) + atomic_load(&ov.rec[i].cancelled) == 0)
-			return false;
-	return true;
-}
-
 /*
  * Pitfall "cancel can overtake start": (a) shard 1 is stuck in an inline
  * callback, so its owner sees neither starts nor cancels; 4 threads start
@@ -136,20 +128,7 @@ static void pitfall_cancel_overtakes_start(void **state)
 	ov.rec = calloc(total, sizeof(*ov.rec));
 	assert_non_null(ov.rec);
 	run_workers(OV_RACE_THREADS, ov_race_worker, &ov);
-	ASSERT_EVENTUALLY(ov_all_ended(total), "every timer to end");
-	sleep_ms(10);
-	for (unsigned i = 0; i < total; i++) {
-		unsigned f = atomic_load(&ov.rec[i].fired), k = atomic_load(&ov.rec[i].cancelled);
-
-		if (f + k != 1)
-			fail_msg("timer %u: %u runs, %u winning cancels", i, f, k);
-		fired += f;
-		cancelled += k;
-	}
-	assert_no_bg_failures();
-	assert_never_early();
-	ASSERT_EVENTUALLY(stats_settled(ov.s, total, 0), "stats to settle");
-	assert_stats_settled(ov.s, total, 0);
+	assert_trecs_end_once(ov.s, ov.rec, total, &fired, &cancelled);
 	spoke_stats(ov.s, st);
 	assert_int_equal(st->total.fired, fired);
 	assert_int_equal(st->total.cancelled, cancelled);
@@ -252,14 +231,6 @@ static void sw_worker(unsigned idx, void *p)
 	}
 }
 
-static bool sw_all_ended(unsigned total)
-{
-	for (unsigned i = 0; i < total; i++)
-		if (atomic_load(&sw.rec[i].fired) + atomic_load(&sw.rec[i].cancelled) == 0)
-			return false;
-	return true;
-}
-
 /*
  * Pitfall "one atomic state word arbitrates start/cancel/expire/reset, with a
  * generation": in waves of 128 timers due within 0-200 us on 2 shards, 8
@@ -284,17 +255,7 @@ static void pitfall_state_word_arbitration(void **state)
 	assert_int_equal(pthread_barrier_init(&sw.bar, NULL, SW_THREADS), 0);
 	sw.s = svc_new(2, 100 * US, 2);
 	run_workers(SW_THREADS, sw_worker, &sw);
-	ASSERT_EVENTUALLY(sw_all_ended(total), "every timer to end");
-	sleep_ms(10);
-	for (unsigned i = 0; i < total; i++) {
-		unsigned f = atomic_load(&sw.rec[i].fired), k = atomic_load(&sw.rec[i].cancelled);
-
-		if (f + k != 1)
-			fail_msg("timer %u: %u runs, %u winning cancels", i, f, k);
-	}
-	assert_no_bg_failures();
-	assert_never_early();
-	ASSERT_EVENTUALLY(stats_settled(sw.s, total, 0), "stats to settle");
+	assert_trecs_end_once(sw.s, sw.rec, total, NULL, NULL);
 	svc_destroy(sw.s);
 	pthread_barrier_destroy(&sw.bar);
 	free(sw.rec);

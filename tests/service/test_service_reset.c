@@ -1178,14 +1178,6 @@ static void l6_worker(unsigned idx, void *p)
 	}
 }
 
-static bool l6_all_ended(struct l6_ctx *c, unsigned total)
-{
-	for (unsigned i = 0; i < total; i++)
-		if (atomic_load(&c->rec[i].fired) + atomic_load(&c->rec[i].cancelled) == 0)
-			return false;
-	return true;
-}
-
 /*
  * Contract line 6 and the state-word pitfall (a stale id never touches a new
  * timer in the same slot), with 6 threads on 2 shards: each starts timers
@@ -1209,14 +1201,9 @@ static void line6_stale_ids_many_threads(void **state)
 	assert_non_null(l6.rec);
 	l6.s = svc_new(2, 250 * US, 2);
 	run_workers(L6_THREADS, l6_worker, &l6);
-	ASSERT_EVENTUALLY(l6_all_ended(&l6, total), "every timer to end");
+	ASSERT_EVENTUALLY(trecs_ended(l6.rec, total), "every timer to end");
 	sleep_ms(10);
-	for (unsigned i = 0; i < total; i++) {
-		unsigned f = atomic_load(&l6.rec[i].fired), k = atomic_load(&l6.rec[i].cancelled);
-
-		if (f + k != 1)
-			fail_msg("timer %u: %u runs and %u winning cancels", i, f, k);
-	}
+	assert_trecs_once(l6.rec, total, NULL, NULL);
 	assert_no_bg_failures();
 	for (unsigned t = 0; t < L6_THREADS; t++)
 		for (unsigned k = 0; k < L6_SENTRIES; k++)

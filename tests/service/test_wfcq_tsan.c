@@ -169,6 +169,19 @@ static bool consume(struct owner *o, struct cds_wfcq_node *node)
 }
 
 /*
+ * Owner: what a drain does with a node it got (not NULL): 1 when consumed,
+ * 0 when the queue would block (the drain stops there), -1 on error.
+ */
+static int drain_take(struct owner *o, struct cds_wfcq_node *node)
+{
+	if (node == CDS_WFCQ_WOULDBLOCK) {
+		o->drain_wouldblock++;
+		return 0;
+	}
+	return consume(o, node) ? 1 : -1;
+}
+
+/*
  * Owner: consumes a queue (the private one, or the inbox itself) with
  * __cds_wfcq_dequeue_nonblocking() until it is empty or would block.
  * Returns items consumed, -1 on error.
@@ -179,15 +192,13 @@ static long drain_dequeue(struct owner *o, cds_wfcq_head_ptr_t head, struct cds_
 
 	for (;;) {
 		struct cds_wfcq_node *node = __cds_wfcq_dequeue_nonblocking(head, tail);
+		int took;
 
 		if (node == NULL)
 			return n;
-		if (node == CDS_WFCQ_WOULDBLOCK) {
-			o->drain_wouldblock++;
-			return n;
-		}
-		if (!consume(o, node))
-			return -1;
+		took = drain_take(o, node);
+		if (took <= 0)
+			return took < 0 ? -1 : n;
 		n++;
 	}
 }
@@ -208,6 +219,7 @@ static long drain_iterate(struct owner *o)
 			o->cursor ? __cds_wfcq_next_nonblocking(&o->priv_head, &o->priv_tail,
 								o->cursor)
 				  : __cds_wfcq_first_nonblocking(&o->priv_head, &o->priv_tail);
+		int took;
 
 		if (node == NULL) {
 			if (o->cursor) {
@@ -216,12 +228,9 @@ static long drain_iterate(struct owner *o)
 			}
 			return n;
 		}
-		if (node == CDS_WFCQ_WOULDBLOCK) {
-			o->drain_wouldblock++;
-			return n;
-		}
-		if (!consume(o, node))
-			return -1;
+		took = drain_take(o, node);
+		if (took <= 0)
+			return took < 0 ? -1 : n;
 		o->cursor = node;
 		n++;
 	}
