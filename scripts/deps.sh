@@ -91,7 +91,7 @@ spoke_build_variant() {
   # part required (ON), so a missing dependency fails instead of skipping tests.
   cmake -S "$root" -B "$spoke_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DCMAKE_C_COMPILER="$cc" -DSPOKE_SANITIZE="$san" -DSPOKE_WERROR=ON \
-        -DSPOKE_BUILD_TESTS=ON -DSPOKE_BUILD_BENCH=ON -DSPOKE_BUILD_EXAMPLES=ON >/dev/null
+        -DSPOKE_BUILD_TESTS=ON -DSPOKE_BUILD_BENCH=ON -DSPOKE_BUILD_EXAMPLES=ON -DSPOKE_BUILD_DEMO=ON >/dev/null
   cmake --build "$spoke_build" -j "$(nproc)" >/dev/null
 }
 
