@@ -70,16 +70,11 @@ static void drop_owner(void)
 
 /* --- time ----------------------------------------------------------------- */
 
-/* a / b rounded up (b > 0), without the overflow of (a + b - 1) / b. */
-static uint64_t div_round_up(uint64_t a, uint64_t b)
-{
-	return a / b + (a % b != 0);
-}
-
 static uint64_t deadline_tick(const struct shard *sh, uint64_t deadline_ns)
 {
-	return deadline_ns <= sh->epoch_ns ? 0
-					   : div_round_up(deadline_ns - sh->epoch_ns, sh->tick_ns);
+	return deadline_ns <= sh->epoch_ns
+		       ? 0
+		       : spoke_div_round_up(deadline_ns - sh->epoch_ns, sh->tick_ns);
 }
 
 /* The time of tick t, saturating. */
@@ -101,142 +96,12 @@ uint64_t spoke_shard_next_tick_ns(const struct shard *sh, uint64_t now_ns)
 	return tick_time_ns(sh, t + 1);
 }
 
-/* --- owner: the stage ------------------------------------------------------
- *
- * Engines count whole ticks, so a wheel alone runs a timer at the end of its
- * tick: up to a tick late, nearly a whole tick at p99. The stage gives back
- * the part of the tick a timer did not ask for. A turn at time now advances
- * the engines to W, the first tick at or after now (one ahead of the last
- * tick that has passed); a timer they expire whose deadline is still ahead
- * goes on the stage, which holds the window (tick W - 1, tick W] cut into
- * stage_nslots slots of stage_width_ns (the slack): slot j ends at
- * min(window start + (j + 1) * width, tick W). A turn runs every slot whose
- * end has come: each deadline in it has passed, none by more than the slack
- * (plus the wake-up). Timers close together share a slot, so a busy shard
- * wakes at most stage_nslots times a tick; a lone timer wakes its shard
- * once at the end of the window's first slot (where the advance stages it)
- * and, unless it is in that slot, again at the end of its own.
- *
- * A slot is a circular list (lib/clist.h) around its head in sh->stage,
- * threaded through the timer's engine node, which no engine holds meanwhile
- * (so the node still reads pending); sp_deadline 0 marks it staged. No
- * engine holds a node with deadline 0: the owner starts nothing in an engine
- * for the window's tick or earlier (spoke_owner_arm stages those), so every
- * engine deadline is tick 1 or later. Bit j of stage_bits is set while slot
- * j is not empty.
- *
- * A start or reset with delay 0 is given the next tick as its deadline
- * (api.c deadline_on): it runs at the end of the tick, never in the pass
- * that armed it, so a callback that re-arms itself with delay 0 runs once a
- * tick. A deadline that has passed by the time the owner arms it (its
- * message waited) goes to its slot, or, if it lies before the window, on
- * the late list (stage_late), which the next turn runs whole. With a slack
- * of a tick or more there is one slot, and every timer runs at the end of
- * its tick.
- */
-
-unsigned spoke_stage_slots(uint64_t tick_ns, uint64_t slack_ns)
-{
-	uint64_t n;
-
-	if (slack_ns == 0)
-		return SPOKE_STAGE_DEFAULT_SLOTS;
-	if (slack_ns >= tick_ns)
-		return 1;
-	n = div_round_up(tick_ns, slack_ns);
-	return n > SPOKE_STAGE_MAX_SLOTS ? 0 : (unsigned)n;
-}
-
-static void stage_init(struct shard *sh, uint64_t slack_ns)
-{
-	sh->stage_nslots = spoke_stage_slots(sh->tick_ns, slack_ns);
-	sh->stage_width_ns = div_round_up(sh->tick_ns, sh->stage_nslots);
-	for (unsigned j = 0; j < SPOKE_STAGE_MAX_SLOTS; j++)
-		spoke_clist_init(&sh->stage[j]);
-	spoke_clist_init(&sh->stage_late);
-}
-
-static bool timer_staged(const struct spoke_timer *t)
-{
-	return t->sp_link != NULL && t->sp_deadline == 0;
-}
-
-static uint64_t stage_start_ns(const struct shard *sh)
-{
-	return sh->stage_tick ? tick_time_ns(sh, sh->stage_tick - 1) : 0;
-}
-
-/* The window's end: the time of stage_tick, the last tick whose deadlines it takes. */
-static uint64_t stage_end_ns(const struct shard *sh)
-{
-	return tick_time_ns(sh, sh->stage_tick);
-}
-
-/* The slot of a deadline in the window (clamped, though callers pass one inside). */
-static unsigned stage_slot_of(const struct shard *sh, uint64_t deadline_ns)
-{
-	uint64_t start = stage_start_ns(sh);
-	uint64_t j = deadline_ns > start ? (deadline_ns - start - 1) / sh->stage_width_ns : 0;
-
-	return j < sh->stage_nslots ? (unsigned)j : sh->stage_nslots - 1;
-}
-
-static uint64_t stage_slot_end(const struct shard *sh, unsigned j)
-{
-	uint64_t end = stage_end_ns(sh), x;
-
-	if (__builtin_add_overflow(stage_start_ns(sh), (uint64_t)(j + 1) * sh->stage_width_ns,
-				   &x) ||
-	    x > end)
-		return end;
-	return x;
-}
-
-/* Stage t for a deadline: in its slot, or on the late list if it is before the window. */
-static void stage_put(struct shard *sh, struct spoke_timer *t, uint64_t deadline_ns)
-{
-	if (deadline_ns <= stage_start_ns(sh)) {
-		spoke_clist_append(&sh->stage_late, t);
-	} else {
-		unsigned j = stage_slot_of(sh, deadline_ns);
-
-		spoke_clist_append(&sh->stage[j], t);
-		sh->stage_bits |= UINT64_C(1) << j;
-	}
-	t->sp_deadline = 0;
-	sh->staged++;
-}
-
-static bool is_stage_head(const struct shard *sh, const struct spoke_timer *t)
-{
-	return (uintptr_t)t - (uintptr_t)sh->stage < sizeof(sh->stage);
-}
-
-/* Take t off the stage (or off the run list of stage_run_due). */
-static void stage_remove(struct shard *sh, struct spoke_timer *t)
-{
-	struct spoke_timer *emptied = spoke_clist_del(t);
-
-	sh->staged--;
-	if (emptied && is_stage_head(sh, emptied))
-		sh->stage_bits &= ~(UINT64_C(1) << (emptied - sh->stage));
-}
-
-/* When the stage next has work: now if the late list holds any, else the first slot's end. */
-static uint64_t stage_wake_ns(const struct shard *sh)
-{
-	if (!spoke_clist_empty(&sh->stage_late))
-		return 0;
-	return sh->stage_bits ? stage_slot_end(sh, (unsigned)__builtin_ctzll(sh->stage_bits))
-			      : UINT64_MAX;
-}
-
-/* --- owner: engines -------------------------------------------------------- */
+/* --- owner: engines and messages ------------------------------------------ */
 
 static void publish_pending(struct shard *sh)
 {
 	uint64_t n = spoke_engine_count(sh->wheel) + (sh->lawn ? spoke_engine_count(sh->lawn) : 0) +
-		     sh->staged;
+		     sh->stage.count;
 
 	atomic_store_explicit(&sh->pending, n, memory_order_relaxed);
 }
@@ -255,8 +120,8 @@ static struct spoke_engine *engine_of(const struct shard *sh, uint64_t s)
 /* Owner: take h out of its engine or off the stage, wherever it is pending. */
 void spoke_owner_disarm(struct shard *sh, struct spoke_handle *h)
 {
-	if (timer_staged(&h->node))
-		stage_remove(sh, &h->node);
+	if (spoke_stage_holds(&h->node))
+		spoke_stage_remove(&sh->stage, &h->node);
 	else if (spoke_timer_pending(&h->node))
 		(void)spoke_engine_stop(
 			engine_of(sh, atomic_load_explicit(&h->state, memory_order_relaxed)),
@@ -265,9 +130,9 @@ void spoke_owner_disarm(struct shard *sh, struct spoke_handle *h)
 
 /*
  * Owner: put h on the stage or in its engine for deadline_ns (moving it if
- * pending). The stage takes deadlines up to its window's end (of a tick up to
- * stage_tick): a compare, not the division deadline_tick costs, for what
- * every expiry stages.
+ * pending). The stage takes deadlines up to its window's end
+ * (spoke_stage_takes): a compare, not the division deadline_tick costs, for
+ * what every expiry stages.
  */
 void spoke_owner_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns)
 {
@@ -275,8 +140,8 @@ void spoke_owner_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline
 	uint64_t t;
 
 	spoke_owner_disarm(sh, h);
-	if (deadline_ns <= stage_end_ns(sh)) {
-		stage_put(sh, &h->node, deadline_ns);
+	if (spoke_stage_takes(&sh->stage, deadline_ns)) {
+		spoke_stage_put(&sh->stage, &h->node, deadline_ns);
 		return;
 	}
 	t = deadline_tick(sh, deadline_ns);
@@ -699,56 +564,38 @@ static void on_expire(void *ctx, struct spoke_timer *t)
 	claim_expiry(ctx, caa_container_of(t, struct spoke_handle, node));
 }
 
-/*
- * Owner: from slot j, whose end has not come, move the timers whose deadline
- * has passed to the run list: a turn that happens anyway (a message, a
- * poll) runs every due timer, and the slack only spares wake-ups.
- */
-static void stage_take_due_in_slot(struct shard *sh, unsigned j, uint64_t now,
-				   struct spoke_timer *run)
+/* The deadline of a staged timer (its node holds 0, stage.h). */
+static uint64_t staged_deadline(struct spoke_timer *t)
 {
-	struct spoke_timer *t = sh->stage[j].sp_next, *next;
+	return armed_deadline(caa_container_of(t, struct spoke_handle, node));
+}
 
-	for (; t != &sh->stage[j]; t = next) {
-		next = t->sp_next;
-		if (armed_deadline(caa_container_of(t, struct spoke_handle, node)) > now)
-			continue;
-		if (spoke_clist_del(t))
-			sh->stage_bits &= ~(UINT64_C(1) << j);
-		spoke_clist_append(run, t);
-	}
+/* Move the stage's window to (tick - 1, tick]: the stage keeps its times. */
+static void stage_move(struct shard *sh, uint64_t tick)
+{
+	spoke_stage_move(&sh->stage, tick, tick ? tick_time_ns(sh, tick - 1) : 0,
+			 tick_time_ns(sh, tick));
 }
 
 /*
- * Owner: run the staged timers that are due at now: the slots whose end has
- * come, or all of them when the window moves on to tick `window` (its end
- * has passed then), and the due ones of the first slot whose end has not.
- * They are taken off their slots before any runs, so what their callbacks
- * stage waits for a later turn.
+ * Owner: run the staged timers that are due at now (spoke_stage_take_due).
+ * window is the first tick at or after now; once it is past the window's
+ * tick, now is past the window's end, so the take emptied every slot (none
+ * ends later), and the window moves on to it. They all leave the stage
+ * before any runs, so what their callbacks stage waits for a later turn.
  */
 static void stage_run_due(struct shard *sh, uint64_t now, uint64_t window)
 {
 	struct spoke_timer run;
-	bool all = window > sh->stage_tick;
 
 	spoke_clist_init(&run);
-	spoke_clist_splice_tail(&sh->stage_late, &run);
-	for (uint64_t bits = sh->stage_bits; bits; bits &= bits - 1) {
-		unsigned j = (unsigned)__builtin_ctzll(bits);
-
-		if (!all && stage_slot_end(sh, j) > now) {
-			stage_take_due_in_slot(sh, j, now, &run);
-			break;
-		}
-		spoke_clist_splice_tail(&sh->stage[j], &run);
-		sh->stage_bits &= ~(UINT64_C(1) << j);
-	}
-	if (all)
-		sh->stage_tick = window;
+	spoke_stage_take_due(&sh->stage, now, &run, staged_deadline);
+	if (window > sh->stage.tick)
+		stage_move(sh, window);
 	while (!spoke_clist_empty(&run)) {
 		struct spoke_timer *t = run.sp_next;
 
-		stage_remove(sh, t);
+		spoke_stage_remove(&sh->stage, t);
 		claim_expiry(sh, caa_container_of(t, struct spoke_handle, node));
 	}
 }
@@ -809,7 +656,7 @@ static uint64_t engine_wake_ns(const struct shard *sh, const struct spoke_engine
 	if (next == UINT64_MAX || __builtin_add_overflow(spoke_engine_now(e), next, &t))
 		return UINT64_MAX;
 	x = tick_time_ns(sh, t - 1);
-	return __builtin_add_overflow(x, sh->stage_width_ns, &x) ? UINT64_MAX : x;
+	return __builtin_add_overflow(x, sh->stage.width_ns, &x) ? UINT64_MAX : x;
 }
 
 /*
@@ -828,7 +675,7 @@ int64_t spoke_owner_next_ns(struct shard *sh)
 
 	if (look == QUEUE_READY)
 		return 0;
-	w = stage_wake_ns(sh);
+	w = spoke_stage_wake_ns(&sh->stage);
 	if (w < wake)
 		wake = w;
 	if (sh->lawn) {
@@ -918,7 +765,8 @@ int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index)
 	sh->cpu = o && o->cpu >= 0 ? o->cpu : (int)(index % s->ncpus);
 	sh->tick_ns = o && o->tick_ns ? o->tick_ns : cfg->tick_ns;
 	sh->epoch_ns = spoke_clock_ns();
-	stage_init(sh, o && o->slack_ns ? o->slack_ns : cfg->slack_ns);
+	spoke_stage_init(&sh->stage, sh->tick_ns, o && o->slack_ns ? o->slack_ns : cfg->slack_ns,
+			 sh->epoch_ns);
 	cds_wfcq_init(&sh->inbox_head, &sh->inbox_tail);
 	cds_wfcq_init(&sh->taken_head, &sh->taken_tail);
 	err = spoke_engine_new(&sh->wheel, engine, &p);
