@@ -356,9 +356,9 @@ struct spoke {
 	unsigned npools;	     /* pool queues: one per shard, or per worker if fewer */
 	struct pool_queue *pools;    /* spoke_zalloc_lines */
 	_Atomic int stopping;	     /* spoke_destroy() has begun */
-	bool asym_fence;	     /* membarrier registered: see api.c */
+	bool asym_fence;	     /* membarrier registered: platform.c */
 	/* Every thread spoke starts gets the scheduling and CPU affinity of the thread
-	 * that called spoke_create, whoever starts it later (api.c thread_attr_init). */
+	 * that called spoke_create, whoever starts it later (platform.c spoke_thread_attr_init). */
 	pthread_attr_t thread_attr; /* the affinity */
 	bool thread_attr_live;
 	int sched_policy; /* applied by each thread as it starts: spoke_thread_adopt_sched */
@@ -479,7 +479,7 @@ void spoke_ec_wake_word(_Atomic uint32_t *word);
 /*
  * A callback run in progress on a thread (pool.c spoke_runner_run, on its
  * stack): what spoke_self reports, and what a cancel_sync from inside it
- * waits for (api.c: the wait-for graph that refuses cycles).
+ * waits for (waits.c: the wait-for graph that refuses cycles).
  */
 struct spoke_run {
 	struct spoke *s;
@@ -487,7 +487,7 @@ struct spoke_run {
 	spoke_id id; /* h's id for this run's generation */
 	uint64_t due_ns;
 	struct spoke_run *outer; /* a run this one is nested in, or NULL */
-	/* While its callback waits in spoke_cancel_sync: the run it waits for (api.c). */
+	/* While its callback waits in spoke_cancel_sync: the run it waits for (waits.c). */
 	spoke_id waits_for;
 	const struct spoke_handle *waits_for_h;
 	struct spoke_run *next_waiting;
@@ -531,7 +531,7 @@ static inline __attribute__((always_inline)) void spoke_full_fence(void)
 /*
  * Asymmetric store-load handshakes (a call vs destroy, a worker vs an
  * attach): the frequent side stores, runs spoke_light_fence, then loads;
- * the rare side stores, runs spoke_heavy_fence (api.c: membarrier makes
+ * the rare side stores, runs spoke_heavy_fence (platform.c: membarrier makes
  * every thread of the process execute a full barrier), then loads. With
  * membarrier the light fence is only a compiler barrier, so the frequent
  * side has no locked instruction; without it (not registered at create),

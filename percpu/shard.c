@@ -2,34 +2,43 @@
 /*
  * shard.c - the owner side of a shard: its engines, its inbox, its thread.
  *
- * A shard's engines are touched only by its owner thread (the managed thread
- * below, or the server thread that attached). One turn of the owner:
+ * A shard's engines and its stage (stage.h) are touched only by its owner
+ * thread (the managed thread below, or the server thread that attached). One
+ * turn of the owner (spoke_owner_turn) reads the clock once, then:
  *
- *   1. run what is due on the stage, then advance each engine to the tick
- *      now lies in (a timer whose deadline is ahead goes on the stage, or
- *      back into its engine if a reset moved it later without a message).
- *      A due timer is moved from ARMED to DISPATCHED by compare-and-swap
- *      (losing to a cancel is fine: the cancel's message frees it) and its
- *      callback is run inline or handed to a pool worker.
- *   2. take messages: splice the inbox (wait-free MPSC, liburcu wfcqueue)
- *      onto the private `taken` queue without blocking and handle up to
- *      inbox_batch of them. A message is a handle; the owner acts on the
- *      handle's state word as it reads it when it clears SPOKE_ST_INBOX:
- *      ARMED+RESET = insert or move to deadline_ns, ARMED without RESET =
- *      re-arm a periodic timer after its run, CANCELLED = unlink and free,
- *      DISPATCHED = a run a pool worker handed back (spoke_runner_recall).
- *      A start that a cancel overtook is thus dropped, counted once each.
- *   3. managed thread only: sleep on the shard's wake word until the next
- *      deadline; any producer whose enqueue found the inbox empty wakes it
- *      (eventcount: the sleeper publishes `sleeping`, then re-checks the
- *      inbox; the producer enqueues, then reads `sleeping`), so a start
- *      earlier than the planned wake-up is never missed, and an idle shard
- *      never wakes.
+ *   1. runs what is due on the stage, and moves the stage's window on to the
+ *      tick now lies in once now is past the window's end;
+ *   2. advances each engine to that tick. A timer an engine expires whose
+ *      deadline is still ahead goes on the stage (or back into its engine if
+ *      a reset moved it later without a message). A due timer is moved from
+ *      ARMED to DISPATCHED by compare-and-swap (protocol.h; losing to a
+ *      cancel is fine: the cancel's message frees it) and its callback is
+ *      run inline or handed to its shard's pool queue (pool.c);
+ *   3. takes messages: splices the inbox (wait-free MPSC, liburcu wfcqueue)
+ *      onto the private `taken` queue without blocking and handles up to
+ *      inbox_batch of them (spoke_poll: every one queued before the
+ *      splice). A message is a handle; the owner acts on the handle's state
+ *      word as it reads it when it clears SPOKE_ST_INBOX: ARMED+RESET =
+ *      insert or move to deadline_ns, ARMED without RESET = re-arm a
+ *      periodic timer after its run, CANCELLED = unlink and free,
+ *      DISPATCHED = a run handed back to the owner (spoke_runner_recall).
+ *      A start that a cancel overtook is thus dropped, counted once each;
+ *   4. runs the stage again, for what the messages made due (a start whose
+ *      message was taken after its deadline).
+ *
+ * Between turns the managed thread sleeps on the shard's wake word until its
+ * next deadline (an attached thread's loop sleeps as spoke_next_deadline
+ * says). A producer wakes it only if it planned to sleep past the message's
+ * due time, or longer than two ticks (spoke_any_nudge). Both sides store,
+ * run a full fence, then load: the owner announces sleep_until_ns, then
+ * looks at the inbox (announce_sleep); the producer enqueues, then reads
+ * sleep_until_ns. So a start earlier than the planned wake-up is never
+ * missed, and an idle shard never wakes.
  *
  * Time: tick T of a shard is epoch_ns + T * tick_ns. A deadline becomes the
  * first tick at or after it (rounded up). The engines run one tick ahead, to
  * the first tick at or after now, and what they expire early waits on the
- * stage (below) until its own deadline, give or take the slack: nothing
+ * stage (stage.h) until its own deadline, give or take the slack: nothing
  * runs early, and nothing waits for the end of its tick.
  */
 #define _GNU_SOURCE
@@ -290,6 +299,8 @@ static enum queue_look look_at_messages(struct shard *sh)
 	return taken != QUEUE_EMPTY ? taken : look_at_queue(&sh->inbox_head, &sh->inbox_tail);
 }
 
+/* --- sleeping and waking: the owner, and any thread's nudge --------------- */
+
 /*
  * Managed thread: may it stop driving the shard? At destroy; at an attach,
  * once its fence is done and none of the shard's callbacks runs on the pool
@@ -360,16 +371,10 @@ static void wake_owner(struct shard *sh)
 }
 
 /*
- * Any thread: hand h (its INBOX bit just set by the caller) to the owner.
- * due_ns is the earliest time the message matters: the deadline of a start
- * or reset, 0 for "as soon as possible", UINT64_MAX for a cancel. A sleeping
- * owner is woken if it planned to sleep past due_ns, or longer than two
- * ticks. While messages keep coming the owner never plans a longer sleep
- * (see shard_main), so it takes them in batches every two ticks instead of
- * waking for each; an idle owner sleeps until its next deadline, and the
- * first message wakes it. Either way a cancelled handle is unlinked and
- * reused within two ticks, and no deadline is missed: the owner takes its
- * messages first thing when it wakes.
+ * Any thread: hand h (its INBOX bit just set by the caller) to the owner:
+ * enqueue it on the inbox, then spoke_any_nudge. due_ns is the earliest
+ * time the message matters: the deadline of a start or reset, 0 for "as
+ * soon as possible", UINT64_MAX for a cancel.
  */
 void spoke_any_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns)
 {
@@ -380,9 +385,17 @@ void spoke_any_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns)
 
 /*
  * Any thread: a message already queued (by this thread or another) now
- * matters at due_ns; wake the owner if it planned to sleep past that. The
- * second half of spoke_any_post, also used alone by a reset that rides on
- * a message queued earlier for a later deadline.
+ * matters at due_ns. The second half of spoke_any_post, also used alone by
+ * a reset that rides on a message queued earlier for a later deadline.
+ *
+ * A sleeping owner is woken if it planned to sleep past due_ns, or longer
+ * than two ticks. While messages keep coming the owner never plans a longer
+ * sleep (see shard_main), so it takes them in batches every two ticks
+ * instead of waking for each; an idle owner sleeps until its next deadline,
+ * and the first message wakes it. Either way a cancelled handle is unlinked
+ * and reused within two ticks, and no deadline is missed: the owner takes
+ * its messages first thing when it wakes. The exchange lets one of the
+ * producers that race here wake it, not each.
  */
 void spoke_any_nudge(struct shard *sh, uint64_t due_ns)
 {
@@ -400,9 +413,10 @@ void spoke_any_nudge(struct shard *sh, uint64_t due_ns)
 
 /*
  * Owner, about to sleep for wait_ns (-1: no deadline): say until when, so
- * that spoke_any_post knows which messages must wake it. The fence pairs
- * with the one in spoke_any_post: either the producer sees the announced
- * sleep, or the owner sees its message here. false: do not sleep.
+ * that spoke_any_nudge knows which messages must wake it. The fence pairs
+ * with the one in spoke_any_nudge, which a producer runs after its enqueue:
+ * either the producer sees the announced sleep, or the owner sees its
+ * message here. false: do not sleep.
  */
 static bool announce_sleep(struct shard *sh, int64_t wait_ns)
 {
@@ -483,6 +497,8 @@ void spoke_shard_signal_stop(struct shard *sh)
 	atomic_store_explicit(&sh->sleep_until_ns, 0, memory_order_relaxed);
 	wake_owner(sh);
 }
+
+/* --- owner: expiry and the turn (and the runner's recall) ----------------- */
 
 /*
  * Pool worker (or the owner, run_or_dispatch): h was handed to the pool
@@ -609,9 +625,10 @@ static void advance_engine(struct shard *sh, struct spoke_engine *e, uint64_t ti
 }
 
 /*
- * Owner: one turn: expiries, then messages, then what the messages made due
- * (a start queued past its deadline). all_messages: take every message
- * queued so far (spoke_poll), not only a batch. Returns callbacks run inline.
+ * Owner: one turn (top of file): the stage, the engines, the messages, then
+ * the stage again for what the messages made due (a start queued past its
+ * deadline). all_messages: take every message queued so far (spoke_poll),
+ * not only a batch. Returns callbacks run inline.
  */
 int spoke_owner_turn(struct shard *sh, bool all_messages)
 {
@@ -627,7 +644,7 @@ int spoke_owner_turn(struct shard *sh, bool all_messages)
 	 * deadlines are the earliest; the engines' clocks are current when a
 	 * message arms a timer, so the delay handed to the lawn is the timer's
 	 * TTL and equal TTLs share one queue; a start whose message came after
-	 * its deadline is staged late and runs in this turn. A timer whose
+	 * its deadline is staged and runs in this turn. A timer whose
 	 * reset or cancel is still queued does not fire meanwhile (claim_expiry
 	 * sees INBOX).
 	 */
@@ -693,7 +710,7 @@ int64_t spoke_owner_next_ns(struct shard *sh)
 	return wake - now > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)(wake - now);
 }
 
-/* --- the managed thread ---------------------------------------------------- */
+/* --- the managed thread --------------------------------------------------- */
 
 /*
  * A thread that spoke_detach started: no turn before the detach is done
@@ -733,7 +750,7 @@ static void *shard_main(void *arg)
 
 		spoke_owner_turn(sh, false);
 		wait_ns = spoke_owner_next_ns(sh);
-		/* Messages are flowing: look again in two ticks (see spoke_any_post). */
+		/* Messages are flowing: look again in two ticks (see spoke_any_nudge). */
 		if (sh->took_messages && (wait_ns < 0 || (uint64_t)wait_ns > 2 * sh->tick_ns))
 			wait_ns = (int64_t)(2 * sh->tick_ns);
 		if (atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHING &&
@@ -744,6 +761,8 @@ static void *shard_main(void *arg)
 	drop_owner();
 	return NULL;
 }
+
+/* --- create and destroy --------------------------------------------------- */
 
 int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index)
 {
@@ -818,6 +837,8 @@ void spoke_shard_stop(struct shard *sh)
 	atomic_store_explicit(&sh->mode, SHARD_STOPPING, memory_order_release);
 	join_thread(sh);
 }
+
+/* --- attach and detach ---------------------------------------------------- */
 
 /*
  * Calling thread takes the shard over from its managed thread. After the
