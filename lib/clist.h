@@ -2,7 +2,7 @@
 /*
  * clist.h - a circular doubly linked list of timers around a sentinel, for
  * the lists whose order or whose end matters: the sorted list, the Lawn's
- * TTL queues and the service's stage (percpu/shard.c). The wheels' slots use
+ * TTL queues and the service's stage (percpu/stage.h). The wheels' slots use
  * the one-pointer list of tlist.h instead.
  *
  * The sentinel is a struct spoke_timer that never is a timer: its sp_next is

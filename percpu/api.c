@@ -1111,7 +1111,7 @@ static void shard_stats(struct shard *sh, struct spoke_shard_stats *o, uint64_t 
 	o->inbox_hwm = atomic_load_explicit(&sh->ctr.inbox_hwm, memory_order_relaxed);
 	o->max_late_ns = atomic_load_explicit(&sh->ctr.max_late_ns, memory_order_relaxed);
 	o->tick_ns = sh->tick_ns;
-	o->slack_ns = sh->stage_width_ns;
+	o->slack_ns = sh->stage.width_ns;
 	o->attached = atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHED;
 	for (unsigned i = 0; i < SPOKE_LATE_BUCKETS; i++) {
 		counts[i] = atomic_load_explicit(&sh->ctr.late.bucket[i], memory_order_relaxed);

@@ -52,15 +52,14 @@
 #include <time.h>
 
 #include "lateness.h"
+#include "stage.h"
 #include "state.h"
 #include "urcu_wfcq.h"
 
-#define SPOKE_CACHELINE		  64
-#define SPOKE_STAGE_MAX_SLOTS	  64 /* one bit each in shard.stage_bits */
-#define SPOKE_STAGE_DEFAULT_SLOTS 4  /* slack_ns 0: tick / 4 */
-#define SPOKE_ARENA_SHIFT	  20 /* id bits 0..19: slot, 20..31: arena */
-#define SPOKE_ARENAS		  4096
-#define SPOKE_ARENA_SLOTS	  (1u << SPOKE_ARENA_SHIFT) /* per arena; slot 0: its header */
+#define SPOKE_CACHELINE	  64
+#define SPOKE_ARENA_SHIFT 20 /* id bits 0..19: slot, 20..31: arena */
+#define SPOKE_ARENAS	  4096
+#define SPOKE_ARENA_SLOTS (1u << SPOKE_ARENA_SHIFT) /* per arena; slot 0: its header */
 
 enum spoke_kind {
 	SPOKE_KIND_ONESHOT = 0,
@@ -293,18 +292,13 @@ struct shard {
 	int fired_inline;	/* callbacks run inline in this turn */
 	unsigned took_messages; /* messages taken in this turn */
 	bool in_turn;		/* inside spoke_owner_turn (callbacks run inline) */
-	/* The stage: timers of the current tick, by slack-wide slot (shard.c). */
-	uint64_t stage_tick;				 /* staged: (tick - 1, tick] */
-	uint64_t stage_width_ns;			 /* a slot's width: the slack in effect */
-	uint64_t stage_bits;				 /* bit j: slot j is not empty */
-	uint64_t staged;				 /* timers on the stage */
-	unsigned stage_nslots;				 /* 1 .. SPOKE_STAGE_MAX_SLOTS */
-	struct spoke_timer stage[SPOKE_STAGE_MAX_SLOTS]; /* the slots' list heads */
-	struct spoke_timer stage_late; /* deadlines before the window: due at once */
+	/* The stage: timers of the current tick, by slack-wide slot (stage.h). */
+	struct spoke_stage stage;
 	/*
-	 * Engines' count after the owner's last change: written by the owner
-	 * every busy turn, read only by spoke_stats, so it sits among the
-	 * owner's own lines, not on the wake line every sender reads.
+	 * Timers in the engines and on the stage after the owner's last
+	 * change: written by the owner every busy turn, read only by
+	 * spoke_stats, so it sits among the owner's own lines, not on the
+	 * wake line every sender reads.
 	 */
 	_Atomic uint64_t pending;
 	/* Producers: the inbox tail and the sleeper's wake word. */
@@ -373,9 +367,9 @@ struct spoke {
 	unsigned npools;	     /* pool queues: one per shard, or per worker if fewer */
 	struct pool_queue *pools;    /* spoke_zalloc_lines */
 	_Atomic int stopping;	     /* spoke_destroy() has begun */
-	bool asym_fence;	     /* membarrier registered: see api.c */
+	bool asym_fence;	     /* membarrier registered: platform.c */
 	/* Every thread spoke starts gets the scheduling and CPU affinity of the thread
-	 * that called spoke_create, whoever starts it later (api.c thread_attr_init). */
+	 * that called spoke_create, whoever starts it later (platform.c spoke_thread_attr_init). */
 	pthread_attr_t thread_attr; /* the affinity */
 	bool thread_attr_live;
 	int sched_policy; /* applied by each thread as it starts: spoke_thread_adopt_sched */
@@ -496,7 +490,7 @@ void spoke_ec_wake_word(_Atomic uint32_t *word);
 /*
  * A callback run in progress on a thread (pool.c spoke_runner_run, on its
  * stack): what spoke_self reports, and what a cancel_sync from inside it
- * waits for (api.c: the wait-for graph that refuses cycles).
+ * waits for (waits.c: the wait-for graph that refuses cycles).
  */
 struct spoke_run {
 	struct spoke *s;
@@ -504,7 +498,7 @@ struct spoke_run {
 	spoke_id id; /* h's id for this run's generation */
 	uint64_t due_ns;
 	struct spoke_run *outer; /* a run this one is nested in, or NULL */
-	/* While its callback waits in spoke_cancel_sync: the run it waits for (api.c). */
+	/* While its callback waits in spoke_cancel_sync: the run it waits for (waits.c). */
 	spoke_id waits_for;
 	const struct spoke_handle *waits_for_h;
 	struct spoke_run *next_waiting;
@@ -548,7 +542,7 @@ static inline __attribute__((always_inline)) void spoke_full_fence(void)
 /*
  * Asymmetric store-load handshakes (a call vs destroy, a worker vs an
  * attach): the frequent side stores, runs spoke_light_fence, then loads;
- * the rare side stores, runs spoke_heavy_fence (api.c: membarrier makes
+ * the rare side stores, runs spoke_heavy_fence (platform.c: membarrier makes
  * every thread of the process execute a full barrier), then loads. With
  * membarrier the light fence is only a compiler barrier, so the frequent
  * side has no locked instruction; without it (not registered at create),
@@ -595,7 +589,6 @@ void spoke_waits_leave(struct spoke_run *me);
 void spoke_any_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns);
 void spoke_any_nudge(struct shard *sh, uint64_t due_ns);
 uint64_t spoke_shard_next_tick_ns(const struct shard *sh, uint64_t now_ns); /* pure */
-unsigned spoke_stage_slots(uint64_t tick_ns, uint64_t slack_ns);	    /* pure */
 /* Any thread that owns no shard (spoke_attach); from_pool: a pool callback. */
 int spoke_shard_attach(struct shard *sh, bool from_pool);
 /* Any thread: about the calling thread's callbacks (pool.c). */

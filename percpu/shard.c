@@ -2,34 +2,43 @@
 /*
  * shard.c - the owner side of a shard: its engines, its inbox, its thread.
  *
- * A shard's engines are touched only by its owner thread (the managed thread
- * below, or the server thread that attached). One turn of the owner:
+ * A shard's engines and its stage (stage.h) are touched only by its owner
+ * thread (the managed thread below, or the server thread that attached). One
+ * turn of the owner (spoke_owner_turn) reads the clock once, then:
  *
- *   1. run what is due on the stage, then advance each engine to the tick
- *      now lies in (a timer whose deadline is ahead goes on the stage, or
- *      back into its engine if a reset moved it later without a message).
- *      A due timer is moved from ARMED to DISPATCHED by compare-and-swap
- *      (losing to a cancel is fine: the cancel's message frees it) and its
- *      callback is run inline or handed to a pool worker.
- *   2. take messages: splice the inbox (wait-free MPSC, liburcu wfcqueue)
- *      onto the private `taken` queue without blocking and handle up to
- *      inbox_batch of them. A message is a handle; the owner acts on the
- *      handle's state word as it reads it when it clears SPOKE_ST_INBOX:
- *      ARMED+RESET = insert or move to deadline_ns, ARMED without RESET =
- *      re-arm a periodic timer after its run, CANCELLED = unlink and free,
- *      DISPATCHED = a run a pool worker handed back (spoke_runner_recall).
- *      A start that a cancel overtook is thus dropped, counted once each.
- *   3. managed thread only: sleep on the shard's wake word until the next
- *      deadline; any producer whose enqueue found the inbox empty wakes it
- *      (eventcount: the sleeper publishes `sleeping`, then re-checks the
- *      inbox; the producer enqueues, then reads `sleeping`), so a start
- *      earlier than the planned wake-up is never missed, and an idle shard
- *      never wakes.
+ *   1. runs what is due on the stage, and moves the stage's window on to the
+ *      tick now lies in once now is past the window's end;
+ *   2. advances each engine to that tick. A timer an engine expires whose
+ *      deadline is still ahead goes on the stage (or back into its engine if
+ *      a reset moved it later without a message). A due timer is moved from
+ *      ARMED to DISPATCHED by compare-and-swap (protocol.h; losing to a
+ *      cancel is fine: the cancel's message frees it) and its callback is
+ *      run inline or handed to its shard's pool queue (pool.c);
+ *   3. takes messages: splices the inbox (wait-free MPSC, liburcu wfcqueue)
+ *      onto the private `taken` queue without blocking and handles up to
+ *      inbox_batch of them (spoke_poll: every one queued before the
+ *      splice). A message is a handle; the owner acts on the handle's state
+ *      word as it reads it when it clears SPOKE_ST_INBOX: ARMED+RESET =
+ *      insert or move to deadline_ns, ARMED without RESET = re-arm a
+ *      periodic timer after its run, CANCELLED = unlink and free,
+ *      DISPATCHED = a run handed back to the owner (spoke_runner_recall).
+ *      A start that a cancel overtook is thus dropped, counted once each;
+ *   4. runs the stage again, for what the messages made due (a start whose
+ *      message was taken after its deadline).
+ *
+ * Between turns the managed thread sleeps on the shard's wake word until its
+ * next deadline (an attached thread's loop sleeps as spoke_next_deadline
+ * says). A producer wakes it only if it planned to sleep past the message's
+ * due time, or longer than two ticks (spoke_any_nudge). Both sides store,
+ * run a full fence, then load: the owner announces sleep_until_ns, then
+ * looks at the inbox (announce_sleep); the producer enqueues, then reads
+ * sleep_until_ns. So a start earlier than the planned wake-up is never
+ * missed, and an idle shard never wakes.
  *
  * Time: tick T of a shard is epoch_ns + T * tick_ns. A deadline becomes the
  * first tick at or after it (rounded up). The engines run one tick ahead, to
  * the first tick at or after now, and what they expire early waits on the
- * stage (below) until its own deadline, give or take the slack: nothing
+ * stage (stage.h) until its own deadline, give or take the slack: nothing
  * runs early, and nothing waits for the end of its tick.
  */
 #define _GNU_SOURCE
@@ -70,16 +79,11 @@ static void drop_owner(void)
 
 /* --- time ----------------------------------------------------------------- */
 
-/* a / b rounded up (b > 0), without the overflow of (a + b - 1) / b. */
-static uint64_t div_round_up(uint64_t a, uint64_t b)
-{
-	return a / b + (a % b != 0);
-}
-
 static uint64_t deadline_tick(const struct shard *sh, uint64_t deadline_ns)
 {
-	return deadline_ns <= sh->epoch_ns ? 0
-					   : div_round_up(deadline_ns - sh->epoch_ns, sh->tick_ns);
+	return deadline_ns <= sh->epoch_ns
+		       ? 0
+		       : spoke_div_round_up(deadline_ns - sh->epoch_ns, sh->tick_ns);
 }
 
 /* The time of tick t, saturating. */
@@ -101,142 +105,12 @@ uint64_t spoke_shard_next_tick_ns(const struct shard *sh, uint64_t now_ns)
 	return tick_time_ns(sh, t + 1);
 }
 
-/* --- owner: the stage ------------------------------------------------------
- *
- * Engines count whole ticks, so a wheel alone runs a timer at the end of its
- * tick: up to a tick late, nearly a whole tick at p99. The stage gives back
- * the part of the tick a timer did not ask for. A turn at time now advances
- * the engines to W, the first tick at or after now (one ahead of the last
- * tick that has passed); a timer they expire whose deadline is still ahead
- * goes on the stage, which holds the window (tick W - 1, tick W] cut into
- * stage_nslots slots of stage_width_ns (the slack): slot j ends at
- * min(window start + (j + 1) * width, tick W). A turn runs every slot whose
- * end has come: each deadline in it has passed, none by more than the slack
- * (plus the wake-up). Timers close together share a slot, so a busy shard
- * wakes at most stage_nslots times a tick; a lone timer wakes its shard
- * once at the end of the window's first slot (where the advance stages it)
- * and, unless it is in that slot, again at the end of its own.
- *
- * A slot is a circular list (lib/clist.h) around its head in sh->stage,
- * threaded through the timer's engine node, which no engine holds meanwhile
- * (so the node still reads pending); sp_deadline 0 marks it staged. No
- * engine holds a node with deadline 0: the owner starts nothing in an engine
- * for the window's tick or earlier (spoke_owner_arm stages those), so every
- * engine deadline is tick 1 or later. Bit j of stage_bits is set while slot
- * j is not empty.
- *
- * A start or reset with delay 0 is given the next tick as its deadline
- * (api.c deadline_on): it runs at the end of the tick, never in the pass
- * that armed it, so a callback that re-arms itself with delay 0 runs once a
- * tick. A deadline that has passed by the time the owner arms it (its
- * message waited) goes to its slot, or, if it lies before the window, on
- * the late list (stage_late), which the next turn runs whole. With a slack
- * of a tick or more there is one slot, and every timer runs at the end of
- * its tick.
- */
-
-unsigned spoke_stage_slots(uint64_t tick_ns, uint64_t slack_ns)
-{
-	uint64_t n;
-
-	if (slack_ns == 0)
-		return SPOKE_STAGE_DEFAULT_SLOTS;
-	if (slack_ns >= tick_ns)
-		return 1;
-	n = div_round_up(tick_ns, slack_ns);
-	return n > SPOKE_STAGE_MAX_SLOTS ? 0 : (unsigned)n;
-}
-
-static void stage_init(struct shard *sh, uint64_t slack_ns)
-{
-	sh->stage_nslots = spoke_stage_slots(sh->tick_ns, slack_ns);
-	sh->stage_width_ns = div_round_up(sh->tick_ns, sh->stage_nslots);
-	for (unsigned j = 0; j < SPOKE_STAGE_MAX_SLOTS; j++)
-		spoke_clist_init(&sh->stage[j]);
-	spoke_clist_init(&sh->stage_late);
-}
-
-static bool timer_staged(const struct spoke_timer *t)
-{
-	return t->sp_link != NULL && t->sp_deadline == 0;
-}
-
-static uint64_t stage_start_ns(const struct shard *sh)
-{
-	return sh->stage_tick ? tick_time_ns(sh, sh->stage_tick - 1) : 0;
-}
-
-/* The window's end: the time of stage_tick, the last tick whose deadlines it takes. */
-static uint64_t stage_end_ns(const struct shard *sh)
-{
-	return tick_time_ns(sh, sh->stage_tick);
-}
-
-/* The slot of a deadline in the window (clamped, though callers pass one inside). */
-static unsigned stage_slot_of(const struct shard *sh, uint64_t deadline_ns)
-{
-	uint64_t start = stage_start_ns(sh);
-	uint64_t j = deadline_ns > start ? (deadline_ns - start - 1) / sh->stage_width_ns : 0;
-
-	return j < sh->stage_nslots ? (unsigned)j : sh->stage_nslots - 1;
-}
-
-static uint64_t stage_slot_end(const struct shard *sh, unsigned j)
-{
-	uint64_t end = stage_end_ns(sh), x;
-
-	if (__builtin_add_overflow(stage_start_ns(sh), (uint64_t)(j + 1) * sh->stage_width_ns,
-				   &x) ||
-	    x > end)
-		return end;
-	return x;
-}
-
-/* Stage t for a deadline: in its slot, or on the late list if it is before the window. */
-static void stage_put(struct shard *sh, struct spoke_timer *t, uint64_t deadline_ns)
-{
-	if (deadline_ns <= stage_start_ns(sh)) {
-		spoke_clist_append(&sh->stage_late, t);
-	} else {
-		unsigned j = stage_slot_of(sh, deadline_ns);
-
-		spoke_clist_append(&sh->stage[j], t);
-		sh->stage_bits |= UINT64_C(1) << j;
-	}
-	t->sp_deadline = 0;
-	sh->staged++;
-}
-
-static bool is_stage_head(const struct shard *sh, const struct spoke_timer *t)
-{
-	return (uintptr_t)t - (uintptr_t)sh->stage < sizeof(sh->stage);
-}
-
-/* Take t off the stage (or off the run list of stage_run_due). */
-static void stage_remove(struct shard *sh, struct spoke_timer *t)
-{
-	struct spoke_timer *emptied = spoke_clist_del(t);
-
-	sh->staged--;
-	if (emptied && is_stage_head(sh, emptied))
-		sh->stage_bits &= ~(UINT64_C(1) << (emptied - sh->stage));
-}
-
-/* When the stage next has work: now if the late list holds any, else the first slot's end. */
-static uint64_t stage_wake_ns(const struct shard *sh)
-{
-	if (!spoke_clist_empty(&sh->stage_late))
-		return 0;
-	return sh->stage_bits ? stage_slot_end(sh, (unsigned)__builtin_ctzll(sh->stage_bits))
-			      : UINT64_MAX;
-}
-
-/* --- owner: engines -------------------------------------------------------- */
+/* --- owner: engines and messages ------------------------------------------ */
 
 static void publish_pending(struct shard *sh)
 {
 	uint64_t n = spoke_engine_count(sh->wheel) + (sh->lawn ? spoke_engine_count(sh->lawn) : 0) +
-		     sh->staged;
+		     sh->stage.count;
 
 	atomic_store_explicit(&sh->pending, n, memory_order_relaxed);
 }
@@ -255,8 +129,8 @@ static struct spoke_engine *engine_of(const struct shard *sh, uint64_t s)
 /* Owner: take h out of its engine or off the stage, wherever it is pending. */
 void spoke_owner_disarm(struct shard *sh, struct spoke_handle *h)
 {
-	if (timer_staged(&h->node))
-		stage_remove(sh, &h->node);
+	if (spoke_stage_holds(&h->node))
+		spoke_stage_remove(&sh->stage, &h->node);
 	else if (spoke_timer_pending(&h->node))
 		(void)spoke_engine_stop(
 			engine_of(sh, atomic_load_explicit(&h->state, memory_order_relaxed)),
@@ -265,9 +139,9 @@ void spoke_owner_disarm(struct shard *sh, struct spoke_handle *h)
 
 /*
  * Owner: put h on the stage or in its engine for deadline_ns (moving it if
- * pending). The stage takes deadlines up to its window's end (of a tick up to
- * stage_tick): a compare, not the division deadline_tick costs, for what
- * every expiry stages.
+ * pending). The stage takes deadlines up to its window's end
+ * (spoke_stage_takes): a compare, not the division deadline_tick costs, for
+ * what every expiry stages.
  */
 void spoke_owner_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns)
 {
@@ -275,8 +149,8 @@ void spoke_owner_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline
 	uint64_t t;
 
 	spoke_owner_disarm(sh, h);
-	if (deadline_ns <= stage_end_ns(sh)) {
-		stage_put(sh, &h->node, deadline_ns);
+	if (spoke_stage_takes(&sh->stage, deadline_ns)) {
+		spoke_stage_put(&sh->stage, &h->node, deadline_ns);
 		return;
 	}
 	t = deadline_tick(sh, deadline_ns);
@@ -425,6 +299,8 @@ static enum queue_look look_at_messages(struct shard *sh)
 	return taken != QUEUE_EMPTY ? taken : look_at_queue(&sh->inbox_head, &sh->inbox_tail);
 }
 
+/* --- sleeping and waking: the owner, and any thread's nudge --------------- */
+
 /*
  * Managed thread: may it stop driving the shard? At destroy; at an attach,
  * once its fence is done and none of the shard's callbacks runs on the pool
@@ -495,16 +371,10 @@ static void wake_owner(struct shard *sh)
 }
 
 /*
- * Any thread: hand h (its INBOX bit just set by the caller) to the owner.
- * due_ns is the earliest time the message matters: the deadline of a start
- * or reset, 0 for "as soon as possible", UINT64_MAX for a cancel. A sleeping
- * owner is woken if it planned to sleep past due_ns, or longer than two
- * ticks. While messages keep coming the owner never plans a longer sleep
- * (see shard_main), so it takes them in batches every two ticks instead of
- * waking for each; an idle owner sleeps until its next deadline, and the
- * first message wakes it. Either way a cancelled handle is unlinked and
- * reused within two ticks, and no deadline is missed: the owner takes its
- * messages first thing when it wakes.
+ * Any thread: hand h (its INBOX bit just set by the caller) to the owner:
+ * enqueue it on the inbox, then spoke_any_nudge. due_ns is the earliest
+ * time the message matters: the deadline of a start or reset, 0 for "as
+ * soon as possible", UINT64_MAX for a cancel.
  */
 void spoke_any_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns)
 {
@@ -515,9 +385,17 @@ void spoke_any_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns)
 
 /*
  * Any thread: a message already queued (by this thread or another) now
- * matters at due_ns; wake the owner if it planned to sleep past that. The
- * second half of spoke_any_post, also used alone by a reset that rides on
- * a message queued earlier for a later deadline.
+ * matters at due_ns. The second half of spoke_any_post, also used alone by
+ * a reset that rides on a message queued earlier for a later deadline.
+ *
+ * A sleeping owner is woken if it planned to sleep past due_ns, or longer
+ * than two ticks. While messages keep coming the owner never plans a longer
+ * sleep (see shard_main), so it takes them in batches every two ticks
+ * instead of waking for each; an idle owner sleeps until its next deadline,
+ * and the first message wakes it. Either way a cancelled handle is unlinked
+ * and reused within two ticks, and no deadline is missed: the owner takes
+ * its messages first thing when it wakes. The exchange lets one of the
+ * producers that race here wake it, not each.
  */
 void spoke_any_nudge(struct shard *sh, uint64_t due_ns)
 {
@@ -535,9 +413,10 @@ void spoke_any_nudge(struct shard *sh, uint64_t due_ns)
 
 /*
  * Owner, about to sleep for wait_ns (-1: no deadline): say until when, so
- * that spoke_any_post knows which messages must wake it. The fence pairs
- * with the one in spoke_any_post: either the producer sees the announced
- * sleep, or the owner sees its message here. false: do not sleep.
+ * that spoke_any_nudge knows which messages must wake it. The fence pairs
+ * with the one in spoke_any_nudge, which a producer runs after its enqueue:
+ * either the producer sees the announced sleep, or the owner sees its
+ * message here. false: do not sleep.
  */
 static bool announce_sleep(struct shard *sh, int64_t wait_ns)
 {
@@ -619,6 +498,8 @@ void spoke_shard_signal_stop(struct shard *sh)
 	wake_owner(sh);
 }
 
+/* --- owner: expiry and the turn (and the runner's recall) ----------------- */
+
 /*
  * Pool worker (or the owner, run_or_dispatch): h was handed to the pool
  * before its shard was attached (pool.c worker_run), and must not run there
@@ -699,56 +580,38 @@ static void on_expire(void *ctx, struct spoke_timer *t)
 	claim_expiry(ctx, caa_container_of(t, struct spoke_handle, node));
 }
 
-/*
- * Owner: from slot j, whose end has not come, move the timers whose deadline
- * has passed to the run list: a turn that happens anyway (a message, a
- * poll) runs every due timer, and the slack only spares wake-ups.
- */
-static void stage_take_due_in_slot(struct shard *sh, unsigned j, uint64_t now,
-				   struct spoke_timer *run)
+/* The deadline of a staged timer (its node holds 0, stage.h). */
+static uint64_t staged_deadline(struct spoke_timer *t)
 {
-	struct spoke_timer *t = sh->stage[j].sp_next, *next;
+	return armed_deadline(caa_container_of(t, struct spoke_handle, node));
+}
 
-	for (; t != &sh->stage[j]; t = next) {
-		next = t->sp_next;
-		if (armed_deadline(caa_container_of(t, struct spoke_handle, node)) > now)
-			continue;
-		if (spoke_clist_del(t))
-			sh->stage_bits &= ~(UINT64_C(1) << j);
-		spoke_clist_append(run, t);
-	}
+/* Move the stage's window to (tick - 1, tick]: the stage keeps its times. */
+static void stage_move(struct shard *sh, uint64_t tick)
+{
+	spoke_stage_move(&sh->stage, tick, tick ? tick_time_ns(sh, tick - 1) : 0,
+			 tick_time_ns(sh, tick));
 }
 
 /*
- * Owner: run the staged timers that are due at now: the slots whose end has
- * come, or all of them when the window moves on to tick `window` (its end
- * has passed then), and the due ones of the first slot whose end has not.
- * They are taken off their slots before any runs, so what their callbacks
- * stage waits for a later turn.
+ * Owner: run the staged timers that are due at now (spoke_stage_take_due).
+ * window is the first tick at or after now; once it is past the window's
+ * tick, now is past the window's end, so the take emptied every slot (none
+ * ends later), and the window moves on to it. They all leave the stage
+ * before any runs, so what their callbacks stage waits for a later turn.
  */
 static void stage_run_due(struct shard *sh, uint64_t now, uint64_t window)
 {
 	struct spoke_timer run;
-	bool all = window > sh->stage_tick;
 
 	spoke_clist_init(&run);
-	spoke_clist_splice_tail(&sh->stage_late, &run);
-	for (uint64_t bits = sh->stage_bits; bits; bits &= bits - 1) {
-		unsigned j = (unsigned)__builtin_ctzll(bits);
-
-		if (!all && stage_slot_end(sh, j) > now) {
-			stage_take_due_in_slot(sh, j, now, &run);
-			break;
-		}
-		spoke_clist_splice_tail(&sh->stage[j], &run);
-		sh->stage_bits &= ~(UINT64_C(1) << j);
-	}
-	if (all)
-		sh->stage_tick = window;
+	spoke_stage_take_due(&sh->stage, now, &run, staged_deadline);
+	if (window > sh->stage.tick)
+		stage_move(sh, window);
 	while (!spoke_clist_empty(&run)) {
 		struct spoke_timer *t = run.sp_next;
 
-		stage_remove(sh, t);
+		spoke_stage_remove(&sh->stage, t);
 		claim_expiry(sh, caa_container_of(t, struct spoke_handle, node));
 	}
 }
@@ -762,9 +625,10 @@ static void advance_engine(struct shard *sh, struct spoke_engine *e, uint64_t ti
 }
 
 /*
- * Owner: one turn: expiries, then messages, then what the messages made due
- * (a start queued past its deadline). all_messages: take every message
- * queued so far (spoke_poll), not only a batch. Returns callbacks run inline.
+ * Owner: one turn (top of file): the stage, the engines, the messages, then
+ * the stage again for what the messages made due (a start queued past its
+ * deadline). all_messages: take every message queued so far (spoke_poll),
+ * not only a batch. Returns callbacks run inline.
  */
 int spoke_owner_turn(struct shard *sh, bool all_messages)
 {
@@ -780,7 +644,7 @@ int spoke_owner_turn(struct shard *sh, bool all_messages)
 	 * deadlines are the earliest; the engines' clocks are current when a
 	 * message arms a timer, so the delay handed to the lawn is the timer's
 	 * TTL and equal TTLs share one queue; a start whose message came after
-	 * its deadline is staged late and runs in this turn. A timer whose
+	 * its deadline is staged and runs in this turn. A timer whose
 	 * reset or cancel is still queued does not fire meanwhile (claim_expiry
 	 * sees INBOX).
 	 */
@@ -809,7 +673,7 @@ static uint64_t engine_wake_ns(const struct shard *sh, const struct spoke_engine
 	if (next == UINT64_MAX || __builtin_add_overflow(spoke_engine_now(e), next, &t))
 		return UINT64_MAX;
 	x = tick_time_ns(sh, t - 1);
-	return __builtin_add_overflow(x, sh->stage_width_ns, &x) ? UINT64_MAX : x;
+	return __builtin_add_overflow(x, sh->stage.width_ns, &x) ? UINT64_MAX : x;
 }
 
 /*
@@ -828,7 +692,7 @@ int64_t spoke_owner_next_ns(struct shard *sh)
 
 	if (look == QUEUE_READY)
 		return 0;
-	w = stage_wake_ns(sh);
+	w = spoke_stage_wake_ns(&sh->stage);
 	if (w < wake)
 		wake = w;
 	if (sh->lawn) {
@@ -846,7 +710,7 @@ int64_t spoke_owner_next_ns(struct shard *sh)
 	return wake - now > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)(wake - now);
 }
 
-/* --- the managed thread ---------------------------------------------------- */
+/* --- the managed thread --------------------------------------------------- */
 
 /*
  * A thread that spoke_detach started: no turn before the detach is done
@@ -886,7 +750,7 @@ static void *shard_main(void *arg)
 
 		spoke_owner_turn(sh, false);
 		wait_ns = spoke_owner_next_ns(sh);
-		/* Messages are flowing: look again in two ticks (see spoke_any_post). */
+		/* Messages are flowing: look again in two ticks (see spoke_any_nudge). */
 		if (sh->took_messages && (wait_ns < 0 || (uint64_t)wait_ns > 2 * sh->tick_ns))
 			wait_ns = (int64_t)(2 * sh->tick_ns);
 		if (atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHING &&
@@ -897,6 +761,8 @@ static void *shard_main(void *arg)
 	drop_owner();
 	return NULL;
 }
+
+/* --- create and destroy --------------------------------------------------- */
 
 int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index)
 {
@@ -918,7 +784,8 @@ int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index)
 	sh->cpu = o && o->cpu >= 0 ? o->cpu : (int)(index % s->ncpus);
 	sh->tick_ns = o && o->tick_ns ? o->tick_ns : cfg->tick_ns;
 	sh->epoch_ns = spoke_clock_ns();
-	stage_init(sh, o && o->slack_ns ? o->slack_ns : cfg->slack_ns);
+	spoke_stage_init(&sh->stage, sh->tick_ns, o && o->slack_ns ? o->slack_ns : cfg->slack_ns,
+			 sh->epoch_ns);
 	cds_wfcq_init(&sh->inbox_head, &sh->inbox_tail);
 	cds_wfcq_init(&sh->taken_head, &sh->taken_tail);
 	err = spoke_engine_new(&sh->wheel, engine, &p);
@@ -970,6 +837,8 @@ void spoke_shard_stop(struct shard *sh)
 	atomic_store_explicit(&sh->mode, SHARD_STOPPING, memory_order_release);
 	join_thread(sh);
 }
+
+/* --- attach and detach ---------------------------------------------------- */
 
 /*
  * Calling thread takes the shard over from its managed thread. After the
