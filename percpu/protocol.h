@@ -337,7 +337,7 @@ static inline bool owner_retire_cancelled(struct spoke_handle *h, uint64_t *st)
 }
 
 /*
- * Owner (shard.c claim_run), h met leaving its engine or the stage, ARMED
+ * Owner (shard.c claim_expiry), h met leaving its engine or the stage, ARMED
  * word *st with no INBOX or WRITING, its deadline found passed: claim its
  * run, ARMED -> DISPATCHED. false: *st reloaded, decide again.
  */
