@@ -170,13 +170,30 @@ static atomic_int per_remaining_ok;
 static struct spoke *per_s;
 static spoke_id per_id;
 
+/*
+ * Does `left`, read by a call made between the times before and after, say
+ * "due at d"? Exactly: d - after <= left <= d - before (0 once passed), so
+ * a thread stalled anywhere around the call cannot flip the verdict.
+ */
+static bool left_says_due_at(int64_t left, uint64_t d, uint64_t before, uint64_t after)
+{
+	uint64_t most = d > before ? d - before : 0, least = d > after ? d - after : 0;
+
+	return left >= 0 && (uint64_t)left >= least && (uint64_t)left <= most;
+}
+
 static void remaining_in_run_fn(void *arg)
 {
-	int64_t left = spoke_remaining(per_s, per_id);
+	uint64_t due = 0, before, after;
+	int64_t left;
 
 	(void)arg;
-	/* Inside its run: the time to the next run, which is a period (1 s) away. */
-	if (left > (int64_t)(500 * MS) && left <= (int64_t)SEC)
+	(void)spoke_self(&due);
+	before = spoke_now_ns();
+	left = spoke_remaining(per_s, per_id);
+	after = spoke_now_ns();
+	/* Inside its run: the time to the next run, a period (1 s) after this one's deadline. */
+	if (left_says_due_at(left, due + SEC, before, after))
 		atomic_store(&per_remaining_ok, 1);
 	else if (!atomic_load(&per_remaining_ok))
 		atomic_store(&per_remaining_ok, -1);
@@ -186,18 +203,25 @@ static void remaining_counts_down(void **state)
 {
 	struct spoke *s = svc_new(1, 1 * MS, 1);
 	atomic_uint runs = 0;
+	uint64_t t0, t1;
 	int64_t left, again;
 	spoke_id id;
 
 	(void)state;
+	t0 = spoke_now_ns();
 	assert_int_equal(spoke_start(s, 10 * SEC, count_fn, &runs, &id), 0);
 	left = spoke_remaining(s, id);
-	assert_true(left > (int64_t)(5 * SEC) && left <= (int64_t)(10 * SEC));
+	t1 = spoke_now_ns();
+	/* Due at 10 s after a time between t0 and t1. */
+	assert_true(left <= (int64_t)(10 * SEC) && left >= (int64_t)(t0 + 10 * SEC - t1));
 	sleep_ms(5);
 	again = spoke_remaining(s, id);
 	assert_true(again < left);
+	t0 = spoke_now_ns();
 	assert_int_equal(spoke_reset(s, id, 20 * SEC), 0);
-	assert_true(spoke_remaining(s, id) > (int64_t)(15 * SEC));
+	left = spoke_remaining(s, id);
+	t1 = spoke_now_ns();
+	assert_true(left <= (int64_t)(20 * SEC) && left >= (int64_t)(t0 + 20 * SEC - t1));
 	assert_int_equal(spoke_cancel(s, id), 0);
 	assert_int_equal(spoke_remaining(s, id), -ENOENT);
 	/* Fired: nothing left. */
@@ -209,9 +233,11 @@ static void remaining_counts_down(void **state)
 	/* Periodic: a period from its start, and from inside each run, to the next. */
 	per_s = s;
 	atomic_store(&per_remaining_ok, 0);
+	t0 = spoke_now_ns();
 	assert_int_equal(spoke_start_periodic(s, 1 * SEC, remaining_in_run_fn, NULL, &per_id), 0);
 	left = spoke_remaining(s, per_id);
-	assert_true(left > (int64_t)(500 * MS) && left <= (int64_t)SEC);
+	t1 = spoke_now_ns();
+	assert_true(left <= (int64_t)SEC && (left >= (int64_t)(t0 + SEC - t1) || t1 - t0 > SEC));
 	ASSERT_EVENTUALLY(atomic_load(&per_remaining_ok) != 0, "the periodic run");
 	assert_int_equal(atomic_load(&per_remaining_ok), 1);
 	left = spoke_remaining(s, per_id);
