@@ -495,6 +495,7 @@ static const char *unavailable(enum source src, enum workload w)
 static void out_check(struct plan *p, const struct check *c)
 {
 	FILE *f = p->out.f;
+	char nb[32];
 
 	if (p->out.format == BENCH_JSON)
 		fprintf(f,
@@ -503,9 +504,10 @@ static void out_check(struct plan *p, const struct check *c)
 			source_name[c->src], workload_name[W_CHECK], (unsigned long long)c->n,
 			(unsigned long long)c->behind, (unsigned long long)c->max_lead_ns);
 	else
-		fprintf(f, "%-14s %-18s %10llu  behind %llu times, at most %llu ns ahead\n",
-			source_name[c->src], workload_name[W_CHECK], (unsigned long long)c->n,
-			(unsigned long long)c->behind, (unsigned long long)c->max_lead_ns);
+		fprintf(f, "%-14s %-11s %5s  behind %llu times, at most %llu ns ahead\n",
+			source_name[c->src], workload_name[W_CHECK],
+			bench_fmt_count(nb, sizeof(nb), c->n), (unsigned long long)c->behind,
+			(unsigned long long)c->max_lead_ns);
 	fflush(f);
 }
 
@@ -557,7 +559,7 @@ static void do_cell(struct plan *p, enum source src, enum workload w)
 			       w == W_READ ? "ns/read" : "ns/pair",
 			       base > 0 ? sum.median / base : 0);
 	if (w == W_PAIR && p->engine_ns > 0 && p->out.format == BENCH_TABLE)
-		fprintf(p->out.f, "%-14s %-18s %10s  %.2fx the bare engine\n", "", "", "",
+		fprintf(p->out.f, "%-14s %-11s %5s  (%.2fx the bare engine)\n", "", "", "",
 			sum.median / p->engine_ns);
 }
 
