@@ -40,6 +40,7 @@ int bench_scaling_main(int argc, char **argv);
 int bench_service_main(int argc, char **argv);
 int bench_peers_main(int argc, char **argv);
 int bench_latency_main(int argc, char **argv);
+int bench_clocks_main(int argc, char **argv);
 
 /* ---- clock ------------------------------------------------------------- */
 

@@ -34,6 +34,8 @@ static const struct subcommand subcommands[] = {
 	 "spoke beside libevent, libuv, timerfd, POSIX timers and a binary heap, same workloads"},
 	{"latency", bench_latency_main,
 	 "lateness distribution of the service against pending timers, tick and load"},
+	{"clocks", bench_clocks_main,
+	 "what a start's \"now\" costs: each never-early clock source"},
 };
 
 #define NSUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))

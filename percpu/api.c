@@ -475,6 +475,7 @@ static int start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	struct arena *a;
 	uint64_t deadline, st;
 	spoke_id new_id;
+	bool own;
 	int k, err = call_enter(s, &a); /* first: destroy waits for all that follows */
 
 	if (err)
@@ -483,8 +484,8 @@ static int start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	if (k < 0)
 		return call_leave(a, k);
 	sh = &s->shards[k];
-	deadline = r->absolute ? deadline_at(sh, r->when_ns, spoke_shard_owned_by_me(sh))
-			       : deadline_on(sh, r->when_ns);
+	own = spoke_shard_owned_by_me(sh); /* once: the atomics below make the compiler re-read */
+	deadline = r->absolute ? deadline_at(sh, r->when_ns, own) : deadline_on(sh, r->when_ns);
 	h = start_handle(s, a, r, deadline);
 	if (!h)
 		return call_leave(a, -ENOMEM);
@@ -494,7 +495,7 @@ static int start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	if (id)
 		*id = new_id;
 	SPOKE_PROBE3(start, new_id, k, deadline);
-	if (spoke_shard_owned_by_me(sh)) {
+	if (own) {
 		starter_publish(h, st, true);
 		spoke_count(sh, CTR_STARTED, true);
 		spoke_owner_arm(sh, h, deadline);

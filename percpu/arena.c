@@ -184,16 +184,14 @@ static void take_returned(struct arena *a)
 
 static struct spoke_handle *arena_take(struct arena *a)
 {
-	struct spoke_handle *h = a->free_list;
+	struct spoke_handle *h = spoke_arena_pop_free(a);
 
 	if (!h) {
 		take_returned(a);
-		h = a->free_list;
+		h = spoke_arena_pop_free(a);
 	}
-	if (h) {
-		a->free_list = (struct spoke_handle *)h->qnode.next;
+	if (h)
 		return h;
-	}
 	if (a->fresh >= atomic_load_explicit(&a->ready, memory_order_relaxed) && !region_grow(a))
 		return NULL;
 	h = spoke_arena_slot(a, a->fresh++);
@@ -210,12 +208,13 @@ static bool arena_full(const struct arena *a)
 static struct arena *arena_new(struct spoke *s, struct arena *home);
 
 /*
- * A handle from the calling thread's arenas (home is its home arena); NULL:
- * -ENOMEM. Only the last arena of the chain can have fresh slots left, so a
- * spill is added when that one is full, never because memory ran out (an
- * arena per failed start would use up the 4096).
+ * spoke_handle_alloc (service.h) once home's free list is empty: a handle
+ * from the calling thread's arenas (home is its home arena); NULL: -ENOMEM.
+ * Only the last arena of the chain can have fresh slots left, so a spill is
+ * added when that one is full, never because memory ran out (an arena per
+ * failed start would use up the 4096).
  */
-struct spoke_handle *spoke_handle_alloc(struct arena *home)
+struct spoke_handle *spoke_handle_alloc_slow(struct arena *home)
 {
 	struct arena *a = home;
 

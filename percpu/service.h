@@ -388,7 +388,7 @@ struct spoke {
 /* arena.c. Any thread (its own arenas; any handle for release and lookup): */
 bool spoke_instance_live(uint64_t serial);
 struct arena *spoke_arena_mine_slow(struct spoke *s);
-struct spoke_handle *spoke_handle_alloc(struct arena *a);
+struct spoke_handle *spoke_handle_alloc_slow(struct arena *home);
 struct spoke_handle *spoke_handle_alloc_aux(struct arena *home);
 void spoke_handle_release(struct spoke *s, struct spoke_handle *h, uint64_t old);
 struct spoke_handle *spoke_handle_lookup(struct spoke *s, spoke_id id);
@@ -400,6 +400,29 @@ void spoke_arena_key_delete(struct spoke *s);
 bool spoke_arenas_busy(struct spoke *s);
 void spoke_arenas_free(struct spoke *s);
 void spoke_arenas_release_pending(struct spoke *s, spoke_fn *release);
+
+/* Owner of a: the head of its private free list, taken off it; NULL if empty. */
+static inline struct spoke_handle *spoke_arena_pop_free(struct arena *a)
+{
+	struct spoke_handle *h = a->free_list;
+
+	if (h)
+		a->free_list = (struct spoke_handle *)h->qnode.next;
+	return h;
+}
+
+/*
+ * A handle from the calling thread's arenas (home), not yet published;
+ * NULL: no memory. Inline for the steady state, where the start takes the
+ * handle a cancel has just pushed on the home's free list; the rest
+ * (returned handles, fresh slots, spills) is arena.c's.
+ */
+static inline struct spoke_handle *spoke_handle_alloc(struct arena *home)
+{
+	struct spoke_handle *h = spoke_arena_pop_free(home);
+
+	return h ? h : spoke_handle_alloc_slow(home);
+}
 
 /*
  * The word of h just moved from old to spoke_st_retired(old): free h, unless
