@@ -123,7 +123,6 @@
 #include <spoke/spoke.h>
 
 #include <errno.h>
-#include <getopt.h>
 #include <malloc.h>
 #include <math.h>
 #include <pthread.h>
@@ -1953,21 +1952,50 @@ static bool selected(const struct plan *p, enum wl w)
 	return false;
 }
 
-static int parse_options(struct plan *p, int argc, char **argv, bool *done)
+/* A service or scaling option (bench_option_fn); ctx is the plan. */
+static int service_option(void *ctx, int opt, const char *arg)
+{
+	struct plan *p = ctx;
+
+	switch (opt) {
+	case 't':
+		if (parse_threads(p, arg) == 0)
+			return 0;
+		fprintf(stderr, "--threads: a list like 1,2,4 of counts 1..%d\n", MAX_T);
+		return -1;
+	case 'o':
+		if (known_workload(p, arg) && p->nonly < NWL) {
+			p->only[p->nonly++] = arg;
+			return 0;
+		}
+		fprintf(stderr, "--only: unknown workload '%s'\n", arg);
+		return -1;
+	default:
+		return -1;
+	}
+}
+
+static void usage_service(FILE *f)
+{
+	usage(f, false);
+}
+
+static void usage_scaling(FILE *f)
+{
+	usage(f, true);
+}
+
+/* Fill the plan from argv. -1 to go on, or the exit status for main (usage or error). */
+static int parse_options(struct plan *p, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{"quick", no_argument, NULL, 'q'},
 		{"threads", required_argument, NULL, 't'},
-		{"runs", required_argument, NULL, 'r'},
 		{"only", required_argument, NULL, 'o'},
-		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	uint64_t runs = 0;
-	int opt;
+	struct bench_opts o;
+	int rc;
 
-	*done = false;
 	if (p->scaling) {
 		p->nthreads = bench_threads_doubling(
 			p->threads, MAX_T, 4 * bench_ncpus() < MAX_T ? 4 * bench_ncpus() : MAX_T);
@@ -1977,50 +2005,13 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 		p->threads[2] = 4;
 		p->nthreads = 3;
 	}
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'j':
-			p->json = true;
-			break;
-		case 'q':
-			p->quick = true;
-			break;
-		case 't':
-			if (parse_threads(p, optarg)) {
-				fprintf(stderr, "--threads: a list like 1,2,4 of counts 1..%d\n",
-					MAX_T);
-				return 2;
-			}
-			break;
-		case 'r':
-			if (bench_parse_count(optarg, &runs) || runs > BENCH_MAX_RUNS) {
-				fprintf(stderr, "--runs: 1..%d\n", BENCH_MAX_RUNS);
-				return 2;
-			}
-			break;
-		case 'o':
-			if (!known_workload(p, optarg) || p->nonly >= NWL) {
-				fprintf(stderr, "--only: unknown workload '%s'\n", optarg);
-				return 2;
-			}
-			p->only[p->nonly++] = optarg;
-			break;
-		case 'h':
-			usage(stdout, p->scaling);
-			*done = true;
-			return 0;
-		default:
-			usage(stderr, p->scaling);
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "spoke-bench %s: unexpected argument '%s'\n", bench_name,
-			argv[optind]);
-		return 2;
-	}
-	p->runs = runs ? (unsigned)runs : p->quick ? 3 : 5;
+	rc = bench_parse_options(argc, argv, false, longopts, service_option, p,
+				 p->scaling ? usage_scaling : usage_service, &o);
+	if (rc >= 0)
+		return rc;
+	p->json = o.json;
+	p->quick = o.quick;
+	p->runs = bench_opts_runs(&o, 3, 5);
 	p->late_tick[0] = NS_PER_MS;
 	p->late_tick[1] = 100000;
 	p->nticks = 2;
@@ -2048,7 +2039,7 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 		p->late_pending[2] = 1000000;
 		p->nlate = 3;
 	}
-	return 0;
+	return -1;
 }
 
 /* ---- main ---------------------------------------------------------------- */
@@ -2061,13 +2052,12 @@ static int service_main(int argc, char **argv, bool scaling)
 	struct load_mark whole;
 	char machine[256];
 	double other;
-	bool done;
 	int rc;
 
 	p->scaling = scaling;
 	bench_name = scaling ? "scaling" : "service";
-	rc = parse_options(p, argc, argv, &done);
-	if (rc || done)
+	rc = parse_options(p, argc, argv);
+	if (rc >= 0)
 		return rc;
 	load_mark(&whole);
 	extras = mmap(NULL, BENCH_MAX_RUNS * sizeof(*extras), PROT_READ | PROT_WRITE,
