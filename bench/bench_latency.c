@@ -196,33 +196,30 @@ static void cb_pending(void *arg)
 	atomic_fetch_add_explicit(&unexpected_fires, 1, memory_order_relaxed);
 }
 
+/* A load thread (a team thread, bench_util.h): its header first, then its job. */
 struct load_thread {
-	pthread_t th;
+	struct bench_thread t;
 	struct spoke *s;
-	_Atomic int *stop;
-	unsigned index, nshards;
+	unsigned nshards;
 	double batch_ns; /* pacing: one batch of LOAD_BATCH pairs per batch_ns (0 = none) */
-	uint64_t pairs, t0, t1;
-	int err;
 };
 
 /*
- * A load thread: start + cancel pairs on the shards in turn until *stop, in
- * batches of LOAD_BATCH; paced, the n-th batch starts at t0 + n * batch_ns
- * (one that falls behind does not sleep until it caught up).
+ * A load thread's body: start + cancel pairs on the shards in turn until
+ * the team stops, in batches of LOAD_BATCH; paced, the n-th batch starts at
+ * t0 + n * batch_ns (one that falls behind does not sleep until it caught
+ * up). t->ops counts the pairs.
  */
-static void *load_main(void *arg)
+static void load_main(struct bench_thread *t)
 {
-	struct load_thread *l = arg;
-	unsigned shard = l->index % l->nshards;
+	struct load_thread *l = (struct load_thread *)t;
+	unsigned shard = t->index % l->nshards;
 	uint64_t pairs = 0, batches = 0;
 	int err = 0;
 
-	bench_pin_self(l->index);
-	l->t0 = bench_now_ns();
 	do {
 		if (l->batch_ns > 0) {
-			uint64_t due = l->t0 + (uint64_t)((double)batches * l->batch_ns),
+			uint64_t due = t->t0 + (uint64_t)((double)batches * l->batch_ns),
 				 now = bench_now_ns();
 
 			if (due > now)
@@ -238,11 +235,10 @@ static void *load_main(void *arg)
 			shard = shard + 1 == l->nshards ? 0 : shard + 1;
 		}
 		pairs += LOAD_BATCH;
-	} while (!err && !atomic_load_explicit(l->stop, memory_order_relaxed));
-	l->t1 = bench_now_ns();
-	l->pairs = pairs;
-	l->err = err;
-	return NULL;
+	} while (!err && !bench_team_stopping(t));
+	t->ops = pairs;
+	if (err)
+		bench_thread_fail(t, err, "spoke_start_on or spoke_cancel");
 }
 
 static struct spoke_stats stats_buf; /* 18 KB: one per child, main thread only */
@@ -313,23 +309,42 @@ static int wait_settled(struct spoke *s, uint64_t started, uint64_t cancelled, u
 	}
 }
 
-/* Stop and join the load threads; the pairs they did, or a negative errno. */
-static int64_t load_stop(struct load_thread *l, unsigned n, _Atomic int *stop, double *load_ns)
+/*
+ * Start j->load_threads load threads on s (none: nothing to start). 0, or
+ * a negative errno with out->error set.
+ */
+static int load_start(struct bench_team *team, struct load_thread *load,
+		      const struct bench_late_job *j, struct spoke *s, struct bench_sample *out)
 {
-	uint64_t pairs = 0, t0 = UINT64_MAX, t1 = 0;
-	int err = 0;
+	int err;
 
-	atomic_store_explicit(stop, 1, memory_order_relaxed);
-	for (unsigned i = 0; i < n; i++) {
-		pthread_join(l[i].th, NULL);
-		pairs += l[i].pairs;
-		t0 = l[i].t0 < t0 ? l[i].t0 : t0;
-		t1 = l[i].t1 > t1 ? l[i].t1 : t1;
-		if (l[i].err && !err)
-			err = l[i].err;
+	*team = (struct bench_team){.T = j->load_threads,
+				    .pin = true,
+				    .body = load_main,
+				    .threads = load,
+				    .stride = sizeof(load[0])};
+	for (unsigned i = 0; i < j->load_threads; i++) {
+		load[i] = (struct load_thread){.s = s, .nshards = spoke_shards(s)};
+		if (j->load_rate > 0)
+			load[i].batch_ns = 1e9 * LOAD_BATCH * j->load_threads / j->load_rate;
 	}
-	*load_ns = n ? (double)(t1 - t0) : 0;
-	return err ? err : (int64_t)pairs;
+	err = bench_team_start(team);
+	if (err)
+		return bench_fail(out, err, "pthread_create: %s", strerror(-err));
+	bench_team_ready(team);
+	bench_team_go(team, true);
+	return 0;
+}
+
+/* Stop and join the load threads; the pairs they did, or a negative errno. */
+static int64_t load_stop(struct bench_team *team, double *load_ns)
+{
+	struct bench_team_result r;
+
+	bench_team_stop(team);
+	bench_team_join(team, &r);
+	*load_ns = r.window_ns;
+	return r.err ? r.err : (int64_t)r.ops;
 }
 
 /* Fill: n timers that stay pending, on the shards in turn, all in the wheels. */
@@ -448,8 +463,8 @@ int bench_late_run(const struct bench_late_job *j, unsigned run, uint64_t *late_
 		   struct bench_late_result *r, struct bench_sample *out)
 {
 	struct load_thread load[MAX_LOAD_THREADS];
-	_Atomic int load_stop_flag = 0;
-	unsigned nload = 0, nshards;
+	struct bench_team team;
+	bool loaded = false;
 	struct late_sample *smp;
 	struct spoke_config cfg;
 	struct bench_rng rng;
@@ -479,18 +494,10 @@ int bench_late_run(const struct bench_late_job *j, unsigned run, uint64_t *late_
 		return bench_fail(out, err, "spoke_create(tick %llu ns): %s",
 				  (unsigned long long)j->tick_ns, strerror(-err));
 	}
-	nshards = spoke_shards(s);
 	err = fill_pending(s, j->pending, &rng, out);
-	for (; !err && nload < j->load_threads; nload++) {
-		struct load_thread *l = &load[nload];
-
-		*l = (struct load_thread){
-			.s = s, .stop = &load_stop_flag, .index = nload, .nshards = nshards};
-		if (j->load_rate > 0)
-			l->batch_ns = 1e9 * LOAD_BATCH * j->load_threads / j->load_rate;
-		err = -pthread_create(&l->th, NULL, load_main, l);
-		if (err)
-			err = bench_fail(out, err, "pthread_create: %s", strerror(-err));
+	if (!err) {
+		err = load_start(&team, load, j, s, out);
+		loaded = err == 0;
 	}
 	if (!err) {
 		struct cpu_mark m0 = cpu_mark_now();
@@ -502,7 +509,8 @@ int bench_late_run(const struct bench_late_job *j, unsigned run, uint64_t *late_
 			err = wait_stream((uint64_t)k, out);
 		cpu_mark_since(&m0, r);
 	}
-	pairs = load_stop(load, nload, &load_stop_flag, &r->load_ns);
+	if (loaded)
+		pairs = load_stop(&team, &r->load_ns);
 	if (pairs < 0 && !err)
 		err = bench_fail(out, (int)pairs, "load: spoke_start_on or spoke_cancel: %s",
 				 strerror((int)-pairs));

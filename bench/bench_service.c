@@ -209,14 +209,6 @@ static int fail(struct bench_sample *out, int err, const char *fmt, ...)
 
 /* ---- small helpers ------------------------------------------------------- */
 
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * Runs report their own timeouts as -ETIME: bench_repeat reads -ETIMEDOUT
  * from a run as its own time limit and rewrites the message.
@@ -281,18 +273,12 @@ static void cb_never(void *arg)
 
 /* ---- threads: a team released together, stopped by a flag or a count ---- */
 
-struct team;
-
+/* One bench thread: the team's header (struct bench_thread) and what the workloads need. */
 struct worker {
-	struct team *tm;
-	pthread_t th;
-	unsigned index;
-	unsigned target; /* cross-*: the shard it starts on */
-	uint64_t count;	 /* fixed-count workloads: ops to do */
-	int err;	 /* first failure */
-	const char *what;
-	uint64_t ops, enoent;
-	uint64_t t0, t1, cpu0, cpu1;
+	struct bench_thread t; /* first: the team finds it there */
+	unsigned target;       /* cross-*: the shard it starts on */
+	uint64_t count;	       /* fixed-count workloads: ops to do */
+	uint64_t enoent;       /* reset: resets that found nothing pending */
 	struct bench_rng rng;
 	struct spoke_engine *eng;   /* engine-*start-stop: its own engine */
 	uint64_t clock_sum;	    /* engine-clock-start-stop: keeps the reads */
@@ -300,17 +286,14 @@ struct worker {
 	struct spoke_timer *timers; /* mutex-start: count timers */
 } __attribute__((aligned(64)));
 
-typedef void worker_fn(struct worker *w);
-
+/*
+ * The team (bench_util.h's, every thread pinned) and the subject its
+ * workers share.
+ */
 struct team {
-	unsigned T;
-	worker_fn *prepare, *body; /* prepare: before the window, untimed */
+	struct bench_team base; /* first: a worker's t.team points here */
 	/* main, between everyone's prepare and the window; 0 or an error */
 	int (*between)(struct team *tm, struct bench_sample *out);
-	pthread_barrier_t ready, go;
-	bool aborted; /* `between` failed: no window (written before the go barrier) */
-	/* Read by every worker every STOP_EVERY ops: a line of its own. */
-	_Atomic int stop __attribute__((aligned(64)));
 	/* the subject (read-only during the window, except the lock) */
 	struct spoke *s __attribute__((aligned(64)));
 	struct spoke_engine *e;	    /* mutex-*: the engine ... */
@@ -327,52 +310,30 @@ struct team_result {
 	uint64_t first_t0;
 };
 
-static void wfail(struct worker *w, int err, const char *what)
+static struct worker *worker_of(struct bench_thread *t)
 {
-	if (!w->err) {
-		w->err = err ? err : -EPROTO;
-		w->what = what;
-	}
+	return (struct worker *)t;
 }
 
-/*
- * The window is over. Worker loops test it at the bottom (do-while), so a
- * thread the scheduler kept off the CPU for the whole (short, --quick)
- * window still does one round instead of turning the run into an error.
- */
-static bool stopping(const struct worker *w)
+static struct team *team_of(const struct worker *w)
 {
-	return atomic_load_explicit(&w->tm->stop, memory_order_relaxed) != 0;
+	return (struct team *)w->t.team;
+}
+
+static void wfail(struct worker *w, int err, const char *what)
+{
+	bench_thread_fail(&w->t, err, what);
 }
 
 static void team_init(struct team *tm, unsigned T, unsigned run)
 {
 	memset(tm, 0, sizeof(*tm));
-	tm->T = T;
-	for (unsigned i = 0; i < T; i++) {
-		tm->w[i].tm = tm;
-		tm->w[i].index = i;
+	tm->base.T = T;
+	tm->base.pin = true;
+	tm->base.threads = tm->w;
+	tm->base.stride = sizeof(tm->w[0]);
+	for (unsigned i = 0; i < T; i++)
 		bench_rng_seed(&tm->w[i].rng, SERVICE_SEED + 1000 * run + i);
-	}
-}
-
-static void *worker_main(void *arg)
-{
-	struct worker *w = arg;
-	struct team *tm = w->tm;
-
-	bench_pin_self(w->index);
-	if (tm->prepare && !w->err)
-		tm->prepare(w);
-	pthread_barrier_wait(&tm->ready);
-	pthread_barrier_wait(&tm->go);
-	w->cpu0 = thread_cpu_ns();
-	w->t0 = bench_now_ns();
-	if (!w->err && !tm->aborted)
-		tm->body(w);
-	w->t1 = bench_now_ns();
-	w->cpu1 = thread_cpu_ns();
-	return NULL;
 }
 
 /*
@@ -383,57 +344,66 @@ static void *worker_main(void *arg)
 static int team_run(struct team *tm, uint64_t window_ns, struct team_result *r,
 		    struct bench_sample *out)
 {
-	uint64_t last_t1 = 0;
-	int err = 0;
+	struct bench_team_result br;
+	int err = bench_team_start(&tm->base);
 
 	memset(r, 0, sizeof(*r));
-	atomic_store(&tm->stop, 0);
-	pthread_barrier_init(&tm->ready, NULL, tm->T + 1);
-	pthread_barrier_init(&tm->go, NULL, tm->T + 1);
-	for (unsigned i = 0; i < tm->T; i++) {
-		int e = pthread_create(&tm->w[i].th, NULL, worker_main, &tm->w[i]);
-
-		if (e) {
-			/* The others wait at a barrier sized for everyone: give up the run. */
-			fprintf(stderr, "spoke-bench service: pthread_create: %s\n", strerror(e));
-			_exit(4);
-		}
-	}
-	pthread_barrier_wait(&tm->ready);
-	tm->aborted = false;
+	if (err)
+		return fail(out, err, "pthread_create: %s", strerror(-err));
+	bench_team_ready(&tm->base);
 	if (tm->between)
 		err = tm->between(tm, out);
-	if (err) {
-		tm->aborted = true;
-		atomic_store(&tm->stop, 1);
-	}
-	pthread_barrier_wait(&tm->go);
-	if (window_ns && !err) {
+	bench_team_go(&tm->base, err == 0);
+	if (window_ns && !err)
 		bench_sleep_ns(window_ns);
-		atomic_store(&tm->stop, 1);
-	}
-	r->first_t0 = UINT64_MAX;
-	for (unsigned i = 0; i < tm->T; i++) {
-		struct worker *w = &tm->w[i];
-
-		pthread_join(w->th, NULL);
-		if (w->err && !err)
-			err = fail(out, w->err, "thread %u: %s: %s", i, w->what, strerror(-w->err));
-		r->ops += w->ops;
-		r->enoent += w->enoent;
-		r->thread_ns += (double)(w->t1 - w->t0);
-		r->cpu_ns += (double)(w->cpu1 - w->cpu0);
-		if (w->t0 < r->first_t0)
-			r->first_t0 = w->t0;
-		if (w->t1 > last_t1)
-			last_t1 = w->t1;
-	}
-	pthread_barrier_destroy(&tm->ready);
-	pthread_barrier_destroy(&tm->go);
-	r->window_ns = (double)(last_t1 - r->first_t0);
+	bench_team_stop(&tm->base);
+	bench_team_join(&tm->base, &br);
+	if (br.err && !err)
+		err = fail(out, br.err, "thread %u: %s: %s", br.err_index, br.what,
+			   strerror(-br.err));
+	for (unsigned i = 0; i < tm->base.T; i++)
+		r->enoent += tm->w[i].enoent;
+	r->ops = br.ops;
+	r->window_ns = br.window_ns;
+	r->thread_ns = br.thread_ns;
+	r->cpu_ns = br.cpu_ns;
+	r->first_t0 = br.first_t0;
 	if (!err && r->ops == 0)
 		err = fail(out, -EPROTO, "no operation done in the window");
 	return err;
+}
+
+/*
+ * One op of a windowed workload (a pair, a reset, ...): 0 or an error,
+ * OR-ed together over the window.
+ */
+typedef int op_fn(struct worker *w, struct team *tm);
+
+/*
+ * A windowed body: op in batches of STOP_EVERY until the window is over;
+ * with `poll` (attached shards), spoke_poll every POLL_EVERY ops. The stop
+ * flag is tested at the bottom (do-while), so a thread the scheduler kept
+ * off the CPU for the whole (short, --quick) window still does one batch
+ * instead of turning the run into an error. Always inlined into each body
+ * with a constant op, which is then inlined too: no call per op.
+ */
+static inline __attribute__((always_inline)) void window_loop(struct worker *w, op_fn *op,
+							      bool poll, const char *what)
+{
+	struct team *tm = team_of(w);
+	uint64_t ops = 0;
+	int err = 0;
+
+	do {
+		for (int k = 0; k < STOP_EVERY; k++)
+			err |= op(w, tm);
+		ops += STOP_EVERY;
+		if (poll && ops % POLL_EVERY == 0 && spoke_poll(tm->s) != 0)
+			wfail(w, -EPROTO, "spoke_poll ran callbacks or failed");
+	} while (!bench_team_stopping(&w->t));
+	w->t.ops = ops;
+	if (err)
+		wfail(w, -EPROTO, what);
 }
 
 static double per_op(double ns, uint64_t ops)
@@ -508,14 +478,15 @@ static int create_service(struct spoke **s, unsigned shards, unsigned callbacks,
 /* The producer on CPU c starts on the shard of the next CPU (shard k is on CPU k). */
 static void set_targets(struct team *tm, unsigned nshards)
 {
-	for (unsigned i = 0; i < tm->T; i++)
+	for (unsigned i = 0; i < tm->base.T; i++)
 		tm->w[i].target = (i % bench_ncpus() + 1) % nshards;
 }
 
 /* ---- (a) attached start + cancel, and the bare engine -------------------- */
 
-static void bare_prepare(struct worker *w)
+static void bare_prepare(struct bench_thread *t)
 {
+	struct worker *w = worker_of(t);
 	int err = spoke_engine_new(&w->eng, "hierarchical", NULL);
 
 	if (err)
@@ -523,40 +494,29 @@ static void bare_prepare(struct worker *w)
 	spoke_timer_init(&w->timer);
 }
 
-/*
- * The bare engine's start + stop loop; with `clock`, also the clock read a
- * start needs (what no service can go below). Always inlined into its two
- * bodies, so the loop without the read has no branch for it.
- */
-static inline __attribute__((always_inline)) void bare_loop(struct worker *w, bool clock)
+static inline int bare_op(struct worker *w, struct team *tm)
 {
-	struct spoke_engine *e = w->eng;
-	uint64_t ops = 0, sum = 0;
-	int err = 0;
+	int err = spoke_engine_start(w->eng, &w->timer, PAIR_DELAY_TICKS);
 
-	do {
-		for (int k = 0; k < STOP_EVERY; k++) {
-			if (clock)
-				sum += spoke_now_ns();
-			err |= spoke_engine_start(e, &w->timer, PAIR_DELAY_TICKS);
-			err |= spoke_engine_stop(e, &w->timer);
-		}
-		ops += STOP_EVERY;
-	} while (!stopping(w));
-	w->ops = ops;
-	w->clock_sum = sum;
-	if (err)
-		wfail(w, -EPROTO, "spoke_engine_start/stop failed");
+	(void)tm;
+	return err | spoke_engine_stop(w->eng, &w->timer);
 }
 
-static void bare_body(struct worker *w)
+/* The same with the clock read a start needs (what no service can go below). */
+static inline int bare_clock_op(struct worker *w, struct team *tm)
 {
-	bare_loop(w, false);
+	w->clock_sum += spoke_now_ns();
+	return bare_op(w, tm);
 }
 
-static void bare_clock_body(struct worker *w)
+static void bare_body(struct bench_thread *t)
 {
-	bare_loop(w, true);
+	window_loop(worker_of(t), bare_op, false, "spoke_engine_start/stop failed");
+}
+
+static void bare_clock_body(struct bench_thread *t)
+{
+	window_loop(worker_of(t), bare_clock_op, false, "spoke_engine_start/stop failed");
 }
 
 /* A baseline team's figures, as extras from `first` on (ns, ops/s, CPU ns, ops). */
@@ -569,48 +529,40 @@ static void report_baseline(struct extra *x, enum extra_id first, const struct t
 }
 
 /* One bare-engine team of run_own: body is bare_body or bare_clock_body. */
-static int run_bare(const struct job *j, unsigned run, worker_fn *body, struct team_result *res,
-		    struct bench_sample *out)
+static int run_bare(const struct job *j, unsigned run, bench_thread_fn *body,
+		    struct team_result *res, struct bench_sample *out)
 {
 	int err;
 
 	team_init(&team, j->T, run);
-	team.prepare = bare_prepare;
-	team.body = body;
+	team.base.prepare = bare_prepare;
+	team.base.body = body;
 	err = team_run(&team, j->window_ns, res, out);
 	for (unsigned i = 0; i < j->T; i++)
 		spoke_engine_free(team.w[i].eng);
 	return err;
 }
 
-static void own_prepare(struct worker *w)
+static void own_prepare(struct bench_thread *t)
 {
-	int err = spoke_attach(w->tm->s, w->index);
+	int err = spoke_attach(team_of(worker_of(t))->s, t->index);
 
 	if (err)
-		wfail(w, err, "spoke_attach");
+		bench_thread_fail(t, err, "spoke_attach");
 }
 
-static void own_body(struct worker *w)
+static inline int own_op(struct worker *w, struct team *tm)
 {
-	struct spoke *s = w->tm->s;
-	uint64_t ops = 0;
-	int err = 0;
+	spoke_id id;
+	int err = spoke_start(tm->s, PAIR_DELAY_NS, cb_never, NULL, &id);
 
-	do {
-		for (int k = 0; k < STOP_EVERY; k++) {
-			spoke_id id;
+	(void)w;
+	return err | spoke_cancel(tm->s, id);
+}
 
-			err |= spoke_start(s, PAIR_DELAY_NS, cb_never, NULL, &id);
-			err |= spoke_cancel(s, id);
-		}
-		ops += STOP_EVERY;
-		if (ops % POLL_EVERY == 0 && spoke_poll(s) != 0)
-			wfail(w, -EPROTO, "spoke_poll ran callbacks or failed");
-	} while (!stopping(w));
-	w->ops = ops;
-	if (err)
-		wfail(w, -EPROTO, "spoke_start or spoke_cancel failed");
+static void own_body(struct bench_thread *t)
+{
+	window_loop(worker_of(t), own_op, true, "spoke_start or spoke_cancel failed");
 }
 
 static int run_own(void *arg, unsigned run, struct bench_sample *out)
@@ -632,8 +584,8 @@ static int run_own(void *arg, unsigned run, struct bench_sample *out)
 	err = create_service(&team.s, j->T, 0, TICK_NS, out);
 	if (err)
 		return err;
-	team.prepare = own_prepare;
-	team.body = own_body;
+	team.base.prepare = own_prepare;
+	team.base.body = own_body;
 	err = team_run(&team, j->window_ns, &svc, out);
 	t = totals(team.s);
 	if (!err && (t->started != svc.ops || t->cancelled != svc.ops || t->pending != 0 ||
@@ -653,25 +605,17 @@ static int run_own(void *arg, unsigned run, struct bench_sample *out)
 
 /* ---- (b) cross-shard start (+ cancel) ------------------------------------ */
 
-static void cross_pair_body(struct worker *w)
+static inline int cross_pair_op(struct worker *w, struct team *tm)
 {
-	struct spoke *s = w->tm->s;
-	unsigned target = w->target;
-	uint64_t ops = 0;
-	int err = 0;
+	spoke_id id;
+	int err = spoke_start_on(tm->s, w->target, PAIR_DELAY_NS, cb_never, NULL, &id);
 
-	do {
-		for (int k = 0; k < STOP_EVERY; k++) {
-			spoke_id id;
+	return err | spoke_cancel(tm->s, id);
+}
 
-			err |= spoke_start_on(s, target, PAIR_DELAY_NS, cb_never, NULL, &id);
-			err |= spoke_cancel(s, id);
-		}
-		ops += STOP_EVERY;
-	} while (!stopping(w));
-	w->ops = ops;
-	if (err)
-		wfail(w, -EPROTO, "spoke_start_on or spoke_cancel failed");
+static void cross_pair_body(struct bench_thread *t)
+{
+	window_loop(worker_of(t), cross_pair_op, false, "spoke_start_on or spoke_cancel failed");
 }
 
 static int run_cross_pair(void *arg, unsigned run, struct bench_sample *out)
@@ -686,7 +630,7 @@ static int run_cross_pair(void *arg, unsigned run, struct bench_sample *out)
 	if (err)
 		return err;
 	set_targets(&team, spoke_shards(team.s));
-	team.body = cross_pair_body;
+	team.base.body = cross_pair_body;
 	err = team_run(&team, j->window_ns, &r, out);
 	if (!err && wait_totals(team.s, drained, r.ops, NULL) != 0)
 		err = fail(out, -ETIME, "shards did not drain %llu pairs in %llu s: %s",
@@ -702,8 +646,10 @@ static int run_cross_pair(void *arg, unsigned run, struct bench_sample *out)
 }
 
 /* Warm the producer's arena: start and cancel as many timers as it will start. */
-static void cross_start_warm(struct worker *w)
+static void cross_start_warm(struct bench_thread *t)
 {
+	struct worker *w = worker_of(t);
+	struct spoke *s = team_of(w)->s;
 	spoke_id *ids = malloc(w->count * sizeof(*ids));
 	int err = 0;
 
@@ -712,9 +658,9 @@ static void cross_start_warm(struct worker *w)
 		return;
 	}
 	for (uint64_t i = 0; i < w->count; i++)
-		err |= spoke_start_on(w->tm->s, w->target, LONG_DELAY_NS, cb_never, NULL, &ids[i]);
+		err |= spoke_start_on(s, w->target, LONG_DELAY_NS, cb_never, NULL, &ids[i]);
 	for (uint64_t i = 0; !err && i < w->count; i++)
-		err |= spoke_cancel(w->tm->s, ids[i]);
+		err |= spoke_cancel(s, ids[i]);
 	free(ids);
 	if (err)
 		wfail(w, -EPROTO, "warm-up start or cancel failed");
@@ -731,15 +677,16 @@ static int cross_start_between(struct team *tm, struct bench_sample *out)
 	return 0;
 }
 
-static void cross_start_body(struct worker *w)
+static void cross_start_body(struct bench_thread *t)
 {
-	struct spoke *s = w->tm->s;
+	struct worker *w = worker_of(t);
+	struct spoke *s = team_of(w)->s;
 	unsigned target = w->target;
 	int err = 0;
 
 	for (uint64_t i = 0; i < w->count; i++)
 		err |= spoke_start_on(s, target, LONG_DELAY_NS, cb_never, NULL, NULL);
-	w->ops = w->count;
+	t->ops = w->count;
 	if (err)
 		wfail(w, -EPROTO, "spoke_start_on failed");
 }
@@ -747,8 +694,10 @@ static void cross_start_body(struct worker *w)
 /* Split n ops over the team (worker 0 takes the remainder). */
 static void set_counts(struct team *tm, uint64_t n)
 {
-	for (unsigned i = 0; i < tm->T; i++)
-		tm->w[i].count = n / tm->T + (i == 0 ? n % tm->T : 0);
+	unsigned T = tm->base.T;
+
+	for (unsigned i = 0; i < T; i++)
+		tm->w[i].count = n / T + (i == 0 ? n % T : 0);
 }
 
 static int run_cross_start(void *arg, unsigned run, struct bench_sample *out)
@@ -767,9 +716,9 @@ static int run_cross_start(void *arg, unsigned run, struct bench_sample *out)
 	set_targets(&team, spoke_shards(team.s));
 	set_counts(&team, j->n);
 	team.n = j->n;
-	team.prepare = cross_start_warm;
+	team.base.prepare = cross_start_warm;
 	team.between = cross_start_between;
-	team.body = cross_start_body;
+	team.base.body = cross_start_body;
 	err = team_run(&team, 0, &r, out);
 	if (!err && wait_totals(team.s, pending_is, j->n, &all_in) != 0)
 		err = fail(out, -ETIME, "%llu starts did not all reach the wheels: %s",
@@ -828,35 +777,33 @@ static void *ticker_main(void *arg)
 	return NULL;
 }
 
-static void mutex_pair_prepare(struct worker *w)
+static void mutex_pair_prepare(struct bench_thread *t)
 {
-	spoke_timer_init(&w->timer);
+	spoke_timer_init(&worker_of(t)->timer);
 }
 
-static void mutex_pair_body(struct worker *w)
+static inline int mutex_pair_op(struct worker *w, struct team *tm)
 {
-	struct team *tm = w->tm;
-	uint64_t ops = 0;
-	int err = 0;
+	int err;
 
-	do {
-		for (int k = 0; k < STOP_EVERY; k++) {
-			pthread_mutex_lock(&tm->mu);
-			err |= spoke_engine_start(tm->e, &w->timer, PAIR_DELAY_TICKS);
-			pthread_mutex_unlock(&tm->mu);
-			pthread_mutex_lock(&tm->mu);
-			err |= spoke_engine_stop(tm->e, &w->timer);
-			pthread_mutex_unlock(&tm->mu);
-		}
-		ops += STOP_EVERY;
-	} while (!stopping(w));
-	w->ops = ops;
-	if (err)
-		wfail(w, -EPROTO, "engine start/stop failed");
+	pthread_mutex_lock(&tm->mu);
+	err = spoke_engine_start(tm->e, &w->timer, PAIR_DELAY_TICKS);
+	pthread_mutex_unlock(&tm->mu);
+	pthread_mutex_lock(&tm->mu);
+	err |= spoke_engine_stop(tm->e, &w->timer);
+	pthread_mutex_unlock(&tm->mu);
+	return err;
 }
 
-static void mutex_start_prepare(struct worker *w)
+static void mutex_pair_body(struct bench_thread *t)
 {
+	window_loop(worker_of(t), mutex_pair_op, false, "engine start/stop failed");
+}
+
+static void mutex_start_prepare(struct bench_thread *t)
+{
+	struct worker *w = worker_of(t);
+
 	w->timers = malloc(w->count * sizeof(*w->timers));
 	if (!w->timers) {
 		wfail(w, -ENOMEM, "malloc");
@@ -866,9 +813,10 @@ static void mutex_start_prepare(struct worker *w)
 		spoke_timer_init(&w->timers[i]);
 }
 
-static void mutex_start_body(struct worker *w)
+static void mutex_start_body(struct bench_thread *t)
 {
-	struct team *tm = w->tm;
+	struct worker *w = worker_of(t);
+	struct team *tm = team_of(w);
 	int err = 0;
 
 	for (uint64_t i = 0; i < w->count; i++) {
@@ -876,31 +824,31 @@ static void mutex_start_body(struct worker *w)
 		err |= spoke_engine_start(tm->e, &w->timers[i], LONG_DELAY_TICKS);
 		pthread_mutex_unlock(&tm->mu);
 	}
-	w->ops = w->count;
+	t->ops = w->count;
 	if (err)
 		wfail(w, -EPROTO, "engine start failed");
 }
 
-static void mutex_reset_body(struct worker *w)
+/* A random one of the n shared timers. */
+static inline uint32_t random_victim(struct worker *w, struct team *tm)
 {
-	struct team *tm = w->tm;
-	uint32_t n = (uint32_t)tm->n;
-	uint64_t ops = 0;
-	int err = 0;
+	return bench_below((uint32_t)bench_rng_next(&w->rng), (uint32_t)tm->n);
+}
 
-	do {
-		for (int k = 0; k < STOP_EVERY; k++) {
-			uint32_t victim = bench_below((uint32_t)bench_rng_next(&w->rng), n);
+static inline int mutex_reset_op(struct worker *w, struct team *tm)
+{
+	uint32_t victim = random_victim(w, tm);
+	int err;
 
-			pthread_mutex_lock(&tm->mu);
-			err |= spoke_engine_start(tm->e, &tm->shared[victim], PAIR_DELAY_TICKS);
-			pthread_mutex_unlock(&tm->mu);
-		}
-		ops += STOP_EVERY;
-	} while (!stopping(w));
-	w->ops = ops;
-	if (err)
-		wfail(w, -EPROTO, "engine re-arm failed");
+	pthread_mutex_lock(&tm->mu);
+	err = spoke_engine_start(tm->e, &tm->shared[victim], PAIR_DELAY_TICKS);
+	pthread_mutex_unlock(&tm->mu);
+	return err;
+}
+
+static void mutex_reset_body(struct bench_thread *t)
+{
+	window_loop(worker_of(t), mutex_reset_op, false, "engine re-arm failed");
 }
 
 static int run_mutex(void *arg, unsigned run, struct bench_sample *out)
@@ -938,17 +886,17 @@ static int run_mutex(void *arg, unsigned run, struct bench_sample *out)
 	}
 	switch (j->w) {
 	case W_MUTEX_PAIR:
-		team.prepare = mutex_pair_prepare;
-		team.body = mutex_pair_body;
+		team.base.prepare = mutex_pair_prepare;
+		team.base.body = mutex_pair_body;
 		break;
 	case W_MUTEX_START:
 		set_counts(&team, j->n);
-		team.prepare = mutex_start_prepare;
-		team.body = mutex_start_body;
+		team.base.prepare = mutex_start_prepare;
+		team.base.body = mutex_start_body;
 		want = j->n;
 		break;
 	default:
-		team.body = mutex_reset_body;
+		team.base.body = mutex_reset_body;
 		break;
 	}
 	if (!err)
@@ -970,30 +918,19 @@ static int run_mutex(void *arg, unsigned run, struct bench_sample *out)
 
 /* ---- (c) reset of pending timers ----------------------------------------- */
 
-static void reset_body(struct worker *w)
+static inline int reset_op(struct worker *w, struct team *tm)
 {
-	struct team *tm = w->tm;
-	struct spoke *s = tm->s;
-	uint32_t n = (uint32_t)tm->n;
-	uint64_t ops = 0, enoent = 0;
-	int err = 0;
+	int r = spoke_reset(tm->s, tm->ids[random_victim(w, tm)], PAIR_DELAY_NS);
 
-	do {
-		for (int k = 0; k < STOP_EVERY; k++) {
-			uint32_t victim = bench_below((uint32_t)bench_rng_next(&w->rng), n);
-			int r = spoke_reset(s, tm->ids[victim], PAIR_DELAY_NS);
+	if (r != -ENOENT)
+		return r;
+	w->enoent++;
+	return 0;
+}
 
-			if (r == -ENOENT)
-				enoent++;
-			else
-				err |= r;
-		}
-		ops += STOP_EVERY;
-	} while (!stopping(w));
-	w->ops = ops;
-	w->enoent = enoent;
-	if (err)
-		wfail(w, -EPROTO, "spoke_reset failed");
+static void reset_body(struct bench_thread *t)
+{
+	window_loop(worker_of(t), reset_op, false, "spoke_reset failed");
 }
 
 static int run_reset(void *arg, unsigned run, struct bench_sample *out)
@@ -1024,7 +961,7 @@ static int run_reset(void *arg, unsigned run, struct bench_sample *out)
 	else if (wait_totals(team.s, pending_is, j->n, NULL) != 0)
 		err = fail(out, -ETIME, "setup: %llu timers did not reach the wheels: %s",
 			   (unsigned long long)j->n, stats_str(sb, sizeof(sb), totals(team.s)));
-	team.body = reset_body;
+	team.base.body = reset_body;
 	if (!err)
 		err = team_run(&team, j->window_ns, &r, out);
 	t = totals(team.s);
