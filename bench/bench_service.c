@@ -1333,13 +1333,48 @@ struct row {
 	char note[120];
 };
 
-struct plan {
-	unsigned runs;
-	double limit_s;
-	bool quick;
-	uint64_t window_ns, start_n, reset_n, fire_n, mem_n, late_window_ns;
+/* How big a run is: the full measurement, or --quick (a smoke test). */
+struct scale {
+	double limit_s;		 /* bench_repeat's limit for a series */
+	uint64_t window_ns;	 /* windowed workloads */
+	uint64_t start_n;	 /* cross-start, mutex-start: starts */
+	uint64_t reset_n;	 /* reset: pending timers */
+	uint64_t fire_n;	 /* fire-*: timers */
+	uint64_t mem_n;		 /* memory: timers */
+	uint64_t late_window_ns; /* lateness: the stream */
 	uint64_t late_pending[MAX_PENDING_SIZES];
 	size_t nlate;
+};
+
+static const struct scale scales[2] = {
+	{
+		.limit_s = 90,
+		.window_ns = 200 * NS_PER_MS,
+		.start_n = 1000000,
+		.reset_n = 100000,
+		.fire_n = 1000000,
+		.mem_n = 1000000,
+		.late_window_ns = 500 * NS_PER_MS,
+		.late_pending = {1000, 100000, 1000000},
+		.nlate = 3,
+	},
+	{
+		.limit_s = 15,
+		.window_ns = 10 * NS_PER_MS,
+		.start_n = 10000,
+		.reset_n = 10000,
+		.fire_n = 5000,
+		.mem_n = 10000,
+		.late_window_ns = 40 * NS_PER_MS,
+		.late_pending = {1000, 10000},
+		.nlate = 2,
+	},
+};
+
+struct plan {
+	unsigned runs;
+	bool quick;
+	struct scale sc; /* scales[quick] */
 	uint64_t late_tick[MAX_TICKS];
 	size_t nticks;
 	unsigned threads[MAX_T];
@@ -1387,7 +1422,7 @@ static struct row *run_series(struct plan *p, const struct job *j, enum row_kind
 
 	memset(extras, 0, BENCH_MAX_RUNS * sizeof(*extras));
 	load_mark(&m);
-	rc = bench_repeat(wl_run[j->w], (void *)j, p->runs, p->limit_s, &sum, err, sizeof(err));
+	rc = bench_repeat(wl_run[j->w], (void *)j, p->runs, p->sc.limit_s, &sum, err, sizeof(err));
 	r->other = other_load(&m);
 	if (rc) {
 		snprintf(r->error, sizeof(r->error), "%s", err);
@@ -1584,7 +1619,7 @@ static struct row *own_baseline_row(struct plan *p, const struct row *r, const c
 
 static void do_own(struct plan *p, unsigned T)
 {
-	struct job j = {.w = W_OWN, .T = T, .window_ns = p->window_ns};
+	struct job j = {.w = W_OWN, .T = T, .window_ns = p->sc.window_ns};
 	struct row *r = run_series(p, &j, ROW_OPS), *b, *c;
 
 	r->shards = T;
@@ -1605,8 +1640,8 @@ static void do_own(struct plan *p, unsigned T)
 /* A service workload and its mutex baseline at one T, printed together. */
 static void do_pair(struct plan *p, enum wl svc, enum wl base, unsigned T, uint64_t n)
 {
-	struct job js = {.w = svc, .T = T, .n = n, .window_ns = p->window_ns};
-	struct job jb = {.w = base, .T = T, .n = n, .window_ns = p->window_ns};
+	struct job js = {.w = svc, .T = T, .n = n, .window_ns = p->sc.window_ns};
+	struct job jb = {.w = base, .T = T, .n = n, .window_ns = p->sc.window_ns};
 	struct row *rs = run_series(p, &js, ROW_OPS), *rb = run_series(p, &jb, ROW_OPS);
 
 	rs->shards = bench_ncpus();
@@ -1630,13 +1665,13 @@ static void do_pair(struct plan *p, enum wl svc, enum wl base, unsigned T, uint6
 static void do_fire(struct plan *p, enum wl w, unsigned T)
 {
 	/* scaling: a worker per shard, T in all; service: a pool of 2. */
-	struct job j = {.w = w, .T = T, .n = p->fire_n, .per_shard = p->scaling ? 1 : 0};
+	struct job j = {.w = w, .T = T, .n = p->sc.fire_n, .per_shard = p->scaling ? 1 : 0};
 	struct row *r = run_series(p, &j, ROW_OPS);
 	char pool[32];
 
 	r->shards = T;
 	r->callbacks = w == W_FIRE_POOL ? (p->scaling ? T : FIRE_POOL_THREADS) : 0;
-	r->n = p->fire_n;
+	r->n = p->sc.fire_n;
 	if (p->scaling)
 		snprintf(pool, sizeof(pool), "a worker per shard");
 	else
@@ -1653,7 +1688,7 @@ static void do_lateness(struct plan *p, uint64_t pending, uint64_t tick_ns)
 	struct job j = {.w = W_LATENESS,
 			.T = 1,
 			.n = pending,
-			.window_ns = p->late_window_ns,
+			.window_ns = p->sc.late_window_ns,
 			.tick_ns = tick_ns};
 	struct row *r = run_series(p, &j, ROW_LATE);
 
@@ -1667,10 +1702,10 @@ static void do_lateness(struct plan *p, uint64_t pending, uint64_t tick_ns)
 
 static void do_memory(struct plan *p)
 {
-	struct job j = {.w = W_MEMORY, .T = 1, .n = p->mem_n};
+	struct job j = {.w = W_MEMORY, .T = 1, .n = p->sc.mem_n};
 	struct row *r = run_series(p, &j, ROW_MEM);
 
-	r->n = p->mem_n;
+	r->n = p->sc.mem_n;
 	r->shards = bench_ncpus();
 	print_row(p, r);
 }
@@ -1796,7 +1831,7 @@ static void print_goals(const struct plan *p)
 			       r->x[X_CPU_NS].med < 100 ? "met" : "NOT met");
 	}
 	for (size_t t = 0; t < p->nticks; t++) {
-		uint64_t most = p->late_pending[p->nlate - 1];
+		uint64_t most = p->sc.late_pending[p->sc.nlate - 1];
 		char nb[32];
 
 		r = find_row(p, wl_name[W_LATENESS], 1, most, p->late_tick[t]);
@@ -1952,30 +1987,7 @@ static int parse_options(struct plan *p, int argc, char **argv)
 	p->late_tick[0] = NS_PER_MS;
 	p->late_tick[1] = 100000;
 	p->nticks = 2;
-	if (p->quick) {
-		p->limit_s = 15;
-		p->window_ns = 10 * NS_PER_MS;
-		p->start_n = 10000;
-		p->reset_n = 10000;
-		p->fire_n = 5000;
-		p->mem_n = 10000;
-		p->late_window_ns = 40 * NS_PER_MS;
-		p->late_pending[0] = 1000;
-		p->late_pending[1] = 10000;
-		p->nlate = 2;
-	} else {
-		p->limit_s = 90;
-		p->window_ns = 200 * NS_PER_MS;
-		p->start_n = 1000000;
-		p->reset_n = 100000;
-		p->fire_n = 1000000;
-		p->mem_n = 1000000;
-		p->late_window_ns = 500 * NS_PER_MS;
-		p->late_pending[0] = 1000;
-		p->late_pending[1] = 100000;
-		p->late_pending[2] = 1000000;
-		p->nlate = 3;
-	}
+	p->sc = scales[p->quick];
 	return -1;
 }
 
@@ -2007,7 +2019,7 @@ static int service_main(int argc, char **argv, bool scaling)
 	if (!p->json) {
 		printf("spoke-bench %s: median, min, max of %u runs, each in a fresh process;"
 		       " windows %.0f ms.\nmachine: %s\n",
-		       bench_name, p->runs, (double)p->window_ns / 1e6, machine);
+		       bench_name, p->runs, (double)p->sc.window_ns / 1e6, machine);
 		for (size_t i = 0; i < p->nthreads; i++)
 			if (p->threads[i] > bench_ncpus()) {
 				printf("T = %u > %u CPUs: those rows are oversubscribed (more busy "
@@ -2024,9 +2036,9 @@ static int service_main(int argc, char **argv, bool scaling)
 	for (size_t i = 0; i < p->nthreads && selected(p, W_CROSS_PAIR); i++)
 		do_pair(p, W_CROSS_PAIR, W_MUTEX_PAIR, p->threads[i], 0);
 	for (size_t i = 0; i < p->nthreads && selected(p, W_CROSS_START); i++)
-		do_pair(p, W_CROSS_START, W_MUTEX_START, p->threads[i], p->start_n);
+		do_pair(p, W_CROSS_START, W_MUTEX_START, p->threads[i], p->sc.start_n);
 	for (size_t i = 0; i < p->nthreads && selected(p, W_RESET); i++)
-		do_pair(p, W_RESET, W_MUTEX_RESET, p->threads[i], p->reset_n);
+		do_pair(p, W_RESET, W_MUTEX_RESET, p->threads[i], p->sc.reset_n);
 	for (size_t i = 0; i < p->nthreads; i++) {
 		if (selected(p, W_FIRE_INLINE))
 			do_fire(p, W_FIRE_INLINE, p->threads[i]);
@@ -2034,8 +2046,8 @@ static int service_main(int argc, char **argv, bool scaling)
 			do_fire(p, W_FIRE_POOL, p->threads[i]);
 	}
 	for (size_t t = 0; t < p->nticks && selected(p, W_LATENESS); t++)
-		for (size_t i = 0; i < p->nlate; i++)
-			do_lateness(p, p->late_pending[i], p->late_tick[t]);
+		for (size_t i = 0; i < p->sc.nlate; i++)
+			do_lateness(p, p->sc.late_pending[i], p->late_tick[t]);
 	if (selected(p, W_MEMORY))
 		do_memory(p);
 
