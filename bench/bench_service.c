@@ -475,11 +475,24 @@ static int create_service(struct spoke **s, unsigned shards, unsigned callbacks,
 	return create_service_spread(s, shards, callbacks, 0, tick_ns, out);
 }
 
-/* The producer on CPU c starts on the shard of the next CPU (shard k is on CPU k). */
-static void set_targets(struct team *tm, unsigned nshards)
+/*
+ * The team of a cross-* run: a service with a managed shard per CPU, and
+ * the producer on CPU c aimed at the shard of the next CPU (shard k is on
+ * CPU k). 0 or an error (said).
+ */
+static int cross_init(const struct job *j, unsigned run, struct bench_sample *out)
 {
-	for (unsigned i = 0; i < tm->base.T; i++)
-		tm->w[i].target = (i % bench_ncpus() + 1) % nshards;
+	unsigned nshards;
+	int err;
+
+	team_init(&team, j->T, run);
+	err = create_service(&team.s, 0, 0, TICK_NS, out);
+	if (err)
+		return err;
+	nshards = spoke_shards(team.s);
+	for (unsigned i = 0; i < j->T; i++)
+		team.w[i].target = (i % bench_ncpus() + 1) % nshards;
+	return 0;
 }
 
 /* ---- (a) attached start + cancel, and the bare engine -------------------- */
@@ -625,11 +638,9 @@ static int run_cross_pair(void *arg, unsigned run, struct bench_sample *out)
 	char sb[160];
 	int err;
 
-	team_init(&team, j->T, run);
-	err = create_service(&team.s, 0, 0, TICK_NS, out);
+	err = cross_init(j, run, out);
 	if (err)
 		return err;
-	set_targets(&team, spoke_shards(team.s));
 	team.base.body = cross_pair_body;
 	err = team_run(&team, j->window_ns, &r, out);
 	if (!err && wait_totals(team.s, drained, r.ops, NULL) != 0)
@@ -709,11 +720,9 @@ static int run_cross_start(void *arg, unsigned run, struct bench_sample *out)
 	char sb[160];
 	int err;
 
-	team_init(&team, j->T, run);
-	err = create_service(&team.s, 0, 0, TICK_NS, out);
+	err = cross_init(j, run, out);
 	if (err)
 		return err;
-	set_targets(&team, spoke_shards(team.s));
 	set_counts(&team, j->n);
 	team.n = j->n;
 	team.base.prepare = cross_start_warm;
@@ -1733,64 +1742,93 @@ static bool find_kind(const struct plan *p, enum row_kind kind)
 	return false;
 }
 
+/* A throughput row of the summary. */
+static void summary_ops_row(const struct row *r)
+{
+	char vs[64], cpu[32];
+
+	if (!r->ok) {
+		printf("| %s | %u | error | | | | %s |\n", r->workload, r->T, r->error);
+		return;
+	}
+	vs[0] = '\0';
+	if (r->baseline)
+		snprintf(vs, sizeof(vs), "%.2fx %s", r->ratio, r->baseline);
+	if (r->x[X_CPU_NS].med > 0)
+		snprintf(cpu, sizeof(cpu), "%.1f", r->x[X_CPU_NS].med);
+	else
+		snprintf(cpu, sizeof(cpu), "-");
+	printf("| %s | %u | %.1f | %.1f .. %.1f | %s | %.2f | %s |\n", r->workload, r->T, r->v.med,
+	       r->v.min, r->v.max, cpu, r->x[X_OPS_PER_S].med / 1e6, vs);
+}
+
+/* A lateness row of the summary. */
+static void summary_late_row(const struct row *r)
+{
+	char nb[32];
+
+	if (!r->ok) {
+		printf("| %s | %.0f us | error: %s | | | | |\n",
+		       bench_fmt_count(nb, sizeof(nb), r->pending), (double)r->tick_ns / 1000.0,
+		       r->error);
+		return;
+	}
+	printf("| %s | %.0f us | %.1f | %.1f | %.1f | %.1f | %.0f |\n",
+	       bench_fmt_count(nb, sizeof(nb), r->pending), (double)r->tick_ns / 1000.0,
+	       r->x[X_P50].med, r->x[X_P99].med, r->x[X_P999].med, r->x[X_MAX].med,
+	       r->x[X_SAMPLES].med);
+}
+
+/* The memory line of the summary. */
+static void summary_mem_row(const struct row *r)
+{
+	char nb[32];
+
+	if (r->ok)
+		printf("\nMemory: %.1f bytes per pending timer (N = %s; min %.1f, max %.1f)\n",
+		       r->v.med, bench_fmt_count(nb, sizeof(nb), r->n), r->v.min, r->v.max);
+}
+
+/* One part of the summary: the rows of one kind under their head (if any). */
+struct summary_part {
+	enum row_kind kind;
+	const char *head; /* the column names and the rule; NULL: no table */
+	void (*row)(const struct row *r);
+};
+
+static const struct summary_part summary_parts[] = {
+	{ROW_OPS,
+	 "| workload | T | ns/op | min .. max | CPU ns/op | Mops/s | vs |\n"
+	 "|---|--:|--:|--:|--:|--:|---|\n",
+	 summary_ops_row},
+	{ROW_LATE,
+	 "| pending | tick | p50 | p99 | p99.9 | max | samples/run |\n"
+	 "|--:|--:|--:|--:|--:|--:|--:|\n",
+	 summary_late_row},
+	{ROW_MEM, NULL, summary_mem_row},
+};
+
+static void summary_title(const struct plan *p, enum row_kind kind, const char *machine)
+{
+	if (kind == ROW_OPS)
+		printf("\n### Throughput (median of %u runs; %s)\n\n", p->runs, machine);
+	else if (kind == ROW_LATE)
+		printf("\n### Expiry lateness (us; median of %u runs)\n\n", p->runs);
+}
+
 static void print_summary(const struct plan *p, const char *machine)
 {
-	char nb[32], vs[64], cpu[32];
+	for (size_t k = 0; k < sizeof(summary_parts) / sizeof(summary_parts[0]); k++) {
+		const struct summary_part *sp = &summary_parts[k];
 
-	if (!find_kind(p, ROW_OPS))
-		goto lateness;
-	printf("\n### Throughput (median of %u runs; %s)\n\n", p->runs, machine);
-	printf("| workload | T | ns/op | min .. max | CPU ns/op | Mops/s | vs |\n");
-	printf("|---|--:|--:|--:|--:|--:|---|\n");
-	for (size_t i = 0; i < p->nrows; i++) {
-		const struct row *r = &p->rows[i];
-
-		if (r->kind != ROW_OPS)
+		if (!find_kind(p, sp->kind))
 			continue;
-		if (!r->ok) {
-			printf("| %s | %u | error | | | | %s |\n", r->workload, r->T, r->error);
-			continue;
-		}
-		vs[0] = '\0';
-		if (r->baseline)
-			snprintf(vs, sizeof(vs), "%.2fx %s", r->ratio, r->baseline);
-		if (r->x[X_CPU_NS].med > 0)
-			snprintf(cpu, sizeof(cpu), "%.1f", r->x[X_CPU_NS].med);
-		else
-			snprintf(cpu, sizeof(cpu), "-");
-		printf("| %s | %u | %.1f | %.1f .. %.1f | %s | %.2f | %s |\n", r->workload, r->T,
-		       r->v.med, r->v.min, r->v.max, cpu, r->x[X_OPS_PER_S].med / 1e6, vs);
-	}
-lateness:
-	if (!find_kind(p, ROW_LATE))
-		goto memory;
-	printf("\n### Expiry lateness (us; median of %u runs)\n\n", p->runs);
-	printf("| pending | tick | p50 | p99 | p99.9 | max | samples/run |\n");
-	printf("|--:|--:|--:|--:|--:|--:|--:|\n");
-	for (size_t i = 0; i < p->nrows; i++) {
-		const struct row *r = &p->rows[i];
-
-		if (r->kind != ROW_LATE)
-			continue;
-		if (!r->ok) {
-			printf("| %s | %.0f us | error: %s | | | | |\n",
-			       bench_fmt_count(nb, sizeof(nb), r->pending),
-			       (double)r->tick_ns / 1000.0, r->error);
-			continue;
-		}
-		printf("| %s | %.0f us | %.1f | %.1f | %.1f | %.1f | %.0f |\n",
-		       bench_fmt_count(nb, sizeof(nb), r->pending), (double)r->tick_ns / 1000.0,
-		       r->x[X_P50].med, r->x[X_P99].med, r->x[X_P999].med, r->x[X_MAX].med,
-		       r->x[X_SAMPLES].med);
-	}
-memory:
-	for (size_t i = 0; i < p->nrows; i++) {
-		const struct row *r = &p->rows[i];
-
-		if (r->kind == ROW_MEM && r->ok)
-			printf("\nMemory: %.1f bytes per pending timer (N = %s; min %.1f, max "
-			       "%.1f)\n",
-			       r->v.med, bench_fmt_count(nb, sizeof(nb), r->n), r->v.min, r->v.max);
+		summary_title(p, sp->kind, machine);
+		if (sp->head)
+			fputs(sp->head, stdout);
+		for (size_t i = 0; i < p->nrows; i++)
+			if (p->rows[i].kind == sp->kind)
+				sp->row(&p->rows[i]);
 	}
 }
 
