@@ -727,6 +727,7 @@ int bench_schemes_main(int argc, char **argv)
 	}
 	bench_progress_end(&progress);
 
+	rc = 0;
 	if (p->out.format == BENCH_TABLE)
 		print_summary(p);
 	if (p->plot) {
