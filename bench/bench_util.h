@@ -19,9 +19,9 @@
  *   plot     bench_plot_png(): panels of log-log lines drawn by gnuplot
  *            (fed through a pipe) into one PNG.
  *   options  bench_parse_options(): the options every subcommand takes
- *            (--json, --quick, --runs, --help) and the operand check, in one
- *            getopt_long loop with the subcommand's own; counts written as
- *            1e6 or 1000000.
+ *            (--json, --quick, --runs, --help; a grid's --max-n, --budget)
+ *            and the operand check, in one getopt_long loop with the
+ *            subcommand's own; counts written as 1e6 or 1000000.
  *   team     struct bench_team: T threads started, pinned, prepared, let go
  *            together through one gate, stopped by a flag, joined, their
  *            counts and times summed.
