@@ -546,9 +546,11 @@ static bool add_longopts(struct option *all, size_t *len, const struct option *s
 	return true;
 }
 
-/* A common option: 0 taken, -1 a bad value (said), 1 not one. */
-static int common_option(struct bench_opts *o, int opt, const char *arg)
+/* A common option (the grid's too with `grid`): 0 taken, -1 a bad value (said), 1 not one. */
+static int common_option(struct bench_opts *o, bool grid, int opt, const char *arg)
 {
+	if (!grid && (opt == 'n' || opt == 'b'))
+		return 1; /* the subcommand's own */
 	switch (opt) {
 	case 'j':
 		o->json = true;
@@ -601,7 +603,7 @@ int bench_parse_options(int argc, char **argv, bool grid, const struct option *o
 			usage(stderr);
 			return 2;
 		}
-		rc = common_option(o, opt, optarg);
+		rc = common_option(o, grid, opt, optarg);
 		if (rc > 0)
 			rc = fn(ctx, opt, optarg);
 		if (rc != 0)

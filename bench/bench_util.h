@@ -272,7 +272,8 @@ int bench_plot_png(const char *file, const char *title, const struct bench_panel
  * What every subcommand takes: --json, --quick, --runs K (1..BENCH_MAX_RUNS)
  * and --help; and a grid of cells (schemes, peers) also --max-n N and
  * --budget SEC. A subcommand's own options use other getopt_long values
- * than 'j', 'q', 'r', 'h', 'n' and 'b'. Zero fields were not given.
+ * than 'j', 'q', 'r' and 'h' (and, in a grid, 'n' and 'b'). Zero fields
+ * were not given.
  */
 struct bench_opts {
 	bool json, quick;
