@@ -218,17 +218,43 @@ static double bench_signal(enum impl impl, unsigned n)
 	return (double)(now_ns() - t0) / n;
 }
 
-/* --- wake: latency from signal to the sleeper running ------------------------------------- */
+/* --- a producer on CPU 0 and a consumer thread -------------------------------------------- */
 
-struct wake_run {
+/* One run of wake or publish: the eventcount, and what the consumer records. */
+struct pair_run {
 	struct ec e;
-	unsigned n;
-	uint64_t *lat;
+	unsigned n;	  /* items */
+	uint64_t *lat;	  /* wake: per item, signal -> consumer running */
+	uint64_t payload; /* publish: plain, written by the producer, read by the consumer */
 };
+
+/* A fresh eventcount of impl for n items, and its consumer started (r's other fields are the
+ * caller's). */
+static void pair_start(struct pair_run *r, enum impl impl, unsigned n, void *(*consumer)(void *),
+		       pthread_t *th)
+{
+	memset(&r->e, 0, sizeof(r->e));
+	r->e.impl = impl;
+	ck_ec32_init(&r->e.ck, 0);
+	r->n = n;
+	if (pthread_create(th, NULL, consumer, r) != 0) {
+		fprintf(stderr, "spoke-bench-ec: cannot start the consumer thread\n");
+		exit(2);
+	}
+}
+
+/* Producer: wait until the consumer took item i (0-based). */
+static void pair_wait_acked(struct pair_run *r, unsigned i)
+{
+	while (atomic_load_explicit(&r->e.acked, memory_order_acquire) != i + 1)
+		sched_yield();
+}
+
+/* --- wake: latency from signal to the sleeper running ------------------------------------- */
 
 static void *wake_consumer(void *arg)
 {
-	struct wake_run *r = arg;
+	struct pair_run *r = arg;
 
 	pin(1);
 	for (unsigned i = 0; i < r->n; i++) {
@@ -242,18 +268,15 @@ static void *wake_consumer(void *arg)
 
 static void bench_wake(enum impl impl, unsigned n, uint64_t *p50, uint64_t *p99)
 {
-	static struct wake_run r;
+	static struct pair_run r;
 	pthread_t th;
 
-	memset(&r, 0, sizeof(r));
-	r.e.impl = impl;
-	ck_ec32_init(&r.e.ck, 0);
-	r.n = n;
 	r.lat = calloc(n, sizeof(*r.lat));
-	if (!r.lat || pthread_create(&th, NULL, wake_consumer, &r) != 0) {
-		fprintf(stderr, "spoke-bench-ec: out of memory or threads\n");
+	if (!r.lat) {
+		fprintf(stderr, "spoke-bench-ec: out of memory\n");
 		exit(2);
 	}
+	pair_start(&r, impl, n, wake_consumer, &th);
 	pin(0);
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t t;
@@ -265,8 +288,7 @@ static void bench_wake(enum impl impl, unsigned n, uint64_t *p50, uint64_t *p99)
 		r.e.t_signal = now_ns();
 		atomic_store_explicit(&r.e.posted, i + 1, memory_order_release);
 		ec_signal(&r.e);
-		while (atomic_load_explicit(&r.e.acked, memory_order_acquire) != i + 1)
-			sched_yield();
+		pair_wait_acked(&r, i);
 	}
 	pthread_join(th, NULL);
 	*p50 = pct(r.lat, n, 0.5);
@@ -276,15 +298,9 @@ static void bench_wake(enum impl impl, unsigned n, uint64_t *p50, uint64_t *p99)
 
 /* --- publish: is the eventcount's edge visible (TSan)? ------------------------------------ */
 
-struct pub_run {
-	struct ec e;
-	unsigned n;
-	uint64_t payload; /* plain: written by the producer, read by the consumer */
-};
-
 static void *pub_consumer(void *arg)
 {
-	struct pub_run *r = arg;
+	struct pair_run *r = arg;
 	uint32_t seen = 0;
 
 	for (unsigned i = 0; i < r->n; i++) {
@@ -308,22 +324,16 @@ static void *pub_consumer(void *arg)
 
 static void bench_publish(enum impl impl, unsigned n)
 {
-	static struct pub_run r;
+	static struct pair_run r;
 	pthread_t th;
 
-	memset(&r, 0, sizeof(r));
-	r.e.impl = impl;
-	ck_ec32_init(&r.e.ck, 0);
-	r.n = n;
-	if (pthread_create(&th, NULL, pub_consumer, &r) != 0)
-		exit(2);
+	pair_start(&r, impl, n, pub_consumer, &th);
 	for (unsigned i = 0; i < n; i++) {
 		r.payload = 1000u + i;
 		if (impl == SPOKE)
 			atomic_store_explicit(&r.e.posted, i + 1, memory_order_release);
 		ec_signal(&r.e);
-		while (atomic_load_explicit(&r.e.acked, memory_order_acquire) != i + 1)
-			sched_yield();
+		pair_wait_acked(&r, i);
 	}
 	pthread_join(th, NULL);
 }

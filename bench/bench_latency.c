@@ -82,7 +82,6 @@
 #include <spoke/spoke.h>
 
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -197,33 +196,30 @@ static void cb_pending(void *arg)
 	atomic_fetch_add_explicit(&unexpected_fires, 1, memory_order_relaxed);
 }
 
+/* A load thread (a team thread, bench_util.h): its header first, then its job. */
 struct load_thread {
-	pthread_t th;
+	struct bench_thread t;
 	struct spoke *s;
-	_Atomic int *stop;
-	unsigned index, nshards;
+	unsigned nshards;
 	double batch_ns; /* pacing: one batch of LOAD_BATCH pairs per batch_ns (0 = none) */
-	uint64_t pairs, t0, t1;
-	int err;
 };
 
 /*
- * A load thread: start + cancel pairs on the shards in turn until *stop, in
- * batches of LOAD_BATCH; paced, the n-th batch starts at t0 + n * batch_ns
- * (one that falls behind does not sleep until it caught up).
+ * A load thread's body: start + cancel pairs on the shards in turn until
+ * the team stops, in batches of LOAD_BATCH; paced, the n-th batch starts at
+ * t0 + n * batch_ns (one that falls behind does not sleep until it caught
+ * up). t->ops counts the pairs.
  */
-static void *load_main(void *arg)
+static void load_main(struct bench_thread *t)
 {
-	struct load_thread *l = arg;
-	unsigned shard = l->index % l->nshards;
+	struct load_thread *l = (struct load_thread *)t;
+	unsigned shard = t->index % l->nshards;
 	uint64_t pairs = 0, batches = 0;
 	int err = 0;
 
-	bench_pin_self(l->index);
-	l->t0 = bench_now_ns();
 	do {
 		if (l->batch_ns > 0) {
-			uint64_t due = l->t0 + (uint64_t)((double)batches * l->batch_ns),
+			uint64_t due = t->t0 + (uint64_t)((double)batches * l->batch_ns),
 				 now = bench_now_ns();
 
 			if (due > now)
@@ -239,11 +235,10 @@ static void *load_main(void *arg)
 			shard = shard + 1 == l->nshards ? 0 : shard + 1;
 		}
 		pairs += LOAD_BATCH;
-	} while (!err && !atomic_load_explicit(l->stop, memory_order_relaxed));
-	l->t1 = bench_now_ns();
-	l->pairs = pairs;
-	l->err = err;
-	return NULL;
+	} while (!err && !bench_team_stopping(t));
+	t->ops = pairs;
+	if (err)
+		bench_thread_fail(t, err, "spoke_start_on or spoke_cancel");
 }
 
 static struct spoke_stats stats_buf; /* 18 KB: one per child, main thread only */
@@ -314,23 +309,42 @@ static int wait_settled(struct spoke *s, uint64_t started, uint64_t cancelled, u
 	}
 }
 
-/* Stop and join the load threads; the pairs they did, or a negative errno. */
-static int64_t load_stop(struct load_thread *l, unsigned n, _Atomic int *stop, double *load_ns)
+/*
+ * Start j->load_threads load threads on s (none: nothing to start). 0, or
+ * a negative errno with out->error set.
+ */
+static int load_start(struct bench_team *team, struct load_thread *load,
+		      const struct bench_late_job *j, struct spoke *s, struct bench_sample *out)
 {
-	uint64_t pairs = 0, t0 = UINT64_MAX, t1 = 0;
-	int err = 0;
+	int err;
 
-	atomic_store_explicit(stop, 1, memory_order_relaxed);
-	for (unsigned i = 0; i < n; i++) {
-		pthread_join(l[i].th, NULL);
-		pairs += l[i].pairs;
-		t0 = l[i].t0 < t0 ? l[i].t0 : t0;
-		t1 = l[i].t1 > t1 ? l[i].t1 : t1;
-		if (l[i].err && !err)
-			err = l[i].err;
+	*team = (struct bench_team){.T = j->load_threads,
+				    .pin = true,
+				    .body = load_main,
+				    .threads = load,
+				    .stride = sizeof(load[0])};
+	for (unsigned i = 0; i < j->load_threads; i++) {
+		load[i] = (struct load_thread){.s = s, .nshards = spoke_shards(s)};
+		if (j->load_rate > 0)
+			load[i].batch_ns = 1e9 * LOAD_BATCH * j->load_threads / j->load_rate;
 	}
-	*load_ns = n ? (double)(t1 - t0) : 0;
-	return err ? err : (int64_t)pairs;
+	err = bench_team_start(team);
+	if (err)
+		return bench_fail(out, err, "pthread_create: %s", strerror(-err));
+	bench_team_ready(team);
+	bench_team_go(team, true);
+	return 0;
+}
+
+/* Stop and join the load threads; the pairs they did, or a negative errno. */
+static int64_t load_stop(struct bench_team *team, double *load_ns)
+{
+	struct bench_team_result r;
+
+	bench_team_stop(team);
+	bench_team_join(team, &r);
+	*load_ns = r.window_ns;
+	return r.err ? r.err : (int64_t)r.ops;
 }
 
 /* Fill: n timers that stay pending, on the shards in turn, all in the wheels. */
@@ -449,8 +463,8 @@ int bench_late_run(const struct bench_late_job *j, unsigned run, uint64_t *late_
 		   struct bench_late_result *r, struct bench_sample *out)
 {
 	struct load_thread load[MAX_LOAD_THREADS];
-	_Atomic int load_stop_flag = 0;
-	unsigned nload = 0, nshards;
+	struct bench_team team;
+	bool loaded = false;
 	struct late_sample *smp;
 	struct spoke_config cfg;
 	struct bench_rng rng;
@@ -480,18 +494,10 @@ int bench_late_run(const struct bench_late_job *j, unsigned run, uint64_t *late_
 		return bench_fail(out, err, "spoke_create(tick %llu ns): %s",
 				  (unsigned long long)j->tick_ns, strerror(-err));
 	}
-	nshards = spoke_shards(s);
 	err = fill_pending(s, j->pending, &rng, out);
-	for (; !err && nload < j->load_threads; nload++) {
-		struct load_thread *l = &load[nload];
-
-		*l = (struct load_thread){
-			.s = s, .stop = &load_stop_flag, .index = nload, .nshards = nshards};
-		if (j->load_rate > 0)
-			l->batch_ns = 1e9 * LOAD_BATCH * j->load_threads / j->load_rate;
-		err = -pthread_create(&l->th, NULL, load_main, l);
-		if (err)
-			err = bench_fail(out, err, "pthread_create: %s", strerror(-err));
+	if (!err) {
+		err = load_start(&team, load, j, s, out);
+		loaded = err == 0;
 	}
 	if (!err) {
 		struct cpu_mark m0 = cpu_mark_now();
@@ -503,7 +509,8 @@ int bench_late_run(const struct bench_late_job *j, unsigned run, uint64_t *late_
 			err = wait_stream((uint64_t)k, out);
 		cpu_mark_since(&m0, r);
 	}
-	pairs = load_stop(load, nload, &load_stop_flag, &r->load_ns);
+	if (loaded)
+		pairs = load_stop(&team, &r->load_ns);
 	if (pairs < 0 && !err)
 		err = bench_fail(out, (int)pairs, "load: spoke_start_on or spoke_cancel: %s",
 				 strerror((int)-pairs));
@@ -829,13 +836,69 @@ static bool parse_count_or_zero(const char *arg, uint64_t *v)
 	return bench_parse_count(arg, v) == 0;
 }
 
-static int parse_options(struct plan *p, int argc, char **argv, bool *done)
+/* What latency's own options gave (zero or false: not given). */
+struct latency_opts {
+	uint64_t load, rate, slack_us;
+	double duration;
+	uint64_t pending[MAX_PENDING], tick_us[MAX_TICKS];
+	int npending, nticks;
+	bool no_load, no_pin;
+};
+
+/* A latency option (bench_option_fn); ctx is struct latency_opts. */
+static int latency_option(void *ctx, int opt, const char *arg)
+{
+	struct latency_opts *l = ctx;
+
+	switch (opt) {
+	case 'd':
+		if (bench_parse_seconds(arg, &l->duration) == 0 && l->duration <= 3600)
+			return 0;
+		fprintf(stderr, "--duration: seconds, above 0, at most 3600\n");
+		return -1;
+	case 'l':
+		if (bench_parse_count(arg, &l->load) == 0 && l->load <= MAX_LOAD_THREADS)
+			return 0;
+		fprintf(stderr, "--load-threads: 1..%d\n", MAX_LOAD_THREADS);
+		return -1;
+	case 'a':
+		if (parse_count_or_zero(arg, &l->rate))
+			return 0;
+		fprintf(stderr, "--load-rate: pairs per second, e.g. 1e6; 0 = unthrottled\n");
+		return -1;
+	case 'n':
+		l->no_load = true;
+		return 0;
+	case 'p':
+		l->npending = parse_counts(arg, l->pending, MAX_PENDING);
+		if (l->npending > 0)
+			return 0;
+		fprintf(stderr, "--pending: up to %d counts, e.g. 1e3,1e5\n", MAX_PENDING);
+		return -1;
+	case 't':
+		l->nticks = parse_counts(arg, l->tick_us, MAX_TICKS);
+		if (l->nticks > 0)
+			return 0;
+		fprintf(stderr, "--tick: up to %d tick lengths in us, e.g. 100,1000\n", MAX_TICKS);
+		return -1;
+	case 's':
+		if (parse_count_or_zero(arg, &l->slack_us))
+			return 0;
+		fprintf(stderr, "--slack: us, e.g. 250; 0 = the service's default\n");
+		return -1;
+	case 'u':
+		l->no_pin = true;
+		return 0;
+	default:
+		return -1;
+	}
+}
+
+/* Fill the plan from argv. -1 to go on, or the exit status for main (usage or error). */
+static int parse_options(struct plan *p, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{"quick", no_argument, NULL, 'q'},
 		{"duration", required_argument, NULL, 'd'},
-		{"runs", required_argument, NULL, 'r'},
 		{"load-threads", required_argument, NULL, 'l'},
 		{"load-rate", required_argument, NULL, 'a'},
 		{"no-load", no_argument, NULL, 'n'},
@@ -843,100 +906,23 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 		{"tick", required_argument, NULL, 't'},
 		{"slack", required_argument, NULL, 's'},
 		{"no-pin", no_argument, NULL, 'u'},
-		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	uint64_t runs = 0, load = bench_ncpus(), rate = DEFAULT_LOAD_RATE, slack_us = 0;
-	double duration = 0;
-	uint64_t pending[MAX_PENDING], tick_us[MAX_TICKS];
-	int npending = 0, nticks = 0;
-	bool no_load = false;
-	int opt;
+	struct latency_opts l = {.load = bench_ncpus(), .rate = DEFAULT_LOAD_RATE};
+	struct bench_opts o;
+	int rc = bench_parse_options(argc, argv, false, longopts, latency_option, &l, usage, &o);
 
-	*done = false;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'j':
-			p->json = true;
-			break;
-		case 'q':
-			p->quick = true;
-			break;
-		case 'd':
-			if (bench_parse_seconds(optarg, &duration) || duration > 3600) {
-				fprintf(stderr, "--duration: seconds, above 0, at most 3600\n");
-				return 2;
-			}
-			break;
-		case 'r':
-			if (bench_parse_count(optarg, &runs) || runs > BENCH_MAX_RUNS) {
-				fprintf(stderr, "--runs: 1..%d\n", BENCH_MAX_RUNS);
-				return 2;
-			}
-			break;
-		case 'l':
-			if (bench_parse_count(optarg, &load) || load > MAX_LOAD_THREADS) {
-				fprintf(stderr, "--load-threads: 1..%d\n", MAX_LOAD_THREADS);
-				return 2;
-			}
-			break;
-		case 'a':
-			if (!parse_count_or_zero(optarg, &rate)) {
-				fprintf(stderr, "--load-rate: pairs per second, e.g. 1e6; 0 = "
-						"unthrottled\n");
-				return 2;
-			}
-			break;
-		case 'n':
-			no_load = true;
-			break;
-		case 'p':
-			npending = parse_counts(optarg, pending, MAX_PENDING);
-			if (npending < 0) {
-				fprintf(stderr, "--pending: up to %d counts, e.g. 1e3,1e5\n",
-					MAX_PENDING);
-				return 2;
-			}
-			break;
-		case 't':
-			nticks = parse_counts(optarg, tick_us, MAX_TICKS);
-			if (nticks < 0) {
-				fprintf(stderr,
-					"--tick: up to %d tick lengths in us, e.g. 100,1000\n",
-					MAX_TICKS);
-				return 2;
-			}
-			break;
-		case 's':
-			if (!parse_count_or_zero(optarg, &slack_us)) {
-				fprintf(stderr,
-					"--slack: us, e.g. 250; 0 = the service's default\n");
-				return 2;
-			}
-			break;
-		case 'u':
-			p->no_pin = true;
-			break;
-		case 'h':
-			usage(stdout);
-			*done = true;
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "spoke-bench latency: unexpected argument '%s'\n", argv[optind]);
-		return 2;
-	}
-	p->runs = runs ? (unsigned)runs : p->quick ? 2 : 3;
-	p->duration_s = duration > 0 ? duration : p->quick ? 0.1 : 2;
-	p->load_threads = (unsigned)load;
-	p->load_rate = (double)rate;
-	p->slack_ns = slack_us * 1000;
-	p->nloads = no_load ? 1 : 2;
+	if (rc >= 0)
+		return rc;
+	p->json = o.json;
+	p->quick = o.quick;
+	p->runs = bench_opts_runs(&o, 2, 3);
+	p->duration_s = l.duration > 0 ? l.duration : p->quick ? 0.1 : 2;
+	p->load_threads = (unsigned)l.load;
+	p->load_rate = (double)l.rate;
+	p->slack_ns = l.slack_us * 1000;
+	p->no_pin = l.no_pin;
+	p->nloads = l.no_load ? 1 : 2;
 	if (p->quick) {
 		p->pending[0] = 1000;
 		p->npending = 1;
@@ -952,17 +938,17 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 		p->tick_ns[2] = 10 * NS_PER_MS;
 		p->nticks = 3;
 	}
-	if (npending > 0) {
-		memcpy(p->pending, pending, sizeof(pending));
-		p->npending = (size_t)npending;
+	if (l.npending > 0) {
+		memcpy(p->pending, l.pending, sizeof(l.pending));
+		p->npending = (size_t)l.npending;
 	}
-	for (int i = 0; i < nticks; i++)
-		p->tick_ns[i] = tick_us[i] * 1000;
-	if (nticks > 0)
-		p->nticks = (size_t)nticks;
+	for (int i = 0; i < l.nticks; i++)
+		p->tick_ns[i] = l.tick_us[i] * 1000;
+	if (l.nticks > 0)
+		p->nticks = (size_t)l.nticks;
 	/* The stream starts at most STREAM_BATCH timers per STREAM_PACE_NS. */
 	p->max_samples = ((size_t)(p->duration_s * 1e9 / STREAM_PACE_NS) + 2) * STREAM_BATCH;
-	return 0;
+	return -1;
 }
 
 int bench_latency_main(int argc, char **argv)
@@ -971,12 +957,11 @@ int bench_latency_main(int argc, char **argv)
 	struct plan *p = &plan;
 	uint64_t t0 = bench_now_ns();
 	char machine[256], rate[32];
-	bool done;
 	void *map;
 	int rc;
 
-	rc = parse_options(p, argc, argv, &done);
-	if (rc || done)
+	rc = parse_options(p, argc, argv);
+	if (rc >= 0)
 		return rc;
 	p->map_bytes = BENCH_MAX_RUNS * sizeof(*p->res) +
 		       (size_t)p->runs * p->max_samples * sizeof(*p->samples);

@@ -90,7 +90,6 @@
 
 #include <spoke/engine.h>
 
-#include <getopt.h>
 #include <malloc.h>
 #include <math.h>
 #include <stdlib.h>
@@ -729,52 +728,43 @@ static const struct peer_ops *find_peer(const char *name)
 	return NULL;
 }
 
-/* Fill the plan from argv. 0, or the exit status for main (usage or error). */
-static int parse_options(struct plan *p, int argc, char **argv, bool *done)
+/* A peers option (bench_option_fn); ctx is the plan. */
+static int peers_option(void *ctx, int opt, const char *arg)
+{
+	struct plan *p = ctx;
+	const struct peer_ops *ops = find_peer(arg);
+
+	(void)opt; /* --peer, its only option */
+	if (!ops) {
+		fprintf(stderr, "--peer: unknown peer '%s'\n", arg);
+		return -1;
+	}
+	if (p->npeers < MAX_PEERS)
+		p->peers[p->npeers++] = ops;
+	return 0;
+}
+
+/* Fill the plan from argv. -1 to go on, or the exit status for main (usage or error). */
+static int parse_options(struct plan *p, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"json", no_argument, NULL, 'j'},	 {"runs", required_argument, NULL, 'r'},
-		{"max-n", required_argument, NULL, 'n'}, {"quick", no_argument, NULL, 'q'},
-		{"peer", required_argument, NULL, 's'},	 {"budget", required_argument, NULL, 'b'},
-		{"help", no_argument, NULL, 'h'},	 {NULL, 0, NULL, 0},
+		{"peer", required_argument, NULL, 's'},
+		{NULL, 0, NULL, 0},
 	};
-	struct bench_grid_opts g = {0};
-	int opt, taken;
+	struct bench_opts o;
+	int rc = bench_parse_options(argc, argv, true, longopts, peers_option, p, usage, &o);
 
-	*done = false;
-	p->out = (struct bench_out){.f = stdout, .format = BENCH_TABLE, .subject_key = "peer"};
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		const struct peer_ops *ops;
-
-		taken = bench_grid_option(&g, opt, optarg);
-		if (taken < 0)
-			return 2;
-		if (taken)
-			continue;
-		if (opt == 'h') {
-			usage(stdout);
-			*done = true;
-			return 0;
-		}
-		ops = opt == 's' ? find_peer(optarg) : NULL;
-		if (!ops) {
-			if (opt == 's')
-				fprintf(stderr, "--peer: unknown peer '%s'\n", optarg);
-			usage(stderr);
-			return 2;
-		}
-		if (p->npeers < MAX_PEERS)
-			p->peers[p->npeers++] = ops;
-	}
-	if (bench_grid_finish(&g, argc, argv, "peers", &p->out, &p->runs))
-		return 2;
-	p->budget_s = g.budget_s > 0 ? g.budget_s : g.quick ? QUICK_BUDGET_S : DEFAULT_BUDGET_S;
-	p->rt_tick_ns = g.quick ? QUICK_RT_TICK_NS : RT_TICK_NS;
-	p->floor_loads = g.quick ? QUICK_FLOOR_LOADS : FLOOR_MIN_LOADS;
+	if (rc >= 0)
+		return rc;
+	p->out = (struct bench_out){
+		.f = stdout, .format = o.json ? BENCH_JSON : BENCH_TABLE, .subject_key = "peer"};
+	p->runs = bench_opts_runs(&o, 3, 5);
+	p->budget_s = o.budget_s > 0 ? o.budget_s : o.quick ? QUICK_BUDGET_S : DEFAULT_BUDGET_S;
+	p->rt_tick_ns = o.quick ? QUICK_RT_TICK_NS : RT_TICK_NS;
+	p->floor_loads = o.quick ? QUICK_FLOOR_LOADS : FLOOR_MIN_LOADS;
 	p->nsizes = bench_grid_sizes(p->sizes, MAX_SIZES,
-				     g.max_n   ? g.max_n
-				     : g.quick ? 1000
+				     o.max_n   ? o.max_n
+				     : o.quick ? 1000
 					       : 1000000);
 	if (p->nsizes == 0)
 		return 2;
@@ -782,7 +772,7 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 		p->peers[s] = all_peers[s];
 	if (p->npeers == 0)
 		p->npeers = NALL_PEERS;
-	return 0;
+	return -1;
 }
 
 /* ---- main -------------------------------------------------------------- */
@@ -802,11 +792,10 @@ int bench_peers_main(int argc, char **argv)
 	struct plan *p = &plan;
 	uint64_t t0 = peers_real_now_ns();
 	unsigned long nofile, sigpending;
-	bool done;
 	int rc;
 
-	rc = parse_options(p, argc, argv, &done);
-	if (rc || done)
+	rc = parse_options(p, argc, argv);
+	if (rc >= 0)
 		return rc;
 	nofile = raise_limit(RLIMIT_NOFILE);
 	sigpending = raise_limit(RLIMIT_SIGPENDING);

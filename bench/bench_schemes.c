@@ -60,7 +60,6 @@
 #include <spoke/engine.h>
 
 #include <errno.h>
-#include <getopt.h>
 #include <malloc.h>
 #include <math.h>
 #include <stdlib.h>
@@ -601,67 +600,60 @@ static bool known_scheme(const char *name)
 	return false;
 }
 
-/* Fill the plan from argv. 0, or the exit status for main (usage or error). */
-static int parse_options(struct plan *p, int argc, char **argv, bool *done)
+/* A schemes option (bench_option_fn); ctx is the plan. */
+static int schemes_option(void *ctx, int opt, const char *arg)
+{
+	struct plan *p = ctx;
+	unsigned long k;
+	char *end;
+
+	switch (opt) {
+	case 'p':
+		p->plot = arg;
+		return 0;
+	case 's':
+		if (!known_scheme(arg)) {
+			fprintf(stderr, "--scheme: unknown scheme '%s'\n", arg);
+			return -1;
+		}
+		if (p->nschemes < MAX_SCHEMES)
+			p->schemes[p->nschemes++] = arg;
+		return 0;
+	case 't':
+		k = strtoul(arg, &end, 10);
+		if (*end || k < 1 || k > MAX_TTLS) {
+			fprintf(stderr, "--ttls: want 1..%d distinct TTLs, not '%s'\n", MAX_TTLS,
+				arg);
+			return -1;
+		}
+		ttls_init((unsigned)k);
+		return 0;
+	default:
+		return -1;
+	}
+}
+
+/* Fill the plan from argv. -1 to go on, or the exit status for main (usage or error). */
+static int parse_options(struct plan *p, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"json", no_argument, NULL, 'j'},	  {"plot", required_argument, NULL, 'p'},
-		{"runs", required_argument, NULL, 'r'},	  {"max-n", required_argument, NULL, 'n'},
-		{"quick", no_argument, NULL, 'q'},	  {"scheme", required_argument, NULL, 's'},
-		{"budget", required_argument, NULL, 'b'}, {"ttls", required_argument, NULL, 't'},
-		{"help", no_argument, NULL, 'h'},	  {NULL, 0, NULL, 0},
+		{"plot", required_argument, NULL, 'p'},
+		{"scheme", required_argument, NULL, 's'},
+		{"ttls", required_argument, NULL, 't'},
+		{NULL, 0, NULL, 0},
 	};
-	struct bench_grid_opts g = {0};
-	int opt, taken;
+	struct bench_opts o;
+	int rc = bench_parse_options(argc, argv, true, longopts, schemes_option, p, usage, &o);
 
-	*done = false;
-	p->out = (struct bench_out){.f = stdout, .format = BENCH_TABLE, .subject_key = "scheme"};
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		taken = bench_grid_option(&g, opt, optarg);
-		if (taken < 0)
-			return 2;
-		if (taken)
-			continue;
-		switch (opt) {
-		case 'p':
-			p->plot = optarg;
-			break;
-		case 's':
-			if (!known_scheme(optarg)) {
-				fprintf(stderr, "--scheme: unknown scheme '%s'\n", optarg);
-				return 2;
-			}
-			if (p->nschemes < MAX_SCHEMES)
-				p->schemes[p->nschemes++] = optarg;
-			break;
-		case 't': {
-			char *end;
-			unsigned long k = strtoul(optarg, &end, 10);
-
-			if (*end || k < 1 || k > MAX_TTLS) {
-				fprintf(stderr, "--ttls: want 1..%d distinct TTLs, not '%s'\n",
-					MAX_TTLS, optarg);
-				return 2;
-			}
-			ttls_init((unsigned)k);
-			break;
-		}
-		case 'h':
-			usage(stdout);
-			*done = true;
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (bench_grid_finish(&g, argc, argv, "schemes", &p->out, &p->runs))
-		return 2;
-	p->budget_s = g.budget_s > 0 ? g.budget_s : g.quick ? QUICK_BUDGET_S : DEFAULT_BUDGET_S;
+	if (rc >= 0)
+		return rc;
+	p->out = (struct bench_out){
+		.f = stdout, .format = o.json ? BENCH_JSON : BENCH_TABLE, .subject_key = "scheme"};
+	p->runs = bench_opts_runs(&o, 3, 5);
+	p->budget_s = o.budget_s > 0 ? o.budget_s : o.quick ? QUICK_BUDGET_S : DEFAULT_BUDGET_S;
 	p->nsizes = bench_grid_sizes(p->sizes, MAX_SIZES,
-				     g.max_n   ? g.max_n
-				     : g.quick ? 10000
+				     o.max_n   ? o.max_n
+				     : o.quick ? 10000
 					       : 1000000);
 	if (p->nsizes == 0)
 		return 2;
@@ -669,7 +661,7 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 		for (const char *const *s = spoke_engine_schemes(); *s && p->nschemes < MAX_SCHEMES;
 		     s++)
 			p->schemes[p->nschemes++] = *s;
-	return 0;
+	return -1;
 }
 
 /* ---- main -------------------------------------------------------------- */
@@ -683,11 +675,10 @@ int bench_schemes_main(int argc, char **argv)
 	struct bench_progress progress;
 	char ttls_words[64];
 	double wall_s;
-	bool done;
 	int rc;
 
-	rc = parse_options(p, argc, argv, &done);
-	if (rc || done)
+	rc = parse_options(p, argc, argv);
+	if (rc >= 0)
 		return rc;
 	bench_machine(machine, sizeof(machine));
 	if (ttl_count)
@@ -736,6 +727,7 @@ int bench_schemes_main(int argc, char **argv)
 	}
 	bench_progress_end(&progress);
 
+	rc = 0;
 	if (p->out.format == BENCH_TABLE)
 		print_summary(p);
 	if (p->plot) {

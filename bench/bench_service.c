@@ -123,7 +123,6 @@
 #include <spoke/spoke.h>
 
 #include <errno.h>
-#include <getopt.h>
 #include <malloc.h>
 #include <math.h>
 #include <pthread.h>
@@ -210,14 +209,6 @@ static int fail(struct bench_sample *out, int err, const char *fmt, ...)
 
 /* ---- small helpers ------------------------------------------------------- */
 
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * Runs report their own timeouts as -ETIME: bench_repeat reads -ETIMEDOUT
  * from a run as its own time limit and rewrites the message.
@@ -282,18 +273,12 @@ static void cb_never(void *arg)
 
 /* ---- threads: a team released together, stopped by a flag or a count ---- */
 
-struct team;
-
+/* One bench thread: the team's header (struct bench_thread) and what the workloads need. */
 struct worker {
-	struct team *tm;
-	pthread_t th;
-	unsigned index;
-	unsigned target; /* cross-*: the shard it starts on */
-	uint64_t count;	 /* fixed-count workloads: ops to do */
-	int err;	 /* first failure */
-	const char *what;
-	uint64_t ops, enoent;
-	uint64_t t0, t1, cpu0, cpu1;
+	struct bench_thread t; /* first: the team finds it there */
+	unsigned target;       /* cross-*: the shard it starts on */
+	uint64_t count;	       /* fixed-count workloads: ops to do */
+	uint64_t enoent;       /* reset: resets that found nothing pending */
 	struct bench_rng rng;
 	struct spoke_engine *eng;   /* engine-*start-stop: its own engine */
 	uint64_t clock_sum;	    /* engine-clock-start-stop: keeps the reads */
@@ -301,17 +286,14 @@ struct worker {
 	struct spoke_timer *timers; /* mutex-start: count timers */
 } __attribute__((aligned(64)));
 
-typedef void worker_fn(struct worker *w);
-
+/*
+ * The team (bench_util.h's, every thread pinned) and the subject its
+ * workers share.
+ */
 struct team {
-	unsigned T;
-	worker_fn *prepare, *body; /* prepare: before the window, untimed */
+	struct bench_team base; /* first: a worker's t.team points here */
 	/* main, between everyone's prepare and the window; 0 or an error */
 	int (*between)(struct team *tm, struct bench_sample *out);
-	pthread_barrier_t ready, go;
-	bool aborted; /* `between` failed: no window (written before the go barrier) */
-	/* Read by every worker every STOP_EVERY ops: a line of its own. */
-	_Atomic int stop __attribute__((aligned(64)));
 	/* the subject (read-only during the window, except the lock) */
 	struct spoke *s __attribute__((aligned(64)));
 	struct spoke_engine *e;	    /* mutex-*: the engine ... */
@@ -328,52 +310,30 @@ struct team_result {
 	uint64_t first_t0;
 };
 
-static void wfail(struct worker *w, int err, const char *what)
+static struct worker *worker_of(struct bench_thread *t)
 {
-	if (!w->err) {
-		w->err = err ? err : -EPROTO;
-		w->what = what;
-	}
+	return (struct worker *)t;
 }
 
-/*
- * The window is over. Worker loops test it at the bottom (do-while), so a
- * thread the scheduler kept off the CPU for the whole (short, --quick)
- * window still does one round instead of turning the run into an error.
- */
-static bool stopping(const struct worker *w)
+static struct team *team_of(const struct worker *w)
 {
-	return atomic_load_explicit(&w->tm->stop, memory_order_relaxed) != 0;
+	return (struct team *)w->t.team;
+}
+
+static void wfail(struct worker *w, int err, const char *what)
+{
+	bench_thread_fail(&w->t, err, what);
 }
 
 static void team_init(struct team *tm, unsigned T, unsigned run)
 {
 	memset(tm, 0, sizeof(*tm));
-	tm->T = T;
-	for (unsigned i = 0; i < T; i++) {
-		tm->w[i].tm = tm;
-		tm->w[i].index = i;
+	tm->base.T = T;
+	tm->base.pin = true;
+	tm->base.threads = tm->w;
+	tm->base.stride = sizeof(tm->w[0]);
+	for (unsigned i = 0; i < T; i++)
 		bench_rng_seed(&tm->w[i].rng, SERVICE_SEED + 1000 * run + i);
-	}
-}
-
-static void *worker_main(void *arg)
-{
-	struct worker *w = arg;
-	struct team *tm = w->tm;
-
-	bench_pin_self(w->index);
-	if (tm->prepare && !w->err)
-		tm->prepare(w);
-	pthread_barrier_wait(&tm->ready);
-	pthread_barrier_wait(&tm->go);
-	w->cpu0 = thread_cpu_ns();
-	w->t0 = bench_now_ns();
-	if (!w->err && !tm->aborted)
-		tm->body(w);
-	w->t1 = bench_now_ns();
-	w->cpu1 = thread_cpu_ns();
-	return NULL;
 }
 
 /*
@@ -384,57 +344,66 @@ static void *worker_main(void *arg)
 static int team_run(struct team *tm, uint64_t window_ns, struct team_result *r,
 		    struct bench_sample *out)
 {
-	uint64_t last_t1 = 0;
-	int err = 0;
+	struct bench_team_result br;
+	int err = bench_team_start(&tm->base);
 
 	memset(r, 0, sizeof(*r));
-	atomic_store(&tm->stop, 0);
-	pthread_barrier_init(&tm->ready, NULL, tm->T + 1);
-	pthread_barrier_init(&tm->go, NULL, tm->T + 1);
-	for (unsigned i = 0; i < tm->T; i++) {
-		int e = pthread_create(&tm->w[i].th, NULL, worker_main, &tm->w[i]);
-
-		if (e) {
-			/* The others wait at a barrier sized for everyone: give up the run. */
-			fprintf(stderr, "spoke-bench service: pthread_create: %s\n", strerror(e));
-			_exit(4);
-		}
-	}
-	pthread_barrier_wait(&tm->ready);
-	tm->aborted = false;
+	if (err)
+		return fail(out, err, "pthread_create: %s", strerror(-err));
+	bench_team_ready(&tm->base);
 	if (tm->between)
 		err = tm->between(tm, out);
-	if (err) {
-		tm->aborted = true;
-		atomic_store(&tm->stop, 1);
-	}
-	pthread_barrier_wait(&tm->go);
-	if (window_ns && !err) {
+	bench_team_go(&tm->base, err == 0);
+	if (window_ns && !err)
 		bench_sleep_ns(window_ns);
-		atomic_store(&tm->stop, 1);
-	}
-	r->first_t0 = UINT64_MAX;
-	for (unsigned i = 0; i < tm->T; i++) {
-		struct worker *w = &tm->w[i];
-
-		pthread_join(w->th, NULL);
-		if (w->err && !err)
-			err = fail(out, w->err, "thread %u: %s: %s", i, w->what, strerror(-w->err));
-		r->ops += w->ops;
-		r->enoent += w->enoent;
-		r->thread_ns += (double)(w->t1 - w->t0);
-		r->cpu_ns += (double)(w->cpu1 - w->cpu0);
-		if (w->t0 < r->first_t0)
-			r->first_t0 = w->t0;
-		if (w->t1 > last_t1)
-			last_t1 = w->t1;
-	}
-	pthread_barrier_destroy(&tm->ready);
-	pthread_barrier_destroy(&tm->go);
-	r->window_ns = (double)(last_t1 - r->first_t0);
+	bench_team_stop(&tm->base);
+	bench_team_join(&tm->base, &br);
+	if (br.err && !err)
+		err = fail(out, br.err, "thread %u: %s: %s", br.err_index, br.what,
+			   strerror(-br.err));
+	for (unsigned i = 0; i < tm->base.T; i++)
+		r->enoent += tm->w[i].enoent;
+	r->ops = br.ops;
+	r->window_ns = br.window_ns;
+	r->thread_ns = br.thread_ns;
+	r->cpu_ns = br.cpu_ns;
+	r->first_t0 = br.first_t0;
 	if (!err && r->ops == 0)
 		err = fail(out, -EPROTO, "no operation done in the window");
 	return err;
+}
+
+/*
+ * One op of a windowed workload (a pair, a reset, ...): 0 or an error,
+ * OR-ed together over the window.
+ */
+typedef int op_fn(struct worker *w, struct team *tm);
+
+/*
+ * A windowed body: op in batches of STOP_EVERY until the window is over;
+ * with `poll` (attached shards), spoke_poll every POLL_EVERY ops. The stop
+ * flag is tested at the bottom (do-while), so a thread the scheduler kept
+ * off the CPU for the whole (short, --quick) window still does one batch
+ * instead of turning the run into an error. Always inlined into each body
+ * with a constant op, which is then inlined too: no call per op.
+ */
+static inline __attribute__((always_inline)) void window_loop(struct worker *w, op_fn *op,
+							      bool poll, const char *what)
+{
+	struct team *tm = team_of(w);
+	uint64_t ops = 0;
+	int err = 0;
+
+	do {
+		for (int k = 0; k < STOP_EVERY; k++)
+			err |= op(w, tm);
+		ops += STOP_EVERY;
+		if (poll && ops % POLL_EVERY == 0 && spoke_poll(tm->s) != 0)
+			wfail(w, -EPROTO, "spoke_poll ran callbacks or failed");
+	} while (!bench_team_stopping(&w->t));
+	w->t.ops = ops;
+	if (err)
+		wfail(w, -EPROTO, what);
 }
 
 static double per_op(double ns, uint64_t ops)
@@ -506,17 +475,31 @@ static int create_service(struct spoke **s, unsigned shards, unsigned callbacks,
 	return create_service_spread(s, shards, callbacks, 0, tick_ns, out);
 }
 
-/* The producer on CPU c starts on the shard of the next CPU (shard k is on CPU k). */
-static void set_targets(struct team *tm, unsigned nshards)
+/*
+ * The team of a cross-* run: a service with a managed shard per CPU, and
+ * the producer on CPU c aimed at the shard of the next CPU (shard k is on
+ * CPU k). 0 or an error (said).
+ */
+static int cross_init(const struct job *j, unsigned run, struct bench_sample *out)
 {
-	for (unsigned i = 0; i < tm->T; i++)
-		tm->w[i].target = (i % bench_ncpus() + 1) % nshards;
+	unsigned nshards;
+	int err;
+
+	team_init(&team, j->T, run);
+	err = create_service(&team.s, 0, 0, TICK_NS, out);
+	if (err)
+		return err;
+	nshards = spoke_shards(team.s);
+	for (unsigned i = 0; i < j->T; i++)
+		team.w[i].target = (i % bench_ncpus() + 1) % nshards;
+	return 0;
 }
 
 /* ---- (a) attached start + cancel, and the bare engine -------------------- */
 
-static void bare_prepare(struct worker *w)
+static void bare_prepare(struct bench_thread *t)
 {
+	struct worker *w = worker_of(t);
 	int err = spoke_engine_new(&w->eng, "hierarchical", NULL);
 
 	if (err)
@@ -524,40 +507,29 @@ static void bare_prepare(struct worker *w)
 	spoke_timer_init(&w->timer);
 }
 
-/*
- * The bare engine's start + stop loop; with `clock`, also the clock read a
- * start needs (what no service can go below). Always inlined into its two
- * bodies, so the loop without the read has no branch for it.
- */
-static inline __attribute__((always_inline)) void bare_loop(struct worker *w, bool clock)
+static inline int bare_op(struct worker *w, struct team *tm)
 {
-	struct spoke_engine *e = w->eng;
-	uint64_t ops = 0, sum = 0;
-	int err = 0;
+	int err = spoke_engine_start(w->eng, &w->timer, PAIR_DELAY_TICKS);
 
-	do {
-		for (int k = 0; k < STOP_EVERY; k++) {
-			if (clock)
-				sum += spoke_now_ns();
-			err |= spoke_engine_start(e, &w->timer, PAIR_DELAY_TICKS);
-			err |= spoke_engine_stop(e, &w->timer);
-		}
-		ops += STOP_EVERY;
-	} while (!stopping(w));
-	w->ops = ops;
-	w->clock_sum = sum;
-	if (err)
-		wfail(w, -EPROTO, "spoke_engine_start/stop failed");
+	(void)tm;
+	return err | spoke_engine_stop(w->eng, &w->timer);
 }
 
-static void bare_body(struct worker *w)
+/* The same with the clock read a start needs (what no service can go below). */
+static inline int bare_clock_op(struct worker *w, struct team *tm)
 {
-	bare_loop(w, false);
+	w->clock_sum += spoke_now_ns();
+	return bare_op(w, tm);
 }
 
-static void bare_clock_body(struct worker *w)
+static void bare_body(struct bench_thread *t)
 {
-	bare_loop(w, true);
+	window_loop(worker_of(t), bare_op, false, "spoke_engine_start/stop failed");
+}
+
+static void bare_clock_body(struct bench_thread *t)
+{
+	window_loop(worker_of(t), bare_clock_op, false, "spoke_engine_start/stop failed");
 }
 
 /* A baseline team's figures, as extras from `first` on (ns, ops/s, CPU ns, ops). */
@@ -570,48 +542,40 @@ static void report_baseline(struct extra *x, enum extra_id first, const struct t
 }
 
 /* One bare-engine team of run_own: body is bare_body or bare_clock_body. */
-static int run_bare(const struct job *j, unsigned run, worker_fn *body, struct team_result *res,
-		    struct bench_sample *out)
+static int run_bare(const struct job *j, unsigned run, bench_thread_fn *body,
+		    struct team_result *res, struct bench_sample *out)
 {
 	int err;
 
 	team_init(&team, j->T, run);
-	team.prepare = bare_prepare;
-	team.body = body;
+	team.base.prepare = bare_prepare;
+	team.base.body = body;
 	err = team_run(&team, j->window_ns, res, out);
 	for (unsigned i = 0; i < j->T; i++)
 		spoke_engine_free(team.w[i].eng);
 	return err;
 }
 
-static void own_prepare(struct worker *w)
+static void own_prepare(struct bench_thread *t)
 {
-	int err = spoke_attach(w->tm->s, w->index);
+	int err = spoke_attach(team_of(worker_of(t))->s, t->index);
 
 	if (err)
-		wfail(w, err, "spoke_attach");
+		bench_thread_fail(t, err, "spoke_attach");
 }
 
-static void own_body(struct worker *w)
+static inline int own_op(struct worker *w, struct team *tm)
 {
-	struct spoke *s = w->tm->s;
-	uint64_t ops = 0;
-	int err = 0;
+	spoke_id id;
+	int err = spoke_start(tm->s, PAIR_DELAY_NS, cb_never, NULL, &id);
 
-	do {
-		for (int k = 0; k < STOP_EVERY; k++) {
-			spoke_id id;
+	(void)w;
+	return err | spoke_cancel(tm->s, id);
+}
 
-			err |= spoke_start(s, PAIR_DELAY_NS, cb_never, NULL, &id);
-			err |= spoke_cancel(s, id);
-		}
-		ops += STOP_EVERY;
-		if (ops % POLL_EVERY == 0 && spoke_poll(s) != 0)
-			wfail(w, -EPROTO, "spoke_poll ran callbacks or failed");
-	} while (!stopping(w));
-	w->ops = ops;
-	if (err)
-		wfail(w, -EPROTO, "spoke_start or spoke_cancel failed");
+static void own_body(struct bench_thread *t)
+{
+	window_loop(worker_of(t), own_op, true, "spoke_start or spoke_cancel failed");
 }
 
 static int run_own(void *arg, unsigned run, struct bench_sample *out)
@@ -633,8 +597,8 @@ static int run_own(void *arg, unsigned run, struct bench_sample *out)
 	err = create_service(&team.s, j->T, 0, TICK_NS, out);
 	if (err)
 		return err;
-	team.prepare = own_prepare;
-	team.body = own_body;
+	team.base.prepare = own_prepare;
+	team.base.body = own_body;
 	err = team_run(&team, j->window_ns, &svc, out);
 	t = totals(team.s);
 	if (!err && (t->started != svc.ops || t->cancelled != svc.ops || t->pending != 0 ||
@@ -654,25 +618,17 @@ static int run_own(void *arg, unsigned run, struct bench_sample *out)
 
 /* ---- (b) cross-shard start (+ cancel) ------------------------------------ */
 
-static void cross_pair_body(struct worker *w)
+static inline int cross_pair_op(struct worker *w, struct team *tm)
 {
-	struct spoke *s = w->tm->s;
-	unsigned target = w->target;
-	uint64_t ops = 0;
-	int err = 0;
+	spoke_id id;
+	int err = spoke_start_on(tm->s, w->target, PAIR_DELAY_NS, cb_never, NULL, &id);
 
-	do {
-		for (int k = 0; k < STOP_EVERY; k++) {
-			spoke_id id;
+	return err | spoke_cancel(tm->s, id);
+}
 
-			err |= spoke_start_on(s, target, PAIR_DELAY_NS, cb_never, NULL, &id);
-			err |= spoke_cancel(s, id);
-		}
-		ops += STOP_EVERY;
-	} while (!stopping(w));
-	w->ops = ops;
-	if (err)
-		wfail(w, -EPROTO, "spoke_start_on or spoke_cancel failed");
+static void cross_pair_body(struct bench_thread *t)
+{
+	window_loop(worker_of(t), cross_pair_op, false, "spoke_start_on or spoke_cancel failed");
 }
 
 static int run_cross_pair(void *arg, unsigned run, struct bench_sample *out)
@@ -682,12 +638,10 @@ static int run_cross_pair(void *arg, unsigned run, struct bench_sample *out)
 	char sb[160];
 	int err;
 
-	team_init(&team, j->T, run);
-	err = create_service(&team.s, 0, 0, TICK_NS, out);
+	err = cross_init(j, run, out);
 	if (err)
 		return err;
-	set_targets(&team, spoke_shards(team.s));
-	team.body = cross_pair_body;
+	team.base.body = cross_pair_body;
 	err = team_run(&team, j->window_ns, &r, out);
 	if (!err && wait_totals(team.s, drained, r.ops, NULL) != 0)
 		err = fail(out, -ETIME, "shards did not drain %llu pairs in %llu s: %s",
@@ -703,8 +657,10 @@ static int run_cross_pair(void *arg, unsigned run, struct bench_sample *out)
 }
 
 /* Warm the producer's arena: start and cancel as many timers as it will start. */
-static void cross_start_warm(struct worker *w)
+static void cross_start_warm(struct bench_thread *t)
 {
+	struct worker *w = worker_of(t);
+	struct spoke *s = team_of(w)->s;
 	spoke_id *ids = malloc(w->count * sizeof(*ids));
 	int err = 0;
 
@@ -713,9 +669,9 @@ static void cross_start_warm(struct worker *w)
 		return;
 	}
 	for (uint64_t i = 0; i < w->count; i++)
-		err |= spoke_start_on(w->tm->s, w->target, LONG_DELAY_NS, cb_never, NULL, &ids[i]);
+		err |= spoke_start_on(s, w->target, LONG_DELAY_NS, cb_never, NULL, &ids[i]);
 	for (uint64_t i = 0; !err && i < w->count; i++)
-		err |= spoke_cancel(w->tm->s, ids[i]);
+		err |= spoke_cancel(s, ids[i]);
 	free(ids);
 	if (err)
 		wfail(w, -EPROTO, "warm-up start or cancel failed");
@@ -732,15 +688,16 @@ static int cross_start_between(struct team *tm, struct bench_sample *out)
 	return 0;
 }
 
-static void cross_start_body(struct worker *w)
+static void cross_start_body(struct bench_thread *t)
 {
-	struct spoke *s = w->tm->s;
+	struct worker *w = worker_of(t);
+	struct spoke *s = team_of(w)->s;
 	unsigned target = w->target;
 	int err = 0;
 
 	for (uint64_t i = 0; i < w->count; i++)
 		err |= spoke_start_on(s, target, LONG_DELAY_NS, cb_never, NULL, NULL);
-	w->ops = w->count;
+	t->ops = w->count;
 	if (err)
 		wfail(w, -EPROTO, "spoke_start_on failed");
 }
@@ -748,8 +705,10 @@ static void cross_start_body(struct worker *w)
 /* Split n ops over the team (worker 0 takes the remainder). */
 static void set_counts(struct team *tm, uint64_t n)
 {
-	for (unsigned i = 0; i < tm->T; i++)
-		tm->w[i].count = n / tm->T + (i == 0 ? n % tm->T : 0);
+	unsigned T = tm->base.T;
+
+	for (unsigned i = 0; i < T; i++)
+		tm->w[i].count = n / T + (i == 0 ? n % T : 0);
 }
 
 static int run_cross_start(void *arg, unsigned run, struct bench_sample *out)
@@ -761,16 +720,14 @@ static int run_cross_start(void *arg, unsigned run, struct bench_sample *out)
 	char sb[160];
 	int err;
 
-	team_init(&team, j->T, run);
-	err = create_service(&team.s, 0, 0, TICK_NS, out);
+	err = cross_init(j, run, out);
 	if (err)
 		return err;
-	set_targets(&team, spoke_shards(team.s));
 	set_counts(&team, j->n);
 	team.n = j->n;
-	team.prepare = cross_start_warm;
+	team.base.prepare = cross_start_warm;
 	team.between = cross_start_between;
-	team.body = cross_start_body;
+	team.base.body = cross_start_body;
 	err = team_run(&team, 0, &r, out);
 	if (!err && wait_totals(team.s, pending_is, j->n, &all_in) != 0)
 		err = fail(out, -ETIME, "%llu starts did not all reach the wheels: %s",
@@ -829,35 +786,33 @@ static void *ticker_main(void *arg)
 	return NULL;
 }
 
-static void mutex_pair_prepare(struct worker *w)
+static void mutex_pair_prepare(struct bench_thread *t)
 {
-	spoke_timer_init(&w->timer);
+	spoke_timer_init(&worker_of(t)->timer);
 }
 
-static void mutex_pair_body(struct worker *w)
+static inline int mutex_pair_op(struct worker *w, struct team *tm)
 {
-	struct team *tm = w->tm;
-	uint64_t ops = 0;
-	int err = 0;
+	int err;
 
-	do {
-		for (int k = 0; k < STOP_EVERY; k++) {
-			pthread_mutex_lock(&tm->mu);
-			err |= spoke_engine_start(tm->e, &w->timer, PAIR_DELAY_TICKS);
-			pthread_mutex_unlock(&tm->mu);
-			pthread_mutex_lock(&tm->mu);
-			err |= spoke_engine_stop(tm->e, &w->timer);
-			pthread_mutex_unlock(&tm->mu);
-		}
-		ops += STOP_EVERY;
-	} while (!stopping(w));
-	w->ops = ops;
-	if (err)
-		wfail(w, -EPROTO, "engine start/stop failed");
+	pthread_mutex_lock(&tm->mu);
+	err = spoke_engine_start(tm->e, &w->timer, PAIR_DELAY_TICKS);
+	pthread_mutex_unlock(&tm->mu);
+	pthread_mutex_lock(&tm->mu);
+	err |= spoke_engine_stop(tm->e, &w->timer);
+	pthread_mutex_unlock(&tm->mu);
+	return err;
 }
 
-static void mutex_start_prepare(struct worker *w)
+static void mutex_pair_body(struct bench_thread *t)
 {
+	window_loop(worker_of(t), mutex_pair_op, false, "engine start/stop failed");
+}
+
+static void mutex_start_prepare(struct bench_thread *t)
+{
+	struct worker *w = worker_of(t);
+
 	w->timers = malloc(w->count * sizeof(*w->timers));
 	if (!w->timers) {
 		wfail(w, -ENOMEM, "malloc");
@@ -867,9 +822,10 @@ static void mutex_start_prepare(struct worker *w)
 		spoke_timer_init(&w->timers[i]);
 }
 
-static void mutex_start_body(struct worker *w)
+static void mutex_start_body(struct bench_thread *t)
 {
-	struct team *tm = w->tm;
+	struct worker *w = worker_of(t);
+	struct team *tm = team_of(w);
 	int err = 0;
 
 	for (uint64_t i = 0; i < w->count; i++) {
@@ -877,31 +833,31 @@ static void mutex_start_body(struct worker *w)
 		err |= spoke_engine_start(tm->e, &w->timers[i], LONG_DELAY_TICKS);
 		pthread_mutex_unlock(&tm->mu);
 	}
-	w->ops = w->count;
+	t->ops = w->count;
 	if (err)
 		wfail(w, -EPROTO, "engine start failed");
 }
 
-static void mutex_reset_body(struct worker *w)
+/* A random one of the n shared timers. */
+static inline uint32_t random_victim(struct worker *w, struct team *tm)
 {
-	struct team *tm = w->tm;
-	uint32_t n = (uint32_t)tm->n;
-	uint64_t ops = 0;
-	int err = 0;
+	return bench_below((uint32_t)bench_rng_next(&w->rng), (uint32_t)tm->n);
+}
 
-	do {
-		for (int k = 0; k < STOP_EVERY; k++) {
-			uint32_t victim = bench_below((uint32_t)bench_rng_next(&w->rng), n);
+static inline int mutex_reset_op(struct worker *w, struct team *tm)
+{
+	uint32_t victim = random_victim(w, tm);
+	int err;
 
-			pthread_mutex_lock(&tm->mu);
-			err |= spoke_engine_start(tm->e, &tm->shared[victim], PAIR_DELAY_TICKS);
-			pthread_mutex_unlock(&tm->mu);
-		}
-		ops += STOP_EVERY;
-	} while (!stopping(w));
-	w->ops = ops;
-	if (err)
-		wfail(w, -EPROTO, "engine re-arm failed");
+	pthread_mutex_lock(&tm->mu);
+	err = spoke_engine_start(tm->e, &tm->shared[victim], PAIR_DELAY_TICKS);
+	pthread_mutex_unlock(&tm->mu);
+	return err;
+}
+
+static void mutex_reset_body(struct bench_thread *t)
+{
+	window_loop(worker_of(t), mutex_reset_op, false, "engine re-arm failed");
 }
 
 static int run_mutex(void *arg, unsigned run, struct bench_sample *out)
@@ -939,17 +895,17 @@ static int run_mutex(void *arg, unsigned run, struct bench_sample *out)
 	}
 	switch (j->w) {
 	case W_MUTEX_PAIR:
-		team.prepare = mutex_pair_prepare;
-		team.body = mutex_pair_body;
+		team.base.prepare = mutex_pair_prepare;
+		team.base.body = mutex_pair_body;
 		break;
 	case W_MUTEX_START:
 		set_counts(&team, j->n);
-		team.prepare = mutex_start_prepare;
-		team.body = mutex_start_body;
+		team.base.prepare = mutex_start_prepare;
+		team.base.body = mutex_start_body;
 		want = j->n;
 		break;
 	default:
-		team.body = mutex_reset_body;
+		team.base.body = mutex_reset_body;
 		break;
 	}
 	if (!err)
@@ -971,30 +927,19 @@ static int run_mutex(void *arg, unsigned run, struct bench_sample *out)
 
 /* ---- (c) reset of pending timers ----------------------------------------- */
 
-static void reset_body(struct worker *w)
+static inline int reset_op(struct worker *w, struct team *tm)
 {
-	struct team *tm = w->tm;
-	struct spoke *s = tm->s;
-	uint32_t n = (uint32_t)tm->n;
-	uint64_t ops = 0, enoent = 0;
-	int err = 0;
+	int r = spoke_reset(tm->s, tm->ids[random_victim(w, tm)], PAIR_DELAY_NS);
 
-	do {
-		for (int k = 0; k < STOP_EVERY; k++) {
-			uint32_t victim = bench_below((uint32_t)bench_rng_next(&w->rng), n);
-			int r = spoke_reset(s, tm->ids[victim], PAIR_DELAY_NS);
+	if (r != -ENOENT)
+		return r;
+	w->enoent++;
+	return 0;
+}
 
-			if (r == -ENOENT)
-				enoent++;
-			else
-				err |= r;
-		}
-		ops += STOP_EVERY;
-	} while (!stopping(w));
-	w->ops = ops;
-	w->enoent = enoent;
-	if (err)
-		wfail(w, -EPROTO, "spoke_reset failed");
+static void reset_body(struct bench_thread *t)
+{
+	window_loop(worker_of(t), reset_op, false, "spoke_reset failed");
 }
 
 static int run_reset(void *arg, unsigned run, struct bench_sample *out)
@@ -1025,7 +970,7 @@ static int run_reset(void *arg, unsigned run, struct bench_sample *out)
 	else if (wait_totals(team.s, pending_is, j->n, NULL) != 0)
 		err = fail(out, -ETIME, "setup: %llu timers did not reach the wheels: %s",
 			   (unsigned long long)j->n, stats_str(sb, sizeof(sb), totals(team.s)));
-	team.body = reset_body;
+	team.base.body = reset_body;
 	if (!err)
 		err = team_run(&team, j->window_ns, &r, out);
 	t = totals(team.s);
@@ -1397,13 +1342,48 @@ struct row {
 	char note[120];
 };
 
-struct plan {
-	unsigned runs;
-	double limit_s;
-	bool quick;
-	uint64_t window_ns, start_n, reset_n, fire_n, mem_n, late_window_ns;
+/* How big a run is: the full measurement, or --quick (a smoke test). */
+struct scale {
+	double limit_s;		 /* bench_repeat's limit for a series */
+	uint64_t window_ns;	 /* windowed workloads */
+	uint64_t start_n;	 /* cross-start, mutex-start: starts */
+	uint64_t reset_n;	 /* reset: pending timers */
+	uint64_t fire_n;	 /* fire-*: timers */
+	uint64_t mem_n;		 /* memory: timers */
+	uint64_t late_window_ns; /* lateness: the stream */
 	uint64_t late_pending[MAX_PENDING_SIZES];
 	size_t nlate;
+};
+
+static const struct scale scales[2] = {
+	{
+		.limit_s = 90,
+		.window_ns = 200 * NS_PER_MS,
+		.start_n = 1000000,
+		.reset_n = 100000,
+		.fire_n = 1000000,
+		.mem_n = 1000000,
+		.late_window_ns = 500 * NS_PER_MS,
+		.late_pending = {1000, 100000, 1000000},
+		.nlate = 3,
+	},
+	{
+		.limit_s = 15,
+		.window_ns = 10 * NS_PER_MS,
+		.start_n = 10000,
+		.reset_n = 10000,
+		.fire_n = 5000,
+		.mem_n = 10000,
+		.late_window_ns = 40 * NS_PER_MS,
+		.late_pending = {1000, 10000},
+		.nlate = 2,
+	},
+};
+
+struct plan {
+	unsigned runs;
+	bool quick;
+	struct scale sc; /* scales[quick] */
 	uint64_t late_tick[MAX_TICKS];
 	size_t nticks;
 	unsigned threads[MAX_T];
@@ -1451,7 +1431,7 @@ static struct row *run_series(struct plan *p, const struct job *j, enum row_kind
 
 	memset(extras, 0, BENCH_MAX_RUNS * sizeof(*extras));
 	load_mark(&m);
-	rc = bench_repeat(wl_run[j->w], (void *)j, p->runs, p->limit_s, &sum, err, sizeof(err));
+	rc = bench_repeat(wl_run[j->w], (void *)j, p->runs, p->sc.limit_s, &sum, err, sizeof(err));
 	r->other = other_load(&m);
 	if (rc) {
 		snprintf(r->error, sizeof(r->error), "%s", err);
@@ -1648,7 +1628,7 @@ static struct row *own_baseline_row(struct plan *p, const struct row *r, const c
 
 static void do_own(struct plan *p, unsigned T)
 {
-	struct job j = {.w = W_OWN, .T = T, .window_ns = p->window_ns};
+	struct job j = {.w = W_OWN, .T = T, .window_ns = p->sc.window_ns};
 	struct row *r = run_series(p, &j, ROW_OPS), *b, *c;
 
 	r->shards = T;
@@ -1669,8 +1649,8 @@ static void do_own(struct plan *p, unsigned T)
 /* A service workload and its mutex baseline at one T, printed together. */
 static void do_pair(struct plan *p, enum wl svc, enum wl base, unsigned T, uint64_t n)
 {
-	struct job js = {.w = svc, .T = T, .n = n, .window_ns = p->window_ns};
-	struct job jb = {.w = base, .T = T, .n = n, .window_ns = p->window_ns};
+	struct job js = {.w = svc, .T = T, .n = n, .window_ns = p->sc.window_ns};
+	struct job jb = {.w = base, .T = T, .n = n, .window_ns = p->sc.window_ns};
 	struct row *rs = run_series(p, &js, ROW_OPS), *rb = run_series(p, &jb, ROW_OPS);
 
 	rs->shards = bench_ncpus();
@@ -1694,13 +1674,13 @@ static void do_pair(struct plan *p, enum wl svc, enum wl base, unsigned T, uint6
 static void do_fire(struct plan *p, enum wl w, unsigned T)
 {
 	/* scaling: a worker per shard, T in all; service: a pool of 2. */
-	struct job j = {.w = w, .T = T, .n = p->fire_n, .per_shard = p->scaling ? 1 : 0};
+	struct job j = {.w = w, .T = T, .n = p->sc.fire_n, .per_shard = p->scaling ? 1 : 0};
 	struct row *r = run_series(p, &j, ROW_OPS);
 	char pool[32];
 
 	r->shards = T;
 	r->callbacks = w == W_FIRE_POOL ? (p->scaling ? T : FIRE_POOL_THREADS) : 0;
-	r->n = p->fire_n;
+	r->n = p->sc.fire_n;
 	if (p->scaling)
 		snprintf(pool, sizeof(pool), "a worker per shard");
 	else
@@ -1717,7 +1697,7 @@ static void do_lateness(struct plan *p, uint64_t pending, uint64_t tick_ns)
 	struct job j = {.w = W_LATENESS,
 			.T = 1,
 			.n = pending,
-			.window_ns = p->late_window_ns,
+			.window_ns = p->sc.late_window_ns,
 			.tick_ns = tick_ns};
 	struct row *r = run_series(p, &j, ROW_LATE);
 
@@ -1731,10 +1711,10 @@ static void do_lateness(struct plan *p, uint64_t pending, uint64_t tick_ns)
 
 static void do_memory(struct plan *p)
 {
-	struct job j = {.w = W_MEMORY, .T = 1, .n = p->mem_n};
+	struct job j = {.w = W_MEMORY, .T = 1, .n = p->sc.mem_n};
 	struct row *r = run_series(p, &j, ROW_MEM);
 
-	r->n = p->mem_n;
+	r->n = p->sc.mem_n;
 	r->shards = bench_ncpus();
 	print_row(p, r);
 }
@@ -1762,64 +1742,93 @@ static bool find_kind(const struct plan *p, enum row_kind kind)
 	return false;
 }
 
+/* A throughput row of the summary. */
+static void summary_ops_row(const struct row *r)
+{
+	char vs[64], cpu[32];
+
+	if (!r->ok) {
+		printf("| %s | %u | error | | | | %s |\n", r->workload, r->T, r->error);
+		return;
+	}
+	vs[0] = '\0';
+	if (r->baseline)
+		snprintf(vs, sizeof(vs), "%.2fx %s", r->ratio, r->baseline);
+	if (r->x[X_CPU_NS].med > 0)
+		snprintf(cpu, sizeof(cpu), "%.1f", r->x[X_CPU_NS].med);
+	else
+		snprintf(cpu, sizeof(cpu), "-");
+	printf("| %s | %u | %.1f | %.1f .. %.1f | %s | %.2f | %s |\n", r->workload, r->T, r->v.med,
+	       r->v.min, r->v.max, cpu, r->x[X_OPS_PER_S].med / 1e6, vs);
+}
+
+/* A lateness row of the summary. */
+static void summary_late_row(const struct row *r)
+{
+	char nb[32];
+
+	if (!r->ok) {
+		printf("| %s | %.0f us | error: %s | | | | |\n",
+		       bench_fmt_count(nb, sizeof(nb), r->pending), (double)r->tick_ns / 1000.0,
+		       r->error);
+		return;
+	}
+	printf("| %s | %.0f us | %.1f | %.1f | %.1f | %.1f | %.0f |\n",
+	       bench_fmt_count(nb, sizeof(nb), r->pending), (double)r->tick_ns / 1000.0,
+	       r->x[X_P50].med, r->x[X_P99].med, r->x[X_P999].med, r->x[X_MAX].med,
+	       r->x[X_SAMPLES].med);
+}
+
+/* The memory line of the summary. */
+static void summary_mem_row(const struct row *r)
+{
+	char nb[32];
+
+	if (r->ok)
+		printf("\nMemory: %.1f bytes per pending timer (N = %s; min %.1f, max %.1f)\n",
+		       r->v.med, bench_fmt_count(nb, sizeof(nb), r->n), r->v.min, r->v.max);
+}
+
+/* One part of the summary: the rows of one kind under their head (if any). */
+struct summary_part {
+	enum row_kind kind;
+	const char *head; /* the column names and the rule; NULL: no table */
+	void (*row)(const struct row *r);
+};
+
+static const struct summary_part summary_parts[] = {
+	{ROW_OPS,
+	 "| workload | T | ns/op | min .. max | CPU ns/op | Mops/s | vs |\n"
+	 "|---|--:|--:|--:|--:|--:|---|\n",
+	 summary_ops_row},
+	{ROW_LATE,
+	 "| pending | tick | p50 | p99 | p99.9 | max | samples/run |\n"
+	 "|--:|--:|--:|--:|--:|--:|--:|\n",
+	 summary_late_row},
+	{ROW_MEM, NULL, summary_mem_row},
+};
+
+static void summary_title(const struct plan *p, enum row_kind kind, const char *machine)
+{
+	if (kind == ROW_OPS)
+		printf("\n### Throughput (median of %u runs; %s)\n\n", p->runs, machine);
+	else if (kind == ROW_LATE)
+		printf("\n### Expiry lateness (us; median of %u runs)\n\n", p->runs);
+}
+
 static void print_summary(const struct plan *p, const char *machine)
 {
-	char nb[32], vs[64], cpu[32];
+	for (size_t k = 0; k < sizeof(summary_parts) / sizeof(summary_parts[0]); k++) {
+		const struct summary_part *sp = &summary_parts[k];
 
-	if (!find_kind(p, ROW_OPS))
-		goto lateness;
-	printf("\n### Throughput (median of %u runs; %s)\n\n", p->runs, machine);
-	printf("| workload | T | ns/op | min .. max | CPU ns/op | Mops/s | vs |\n");
-	printf("|---|--:|--:|--:|--:|--:|---|\n");
-	for (size_t i = 0; i < p->nrows; i++) {
-		const struct row *r = &p->rows[i];
-
-		if (r->kind != ROW_OPS)
+		if (!find_kind(p, sp->kind))
 			continue;
-		if (!r->ok) {
-			printf("| %s | %u | error | | | | %s |\n", r->workload, r->T, r->error);
-			continue;
-		}
-		vs[0] = '\0';
-		if (r->baseline)
-			snprintf(vs, sizeof(vs), "%.2fx %s", r->ratio, r->baseline);
-		if (r->x[X_CPU_NS].med > 0)
-			snprintf(cpu, sizeof(cpu), "%.1f", r->x[X_CPU_NS].med);
-		else
-			snprintf(cpu, sizeof(cpu), "-");
-		printf("| %s | %u | %.1f | %.1f .. %.1f | %s | %.2f | %s |\n", r->workload, r->T,
-		       r->v.med, r->v.min, r->v.max, cpu, r->x[X_OPS_PER_S].med / 1e6, vs);
-	}
-lateness:
-	if (!find_kind(p, ROW_LATE))
-		goto memory;
-	printf("\n### Expiry lateness (us; median of %u runs)\n\n", p->runs);
-	printf("| pending | tick | p50 | p99 | p99.9 | max | samples/run |\n");
-	printf("|--:|--:|--:|--:|--:|--:|--:|\n");
-	for (size_t i = 0; i < p->nrows; i++) {
-		const struct row *r = &p->rows[i];
-
-		if (r->kind != ROW_LATE)
-			continue;
-		if (!r->ok) {
-			printf("| %s | %.0f us | error: %s | | | | |\n",
-			       bench_fmt_count(nb, sizeof(nb), r->pending),
-			       (double)r->tick_ns / 1000.0, r->error);
-			continue;
-		}
-		printf("| %s | %.0f us | %.1f | %.1f | %.1f | %.1f | %.0f |\n",
-		       bench_fmt_count(nb, sizeof(nb), r->pending), (double)r->tick_ns / 1000.0,
-		       r->x[X_P50].med, r->x[X_P99].med, r->x[X_P999].med, r->x[X_MAX].med,
-		       r->x[X_SAMPLES].med);
-	}
-memory:
-	for (size_t i = 0; i < p->nrows; i++) {
-		const struct row *r = &p->rows[i];
-
-		if (r->kind == ROW_MEM && r->ok)
-			printf("\nMemory: %.1f bytes per pending timer (N = %s; min %.1f, max "
-			       "%.1f)\n",
-			       r->v.med, bench_fmt_count(nb, sizeof(nb), r->n), r->v.min, r->v.max);
+		summary_title(p, sp->kind, machine);
+		if (sp->head)
+			fputs(sp->head, stdout);
+		for (size_t i = 0; i < p->nrows; i++)
+			if (p->rows[i].kind == sp->kind)
+				sp->row(&p->rows[i]);
 	}
 }
 
@@ -1860,7 +1869,7 @@ static void print_goals(const struct plan *p)
 			       r->x[X_CPU_NS].med < 100 ? "met" : "NOT met");
 	}
 	for (size_t t = 0; t < p->nticks; t++) {
-		uint64_t most = p->late_pending[p->nlate - 1];
+		uint64_t most = p->sc.late_pending[p->sc.nlate - 1];
 		char nb[32];
 
 		r = find_row(p, wl_name[W_LATENESS], 1, most, p->late_tick[t]);
@@ -1953,21 +1962,50 @@ static bool selected(const struct plan *p, enum wl w)
 	return false;
 }
 
-static int parse_options(struct plan *p, int argc, char **argv, bool *done)
+/* A service or scaling option (bench_option_fn); ctx is the plan. */
+static int service_option(void *ctx, int opt, const char *arg)
+{
+	struct plan *p = ctx;
+
+	switch (opt) {
+	case 't':
+		if (parse_threads(p, arg) == 0)
+			return 0;
+		fprintf(stderr, "--threads: a list like 1,2,4 of counts 1..%d\n", MAX_T);
+		return -1;
+	case 'o':
+		if (known_workload(p, arg) && p->nonly < NWL) {
+			p->only[p->nonly++] = arg;
+			return 0;
+		}
+		fprintf(stderr, "--only: unknown workload '%s'\n", arg);
+		return -1;
+	default:
+		return -1;
+	}
+}
+
+static void usage_service(FILE *f)
+{
+	usage(f, false);
+}
+
+static void usage_scaling(FILE *f)
+{
+	usage(f, true);
+}
+
+/* Fill the plan from argv. -1 to go on, or the exit status for main (usage or error). */
+static int parse_options(struct plan *p, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{"quick", no_argument, NULL, 'q'},
 		{"threads", required_argument, NULL, 't'},
-		{"runs", required_argument, NULL, 'r'},
 		{"only", required_argument, NULL, 'o'},
-		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	uint64_t runs = 0;
-	int opt;
+	struct bench_opts o;
+	int rc;
 
-	*done = false;
 	if (p->scaling) {
 		p->nthreads = bench_threads_doubling(
 			p->threads, MAX_T, 4 * bench_ncpus() < MAX_T ? 4 * bench_ncpus() : MAX_T);
@@ -1977,78 +2015,18 @@ static int parse_options(struct plan *p, int argc, char **argv, bool *done)
 		p->threads[2] = 4;
 		p->nthreads = 3;
 	}
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'j':
-			p->json = true;
-			break;
-		case 'q':
-			p->quick = true;
-			break;
-		case 't':
-			if (parse_threads(p, optarg)) {
-				fprintf(stderr, "--threads: a list like 1,2,4 of counts 1..%d\n",
-					MAX_T);
-				return 2;
-			}
-			break;
-		case 'r':
-			if (bench_parse_count(optarg, &runs) || runs > BENCH_MAX_RUNS) {
-				fprintf(stderr, "--runs: 1..%d\n", BENCH_MAX_RUNS);
-				return 2;
-			}
-			break;
-		case 'o':
-			if (!known_workload(p, optarg) || p->nonly >= NWL) {
-				fprintf(stderr, "--only: unknown workload '%s'\n", optarg);
-				return 2;
-			}
-			p->only[p->nonly++] = optarg;
-			break;
-		case 'h':
-			usage(stdout, p->scaling);
-			*done = true;
-			return 0;
-		default:
-			usage(stderr, p->scaling);
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "spoke-bench %s: unexpected argument '%s'\n", bench_name,
-			argv[optind]);
-		return 2;
-	}
-	p->runs = runs ? (unsigned)runs : p->quick ? 3 : 5;
+	rc = bench_parse_options(argc, argv, false, longopts, service_option, p,
+				 p->scaling ? usage_scaling : usage_service, &o);
+	if (rc >= 0)
+		return rc;
+	p->json = o.json;
+	p->quick = o.quick;
+	p->runs = bench_opts_runs(&o, 3, 5);
 	p->late_tick[0] = NS_PER_MS;
 	p->late_tick[1] = 100000;
 	p->nticks = 2;
-	if (p->quick) {
-		p->limit_s = 15;
-		p->window_ns = 10 * NS_PER_MS;
-		p->start_n = 10000;
-		p->reset_n = 10000;
-		p->fire_n = 5000;
-		p->mem_n = 10000;
-		p->late_window_ns = 40 * NS_PER_MS;
-		p->late_pending[0] = 1000;
-		p->late_pending[1] = 10000;
-		p->nlate = 2;
-	} else {
-		p->limit_s = 90;
-		p->window_ns = 200 * NS_PER_MS;
-		p->start_n = 1000000;
-		p->reset_n = 100000;
-		p->fire_n = 1000000;
-		p->mem_n = 1000000;
-		p->late_window_ns = 500 * NS_PER_MS;
-		p->late_pending[0] = 1000;
-		p->late_pending[1] = 100000;
-		p->late_pending[2] = 1000000;
-		p->nlate = 3;
-	}
-	return 0;
+	p->sc = scales[p->quick];
+	return -1;
 }
 
 /* ---- main ---------------------------------------------------------------- */
@@ -2061,13 +2039,12 @@ static int service_main(int argc, char **argv, bool scaling)
 	struct load_mark whole;
 	char machine[256];
 	double other;
-	bool done;
 	int rc;
 
 	p->scaling = scaling;
 	bench_name = scaling ? "scaling" : "service";
-	rc = parse_options(p, argc, argv, &done);
-	if (rc || done)
+	rc = parse_options(p, argc, argv);
+	if (rc >= 0)
 		return rc;
 	load_mark(&whole);
 	extras = mmap(NULL, BENCH_MAX_RUNS * sizeof(*extras), PROT_READ | PROT_WRITE,
@@ -2080,7 +2057,7 @@ static int service_main(int argc, char **argv, bool scaling)
 	if (!p->json) {
 		printf("spoke-bench %s: median, min, max of %u runs, each in a fresh process;"
 		       " windows %.0f ms.\nmachine: %s\n",
-		       bench_name, p->runs, (double)p->window_ns / 1e6, machine);
+		       bench_name, p->runs, (double)p->sc.window_ns / 1e6, machine);
 		for (size_t i = 0; i < p->nthreads; i++)
 			if (p->threads[i] > bench_ncpus()) {
 				printf("T = %u > %u CPUs: those rows are oversubscribed (more busy "
@@ -2097,9 +2074,9 @@ static int service_main(int argc, char **argv, bool scaling)
 	for (size_t i = 0; i < p->nthreads && selected(p, W_CROSS_PAIR); i++)
 		do_pair(p, W_CROSS_PAIR, W_MUTEX_PAIR, p->threads[i], 0);
 	for (size_t i = 0; i < p->nthreads && selected(p, W_CROSS_START); i++)
-		do_pair(p, W_CROSS_START, W_MUTEX_START, p->threads[i], p->start_n);
+		do_pair(p, W_CROSS_START, W_MUTEX_START, p->threads[i], p->sc.start_n);
 	for (size_t i = 0; i < p->nthreads && selected(p, W_RESET); i++)
-		do_pair(p, W_RESET, W_MUTEX_RESET, p->threads[i], p->reset_n);
+		do_pair(p, W_RESET, W_MUTEX_RESET, p->threads[i], p->sc.reset_n);
 	for (size_t i = 0; i < p->nthreads; i++) {
 		if (selected(p, W_FIRE_INLINE))
 			do_fire(p, W_FIRE_INLINE, p->threads[i]);
@@ -2107,8 +2084,8 @@ static int service_main(int argc, char **argv, bool scaling)
 			do_fire(p, W_FIRE_POOL, p->threads[i]);
 	}
 	for (size_t t = 0; t < p->nticks && selected(p, W_LATENESS); t++)
-		for (size_t i = 0; i < p->nlate; i++)
-			do_lateness(p, p->late_pending[i], p->late_tick[t]);
+		for (size_t i = 0; i < p->sc.nlate; i++)
+			do_lateness(p, p->sc.late_pending[i], p->late_tick[t]);
 	if (selected(p, W_MEMORY))
 		do_memory(p);
 

@@ -21,6 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
 /* ---- repeat and summarize ---------------------------------------------- */
 
 /* What a child sends back through its pipe (< PIPE_BUF: one atomic write). */
@@ -392,48 +394,6 @@ int bench_fail(struct bench_sample *out, int err, const char *fmt, ...)
 	return err;
 }
 
-int bench_grid_option(struct bench_grid_opts *g, int opt, const char *arg)
-{
-	switch (opt) {
-	case 'j':
-		g->json = true;
-		return 1;
-	case 'q':
-		g->quick = true;
-		return 1;
-	case 'r':
-		if (bench_parse_count(arg, &g->runs) == 0 && g->runs <= BENCH_MAX_RUNS)
-			return 1;
-		fprintf(stderr, "--runs: 1..%d\n", BENCH_MAX_RUNS);
-		return -1;
-	case 'n':
-		if (bench_parse_count(arg, &g->max_n) == 0)
-			return 1;
-		fprintf(stderr, "--max-n: a power of ten from 1e3 to 1e7\n");
-		return -1;
-	case 'b':
-		if (bench_parse_seconds(arg, &g->budget_s) == 0)
-			return 1;
-		fprintf(stderr, "--budget: seconds > 0\n");
-		return -1;
-	default:
-		return 0;
-	}
-}
-
-int bench_grid_finish(const struct bench_grid_opts *g, int argc, char **argv, const char *cmd,
-		      struct bench_out *out, unsigned *runs)
-{
-	if (optind < argc) {
-		fprintf(stderr, "spoke-bench %s: unexpected argument '%s'\n", cmd, argv[optind]);
-		return -1;
-	}
-	if (g->json)
-		out->format = BENCH_JSON;
-	*runs = g->runs ? (unsigned)g->runs : g->quick ? 3 : 5;
-	return 0;
-}
-
 size_t bench_grid_sizes(uint64_t *sizes, size_t max, uint64_t max_n)
 {
 	size_t k = 0;
@@ -562,6 +522,101 @@ int bench_plot_png(const char *file, const char *title, const struct bench_panel
 
 /* ---- options ----------------------------------------------------------- */
 
+static const struct option common_longopts[] = {
+	{"json", no_argument, NULL, 'j'},
+	{"quick", no_argument, NULL, 'q'},
+	{"runs", required_argument, NULL, 'r'},
+	{"help", no_argument, NULL, 'h'},
+};
+static const struct option grid_longopts[] = {
+	{"max-n", required_argument, NULL, 'n'},
+	{"budget", required_argument, NULL, 'b'},
+};
+#define MAX_LONGOPTS 32
+
+/* Append src[0..n-1] (n = SIZE_MAX: up to a zero entry) at all[*len]; false if it does not fit. */
+static bool add_longopts(struct option *all, size_t *len, const struct option *src, size_t n)
+{
+	for (size_t i = 0; src && i < n && src[i].name; i++) {
+		if (*len + 1 >= MAX_LONGOPTS)
+			return false;
+		all[(*len)++] = src[i];
+	}
+	all[*len] = (struct option){0};
+	return true;
+}
+
+/* A common option (the grid's too with `grid`): 0 taken, -1 a bad value (said), 1 not one. */
+static int common_option(struct bench_opts *o, bool grid, int opt, const char *arg)
+{
+	if (!grid && (opt == 'n' || opt == 'b'))
+		return 1; /* the subcommand's own */
+	switch (opt) {
+	case 'j':
+		o->json = true;
+		return 0;
+	case 'q':
+		o->quick = true;
+		return 0;
+	case 'r':
+		if (bench_parse_count(arg, &o->runs) == 0 && o->runs <= BENCH_MAX_RUNS)
+			return 0;
+		fprintf(stderr, "--runs: 1..%d\n", BENCH_MAX_RUNS);
+		return -1;
+	case 'n':
+		if (bench_parse_count(arg, &o->max_n) == 0)
+			return 0;
+		fprintf(stderr, "--max-n: a power of ten from 1e3 to 1e7\n");
+		return -1;
+	case 'b':
+		if (bench_parse_seconds(arg, &o->budget_s) == 0)
+			return 0;
+		fprintf(stderr, "--budget: seconds > 0\n");
+		return -1;
+	default:
+		return 1;
+	}
+}
+
+int bench_parse_options(int argc, char **argv, bool grid, const struct option *own,
+			bench_option_fn *fn, void *ctx, void (*usage)(FILE *f),
+			struct bench_opts *o)
+{
+	struct option all[MAX_LONGOPTS];
+	size_t len = 0;
+	int opt, rc;
+
+	*o = (struct bench_opts){0};
+	if (!add_longopts(all, &len, common_longopts, ARRAY_LEN(common_longopts)) ||
+	    !add_longopts(all, &len, grid_longopts, grid ? ARRAY_LEN(grid_longopts) : 0) ||
+	    !add_longopts(all, &len, own, SIZE_MAX)) {
+		fprintf(stderr, "spoke-bench %s: too many options\n", argv[0]);
+		return 2;
+	}
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "", all, NULL)) != -1) {
+		if (opt == 'h') {
+			usage(stdout);
+			return 0;
+		}
+		if (opt == '?') {
+			usage(stderr);
+			return 2;
+		}
+		rc = common_option(o, grid, opt, optarg);
+		if (rc > 0)
+			rc = fn(ctx, opt, optarg);
+		if (rc != 0)
+			return 2;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "spoke-bench %s: unexpected argument '%s'\n", argv[0],
+			argv[optind]);
+		return 2;
+	}
+	return -1;
+}
+
 int bench_parse_count(const char *s, uint64_t *out)
 {
 	char *end;
@@ -642,6 +697,135 @@ void bench_sleep_ns(uint64_t ns)
 
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		;
+}
+
+/* ---- a team of threads ------------------------------------------------- */
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void bench_thread_fail(struct bench_thread *t, int err, const char *what)
+{
+	if (!t->err) {
+		t->err = err ? err : -EPROTO;
+		t->what = what;
+	}
+}
+
+/* Team thread: prepared; wait for the gate. Whether to run the body. */
+static bool team_wait_gate(struct bench_team *tm)
+{
+	bool run;
+
+	pthread_mutex_lock(&tm->mu);
+	tm->ready++;
+	pthread_cond_broadcast(&tm->cv);
+	while (!tm->open)
+		pthread_cond_wait(&tm->cv, &tm->mu);
+	run = tm->run;
+	pthread_mutex_unlock(&tm->mu);
+	return run;
+}
+
+static void *team_thread_main(void *arg)
+{
+	struct bench_thread *t = arg;
+	struct bench_team *tm = t->team;
+	bool run;
+
+	if (tm->pin)
+		bench_pin_self(t->index);
+	if (tm->prepare && !t->err)
+		tm->prepare(t);
+	run = team_wait_gate(tm);
+	t->cpu0 = thread_cpu_ns();
+	t->t0 = bench_now_ns();
+	if (!t->err && run)
+		tm->body(t);
+	t->t1 = bench_now_ns();
+	t->cpu1 = thread_cpu_ns();
+	return NULL;
+}
+
+int bench_team_start(struct bench_team *tm)
+{
+	int err;
+
+	pthread_mutex_init(&tm->mu, NULL);
+	pthread_cond_init(&tm->cv, NULL);
+	tm->started = tm->ready = 0;
+	tm->open = tm->run = false;
+	atomic_store(&tm->stop, 0);
+	for (; tm->started < tm->T; tm->started++) {
+		struct bench_thread *t = bench_team_thread(tm, tm->started);
+
+		t->team = tm;
+		t->index = tm->started;
+		err = pthread_create(&t->th, NULL, team_thread_main, t);
+		if (err) {
+			struct bench_team_result r;
+
+			bench_team_go(tm, false);
+			bench_team_join(tm, &r);
+			return -err;
+		}
+	}
+	return 0;
+}
+
+void bench_team_ready(struct bench_team *tm)
+{
+	pthread_mutex_lock(&tm->mu);
+	while (tm->ready < tm->started)
+		pthread_cond_wait(&tm->cv, &tm->mu);
+	pthread_mutex_unlock(&tm->mu);
+}
+
+void bench_team_go(struct bench_team *tm, bool run)
+{
+	pthread_mutex_lock(&tm->mu);
+	tm->open = true;
+	tm->run = run;
+	pthread_cond_broadcast(&tm->cv);
+	pthread_mutex_unlock(&tm->mu);
+}
+
+void bench_team_stop(struct bench_team *tm)
+{
+	atomic_store(&tm->stop, 1);
+}
+
+void bench_team_join(struct bench_team *tm, struct bench_team_result *r)
+{
+	uint64_t last_t1 = 0;
+
+	memset(r, 0, sizeof(*r));
+	r->first_t0 = UINT64_MAX;
+	for (unsigned i = 0; i < tm->started; i++) {
+		struct bench_thread *t = bench_team_thread(tm, i);
+
+		pthread_join(t->th, NULL);
+		if (t->err && !r->err) {
+			r->err = t->err;
+			r->err_index = i;
+			r->what = t->what;
+		}
+		r->ops += t->ops;
+		r->thread_ns += (double)(t->t1 - t->t0);
+		r->cpu_ns += (double)(t->cpu1 - t->cpu0);
+		if (t->t0 < r->first_t0)
+			r->first_t0 = t->t0;
+		if (t->t1 > last_t1)
+			last_t1 = t->t1;
+	}
+	r->window_ns = tm->started ? (double)(last_t1 - r->first_t0) : 0;
+	pthread_cond_destroy(&tm->cv);
+	pthread_mutex_destroy(&tm->mu);
 }
 
 /* ---- progress ---------------------------------------------------------- */

@@ -18,16 +18,26 @@
  *            lines {"<subject>","workload","n","ns_per_op","min","max",...}.
  *   plot     bench_plot_png(): panels of log-log lines drawn by gnuplot
  *            (fed through a pipe) into one PNG.
- *   options  counts written as 1e6 or 1000000.
+ *   options  bench_parse_options(): the options every subcommand takes
+ *            (--json, --quick, --runs, --help; a grid's --max-n, --budget)
+ *            and the operand check, in one getopt_long loop with the
+ *            subcommand's own; counts written as 1e6 or 1000000.
+ *   team     struct bench_team: T threads started, pinned, prepared, let go
+ *            together through one gate, stopped by a flag, joined, their
+ *            counts and times summed.
  *
  * A subcommand lives in bench_<name>.c, exports bench_<name>_main(argc, argv)
  * (argv[0] is the subcommand name) and is listed in spoke-bench.c.
  *
- * Threading: everything here is for the bench's single main thread.
+ * Threading: everything here is for the bench's main thread, except where a
+ * comment says "any thread" or "team thread".
  */
 #ifndef SPOKE_BENCH_UTIL_H
 #define SPOKE_BENCH_UTIL_H
 
+#include <getopt.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -208,26 +218,6 @@ static inline uint32_t bench_w1_victim(uint64_t bits, uint32_t n, uint32_t spare
 int bench_fail(struct bench_sample *out, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/*
- * The options of a grid of cells (schemes, peers): --json ('j'), --runs K
- * ('r'), --max-n N ('n'), --quick ('q'), --budget SEC ('b'); give them
- * these getopt_long values. Zero fields were not given.
- */
-struct bench_grid_opts {
-	bool json, quick;
-	uint64_t runs, max_n;
-	double budget_s;
-};
-
-/* Take getopt_long's opt if it is one of those: 1 taken, 0 not one, -1 bad value (said). */
-int bench_grid_option(struct bench_grid_opts *g, int opt, const char *arg);
-/*
- * After getopt_long: -1 if an operand is left in argv (said, for `spoke-bench
- * cmd`); else 0, with --json applied to *out and *runs = --runs, or 3 with
- * --quick, or 5.
- */
-int bench_grid_finish(const struct bench_grid_opts *g, int argc, char **argv, const char *cmd,
-		      struct bench_out *out, unsigned *runs);
 /* sizes[] = 1e3, 1e4, .. max_n: how many; 0 when max_n is not a power of ten 1e3..1e7 (said). */
 size_t bench_grid_sizes(uint64_t *sizes, size_t max, uint64_t max_n);
 
@@ -279,6 +269,44 @@ int bench_plot_png(const char *file, const char *title, const struct bench_panel
 
 /* ---- options ----------------------------------------------------------- */
 
+/*
+ * What every subcommand takes: --json, --quick, --runs K (1..BENCH_MAX_RUNS)
+ * and --help; and a grid of cells (schemes, peers) also --max-n N and
+ * --budget SEC. A subcommand's own options use other getopt_long values
+ * than 'j', 'q', 'r' and 'h' (and, in a grid, 'n' and 'b'). Zero fields
+ * were not given.
+ */
+struct bench_opts {
+	bool json, quick;
+	uint64_t runs;
+	uint64_t max_n;	 /* grid */
+	double budget_s; /* grid */
+};
+
+/*
+ * A subcommand's own option: 0 taken, anything else a bad value (the
+ * handler said why on stderr).
+ */
+typedef int bench_option_fn(void *ctx, int opt, const char *arg);
+
+/*
+ * Parse argv (argv[0] = the subcommand's name): the common options (with
+ * `grid`, the grid's too) into *o, the subcommand's own (`own`, a
+ * getopt_long table ending in a zero entry; NULL for none) through fn(ctx,
+ * ...). -1: go on; otherwise the exit status for main: 0 after --help
+ * (usage(stdout)), 2 after an unknown option (usage(stderr)), a bad value,
+ * or an operand left over (said).
+ */
+int bench_parse_options(int argc, char **argv, bool grid, const struct option *own,
+			bench_option_fn *fn, void *ctx, void (*usage)(FILE *f),
+			struct bench_opts *o);
+
+/* Runs per measurement: --runs if given, else `quick` with --quick, else `normal`. */
+static inline unsigned bench_opts_runs(const struct bench_opts *o, unsigned quick, unsigned normal)
+{
+	return o->runs ? (unsigned)o->runs : o->quick ? quick : normal;
+}
+
 /* Parse a count written "1e6" or "1000000" (integer, 1..1e12). 0 or -EINVAL. */
 int bench_parse_count(const char *s, uint64_t *out);
 /* Parse a positive number of seconds. 0 or -EINVAL. */
@@ -300,6 +328,102 @@ unsigned bench_ncpus(void);
 void bench_pin_self(unsigned index);
 /* Sleep ns on CLOCK_MONOTONIC, resumed after signals. Any thread. */
 void bench_sleep_ns(uint64_t ns);
+
+/* ---- a team of threads ------------------------------------------------- */
+
+/*
+ * T threads that measure together. Each runs: pin (if tm->pin, to CPU
+ * index % CPUs), prepare (untimed), wait at the gate; once main opens it,
+ * the body, timed on CLOCK_MONOTONIC and the thread's CPU clock. A body
+ * that runs for a window looks at bench_team_stopping() now and then; main
+ * raises that flag with bench_team_stop(). Main's order:
+ *
+ *   bench_team_start   create the threads (they prepare, then wait)
+ *   bench_team_ready   wait until all of them prepared (main may then set
+ *                      up what the window needs)
+ *   bench_team_go      open the gate (with run false the bodies are skipped)
+ *   bench_team_stop    raise the stop flag (windowed bodies)
+ *   bench_team_join    join them and sum their counts and times
+ *
+ * The gate is a mutex and a condition variable rather than a barrier, so
+ * that a thread that could not be created leaves no one waiting for it.
+ *
+ * Per-thread state: the caller's struct for one thread begins with a
+ * struct bench_thread; the team finds thread i at threads + i * stride.
+ * Written by its own thread while it runs, read by main after the join.
+ */
+struct bench_team;
+
+struct bench_thread {
+	struct bench_team *team;
+	pthread_t th;
+	unsigned index;	     /* 0 .. T-1 */
+	int err;	     /* the first failure (bench_thread_fail), 0 if none */
+	const char *what;    /* ... and what failed */
+	uint64_t ops;	     /* operations the body did (summed by the join) */
+	uint64_t t0, t1;     /* the body's start and end, CLOCK_MONOTONIC */
+	uint64_t cpu0, cpu1; /* the same on CLOCK_THREAD_CPUTIME_ID */
+};
+
+typedef void bench_thread_fn(struct bench_thread *t);
+
+struct bench_team {
+	unsigned T;		  /* threads to run */
+	bool pin;		  /* pin thread i to CPU i % CPUs */
+	bench_thread_fn *prepare; /* before the gate, untimed; NULL: none */
+	bench_thread_fn *body;	  /* after the gate, timed */
+	void *threads;		  /* thread i: (char *)threads + i * stride */
+	size_t stride;
+	/* the gate (under mu): threads that prepared, and whether and how it opened */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	unsigned started, ready;
+	bool open, run;
+	/* Read by every thread of a windowed body now and then: a line of its own. */
+	_Atomic int stop __attribute__((aligned(64)));
+};
+
+/* What the join sums. */
+struct bench_team_result {
+	uint64_t ops;
+	double window_ns; /* the first body's start to the last body's end */
+	double thread_ns; /* sum of the bodies' wall times */
+	double cpu_ns;	  /* sum of the bodies' CPU times */
+	uint64_t first_t0;
+	int err;	    /* the first failed thread's err, 0 if none ... */
+	unsigned err_index; /* ... its index ... */
+	const char *what;   /* ... and what failed */
+};
+
+/* Thread i of the team. */
+static inline struct bench_thread *bench_team_thread(const struct bench_team *tm, unsigned i)
+{
+	return (struct bench_thread *)((char *)tm->threads + (size_t)i * tm->stride);
+}
+
+/*
+ * Set up the threads' headers (team, index; the rest zeroed by the caller)
+ * and create them. 0, or a negative errno from pthread_create: then no
+ * thread of the team is left running.
+ */
+int bench_team_start(struct bench_team *tm);
+/* Wait until every thread ran its prepare. */
+void bench_team_ready(struct bench_team *tm);
+/* Open the gate: the bodies run (run true) or are skipped. */
+void bench_team_go(struct bench_team *tm, bool run);
+/* Raise the stop flag. */
+void bench_team_stop(struct bench_team *tm);
+/* Join every thread and sum into *r. */
+void bench_team_join(struct bench_team *tm, struct bench_team_result *r);
+
+/* Team thread: has main raised the stop flag? */
+static inline bool bench_team_stopping(const struct bench_thread *t)
+{
+	return atomic_load_explicit(&t->team->stop, memory_order_relaxed) != 0;
+}
+
+/* Team thread: record its first failure (err 0 counts as -EPROTO). */
+void bench_thread_fail(struct bench_thread *t, int err, const char *what);
 
 /* ---- lateness of the service (bench_latency.c) ------------------------- */
 

@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #define PEER_CAP     (-EDQUOT)		 /* open(): a process limit was reached */
 #define PEER_WAIT_NS UINT64_C(100000000) /* drain(wait): longest sleep */
@@ -53,6 +54,7 @@ struct peer {
 	const struct peer_ops *ops;
 	size_t fired;	  /* expiry notifications handled */
 	uint64_t tick_ns; /* from the setup */
+	void *slots;	  /* ntimers slots of the back end's kind (peer_new) */
 };
 
 struct peer_ops {
@@ -70,6 +72,38 @@ struct peer_ops {
 	int (*advance)(struct peer *p, uint64_t ticks);
 	int (*drain)(struct peer *p, bool wait);
 };
+
+/*
+ * The start of every back end's open: a zeroed peer of `size` bytes (the
+ * back end's struct, struct peer first) with its header set from ops and
+ * ps, and its ps->ntimers slots of slot_size bytes each, zeroed. NULL, with
+ * out->error said, when memory runs out.
+ */
+static inline void *peer_new(size_t size, size_t slot_size, const struct peer_ops *ops,
+			     const struct peer_setup *ps, struct bench_sample *out)
+{
+	struct peer *p = calloc(1, size);
+
+	if (!p) {
+		bench_fail(out, -ENOMEM, "no memory");
+		return NULL;
+	}
+	*p = (struct peer){.ops = ops, .tick_ns = ps->tick_ns};
+	p->slots = calloc(ps->ntimers, slot_size);
+	if (!p->slots) {
+		free(p);
+		bench_fail(out, -ENOMEM, "no memory for %zu timers", ps->ntimers);
+		return NULL;
+	}
+	return p;
+}
+
+/* The end of every back end's close (after it let go of what the slots hold). */
+static inline void peer_free(struct peer *p)
+{
+	free(p->slots);
+	free(p);
+}
 
 /* peers_spoke.c */
 extern const struct peer_ops peer_hierarchical, peer_hashed, peer_lawn, peer_service;

@@ -17,9 +17,8 @@ struct heap_entry {
 };
 
 struct heap_peer {
-	struct peer p;
+	struct peer p;		 /* slots: uint32_t, heap index + 1, 0 = idle */
 	struct heap_entry *heap; /* heap[0] holds the earliest deadline */
-	uint32_t *pos;		 /* per slot: heap index + 1, 0 = idle */
 	size_t len;
 	uint64_t now; /* ticks */
 };
@@ -29,10 +28,16 @@ static struct heap_peer *to_heap(struct peer *p)
 	return (struct heap_peer *)p;
 }
 
+/* Per slot: its heap index + 1, 0 when idle. */
+static uint32_t *heap_pos(struct heap_peer *h)
+{
+	return h->p.slots;
+}
+
 static void heap_place(struct heap_peer *h, size_t k, struct heap_entry e)
 {
 	h->heap[k] = e;
-	h->pos[e.slot] = (uint32_t)k + 1;
+	heap_pos(h)[e.slot] = (uint32_t)k + 1;
 }
 
 /* Put e at hole k, moving it toward the root as far as it goes. */
@@ -72,7 +77,7 @@ static void heap_remove_at(struct heap_peer *h, size_t k)
 {
 	struct heap_entry last = h->heap[--h->len];
 
-	h->pos[h->heap[k].slot] = 0;
+	heap_pos(h)[h->heap[k].slot] = 0;
 	if (k == h->len)
 		return;
 	if (k > 0 && h->heap[(k - 1) / 2].deadline > last.deadline)
@@ -83,25 +88,20 @@ static void heap_remove_at(struct heap_peer *h, size_t k)
 
 static void heap_close(struct peer *p)
 {
-	struct heap_peer *h = to_heap(p);
-
-	free(h->heap);
-	free(h->pos);
-	free(h);
+	free(to_heap(p)->heap);
+	peer_free(p);
 }
 
 static int heap_open(struct peer **pp, const struct peer_ops *ops, const struct peer_setup *ps,
 		     struct bench_sample *out)
 {
-	struct heap_peer *h = calloc(1, sizeof(*h));
+	struct heap_peer *h = peer_new(sizeof(*h), sizeof(uint32_t), ops, ps, out);
 
 	if (!h)
-		return bench_fail(out, -ENOMEM, "no memory");
-	h->p = (struct peer){.ops = ops, .tick_ns = ps->tick_ns};
+		return -ENOMEM;
 	h->heap = malloc(ps->ntimers * sizeof(*h->heap));
-	h->pos = calloc(ps->ntimers, sizeof(*h->pos));
-	if (!h->heap || !h->pos) {
-		heap_close(&h->p);
+	if (!h->heap) {
+		peer_free(&h->p);
 		return bench_fail(out, -ENOMEM, "no memory for %zu timers", ps->ntimers);
 	}
 	*pp = &h->p;
@@ -112,8 +112,8 @@ static int heap_start(struct peer *p, size_t i, uint64_t delay_ticks)
 {
 	struct heap_peer *h = to_heap(p);
 
-	if (h->pos[i])
-		heap_remove_at(h, h->pos[i] - 1);
+	if (heap_pos(h)[i])
+		heap_remove_at(h, heap_pos(h)[i] - 1);
 	h->len++;
 	heap_sift_up(h, h->len - 1, (struct heap_entry){h->now + delay_ticks, i});
 	return 0;
@@ -123,9 +123,9 @@ static int heap_stop(struct peer *p, size_t i)
 {
 	struct heap_peer *h = to_heap(p);
 
-	if (!h->pos[i])
+	if (!heap_pos(h)[i])
 		return -ENOENT;
-	heap_remove_at(h, h->pos[i] - 1);
+	heap_remove_at(h, heap_pos(h)[i] - 1);
 	return 0;
 }
 

@@ -43,12 +43,19 @@
 #define TIMERFD_BATCH 256
 #define SIGINFO_BATCH 64
 
-static struct itimerspec after_ticks(const struct peer *p, uint64_t delay_ticks)
+/* Both kinds' start and stop: set one timer to its (relative, one-shot) time; 0 or -errno. */
+typedef int arm_fn(struct peer *p, size_t i, const struct itimerspec *its);
+
+static const struct itimerspec disarm;
+
+/* Arm slot i to expire delay_ticks from now. */
+static int arm_after(struct peer *p, size_t i, uint64_t delay_ticks, arm_fn *arm)
 {
 	uint64_t ns = delay_ticks * p->tick_ns;
-
-	return (struct itimerspec){
+	struct itimerspec its = {
 		.it_value = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)}};
+
+	return arm(p, i, &its);
 }
 
 /* "RLIMIT_NOFILE 20000" */
@@ -62,9 +69,8 @@ static unsigned long soft_limit(int resource)
 /* ---- timerfd ----------------------------------------------------------- */
 
 struct timerfd_peer {
-	struct peer p;
+	struct peer p; /* slots: int, the timerfds */
 	int epfd;
-	int *fds;
 	size_t nfds; /* created */
 };
 
@@ -73,33 +79,35 @@ static struct timerfd_peer *to_timerfd(struct peer *p)
 	return (struct timerfd_peer *)p;
 }
 
+static int *timerfd_fds(struct peer *p)
+{
+	return p->slots;
+}
+
 static void timerfd_close(struct peer *p)
 {
 	struct timerfd_peer *tp = to_timerfd(p);
 
 	for (size_t i = 0; i < tp->nfds; i++)
-		close(tp->fds[i]);
+		close(timerfd_fds(p)[i]);
 	if (tp->epfd >= 0)
 		close(tp->epfd);
-	free(tp->fds);
-	free(tp);
+	peer_free(p);
 }
 
 static int timerfd_open(struct peer **pp, const struct peer_ops *ops, const struct peer_setup *ps,
 			struct bench_sample *out)
 {
-	struct timerfd_peer *tp = calloc(1, sizeof(*tp));
+	struct timerfd_peer *tp = peer_new(sizeof(*tp), sizeof(int), ops, ps, out);
 	int err;
 
 	if (!tp)
-		return bench_fail(out, -ENOMEM, "no memory");
-	tp->p = (struct peer){.ops = ops, .tick_ns = ps->tick_ns};
+		return -ENOMEM;
 	tp->epfd = epoll_create1(EPOLL_CLOEXEC);
-	tp->fds = malloc(ps->ntimers * sizeof(*tp->fds));
-	if (tp->epfd < 0 || !tp->fds) {
-		err = tp->epfd < 0 ? -errno : -ENOMEM;
+	if (tp->epfd < 0) {
+		err = -errno;
 		timerfd_close(&tp->p);
-		return bench_fail(out, err, "epoll_create1 or malloc: %s", strerror(-err));
+		return bench_fail(out, err, "epoll_create1: %s", strerror(-err));
 	}
 	for (; tp->nfds < ps->ntimers; tp->nfds++) {
 		struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tp->nfds};
@@ -116,7 +124,7 @@ static int timerfd_open(struct peer **pp, const struct peer_ops *ops, const stru
 						  soft_limit(RLIMIT_NOFILE));
 			return bench_fail(out, -err, "timerfd_create: %s", strerror(err));
 		}
-		tp->fds[tp->nfds] = fd;
+		timerfd_fds(&tp->p)[tp->nfds] = fd;
 		if (epoll_ctl(tp->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
 			err = errno;
 			tp->nfds++;
@@ -133,18 +141,19 @@ static int timerfd_open(struct peer **pp, const struct peer_ops *ops, const stru
 	return 0;
 }
 
+static int timerfd_arm(struct peer *p, size_t i, const struct itimerspec *its)
+{
+	return timerfd_settime(timerfd_fds(p)[i], 0, its, NULL) == 0 ? 0 : -errno;
+}
+
 static int timerfd_start(struct peer *p, size_t i, uint64_t delay_ticks)
 {
-	struct itimerspec its = after_ticks(p, delay_ticks);
-
-	return timerfd_settime(to_timerfd(p)->fds[i], 0, &its, NULL) == 0 ? 0 : -errno;
+	return arm_after(p, i, delay_ticks, timerfd_arm);
 }
 
 static int timerfd_stop(struct peer *p, size_t i)
 {
-	static const struct itimerspec disarm;
-
-	return timerfd_settime(to_timerfd(p)->fds[i], 0, &disarm, NULL) == 0 ? 0 : -errno;
+	return timerfd_arm(p, i, &disarm);
 }
 
 static int timerfd_drain(struct peer *p, bool wait)
@@ -159,7 +168,7 @@ static int timerfd_drain(struct peer *p, bool wait)
 	for (int k = 0; k < n; k++) {
 		uint64_t expirations;
 
-		if (read(tp->fds[evs[k].data.u64], &expirations, sizeof(expirations)) ==
+		if (read(timerfd_fds(p)[evs[k].data.u64], &expirations, sizeof(expirations)) ==
 		    (ssize_t)sizeof(expirations))
 			p->fired += (size_t)expirations;
 	}
@@ -182,9 +191,8 @@ const struct peer_ops peer_timerfd = {
 /* ---- POSIX timers ------------------------------------------------------ */
 
 struct posix_peer {
-	struct peer p;
-	int sfd; /* signalfd of SIGRTMIN */
-	timer_t *timers;
+	struct peer p;	/* slots: timer_t */
+	int sfd;	/* signalfd of SIGRTMIN */
 	size_t ntimers; /* created */
 	sigset_t old_mask;
 	bool masked;
@@ -195,12 +203,17 @@ static struct posix_peer *to_posix(struct peer *p)
 	return (struct posix_peer *)p;
 }
 
+static timer_t *posix_timers(struct peer *p)
+{
+	return p->slots;
+}
+
 static void posix_close(struct peer *p)
 {
 	struct posix_peer *pp = to_posix(p);
 
 	for (size_t i = 0; i < pp->ntimers; i++)
-		timer_delete(pp->timers[i]);
+		timer_delete(posix_timers(p)[i]);
 	if (pp->sfd >= 0)
 		close(pp->sfd);
 	if (pp->masked) {
@@ -213,29 +226,26 @@ static void posix_close(struct peer *p)
 			;
 		pthread_sigmask(SIG_SETMASK, &pp->old_mask, NULL);
 	}
-	free(pp->timers);
-	free(pp);
+	peer_free(p);
 }
 
 static int posix_open(struct peer **out_p, const struct peer_ops *ops, const struct peer_setup *ps,
 		      struct bench_sample *out)
 {
-	struct posix_peer *pp = calloc(1, sizeof(*pp));
+	struct posix_peer *pp = peer_new(sizeof(*pp), sizeof(timer_t), ops, ps, out);
 	sigset_t rt;
 	int err;
 
 	if (!pp)
-		return bench_fail(out, -ENOMEM, "no memory");
-	pp->p = (struct peer){.ops = ops, .tick_ns = ps->tick_ns};
+		return -ENOMEM;
 	sigemptyset(&rt);
 	sigaddset(&rt, SIGRTMIN);
 	pp->masked = pthread_sigmask(SIG_BLOCK, &rt, &pp->old_mask) == 0;
 	pp->sfd = signalfd(-1, &rt, SFD_NONBLOCK | SFD_CLOEXEC);
-	pp->timers = malloc(ps->ntimers * sizeof(*pp->timers));
-	if (!pp->masked || pp->sfd < 0 || !pp->timers) {
-		err = pp->sfd < 0 ? -errno : -ENOMEM;
+	if (!pp->masked || pp->sfd < 0) {
+		err = pp->sfd < 0 ? -errno : -EINVAL;
 		posix_close(&pp->p);
-		return bench_fail(out, err, "signal mask, signalfd or malloc: %s", strerror(-err));
+		return bench_fail(out, err, "signal mask or signalfd: %s", strerror(-err));
 	}
 	for (; pp->ntimers < ps->ntimers; pp->ntimers++) {
 		struct sigevent sev = {
@@ -244,7 +254,7 @@ static int posix_open(struct peer **out_p, const struct peer_ops *ops, const str
 			.sigev_value.sival_int = (int)pp->ntimers,
 		};
 
-		if (timer_create(CLOCK_MONOTONIC, &sev, &pp->timers[pp->ntimers]) != 0) {
+		if (timer_create(CLOCK_MONOTONIC, &sev, &posix_timers(&pp->p)[pp->ntimers]) != 0) {
 			err = errno;
 			posix_close(&pp->p);
 			if (err == EAGAIN)
@@ -261,18 +271,19 @@ static int posix_open(struct peer **out_p, const struct peer_ops *ops, const str
 	return 0;
 }
 
+static int posix_arm(struct peer *p, size_t i, const struct itimerspec *its)
+{
+	return timer_settime(posix_timers(p)[i], 0, its, NULL) == 0 ? 0 : -errno;
+}
+
 static int posix_start(struct peer *p, size_t i, uint64_t delay_ticks)
 {
-	struct itimerspec its = after_ticks(p, delay_ticks);
-
-	return timer_settime(to_posix(p)->timers[i], 0, &its, NULL) == 0 ? 0 : -errno;
+	return arm_after(p, i, delay_ticks, posix_arm);
 }
 
 static int posix_stop(struct peer *p, size_t i)
 {
-	static const struct itimerspec disarm;
-
-	return timer_settime(to_posix(p)->timers[i], 0, &disarm, NULL) == 0 ? 0 : -errno;
+	return posix_arm(p, i, &disarm);
 }
 
 static int posix_drain(struct peer *p, bool wait)

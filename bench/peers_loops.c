@@ -125,15 +125,31 @@ static uint64_t delay_ms(const struct peer *p, uint64_t delay_ticks)
 	return delay_ticks * p->tick_ns / NS_PER_MS;
 }
 
+/*
+ * Open: a loop that runs on the fed clock (W2) starts it before the loop
+ * exists, which reads it. Whether it did, for fed_clock_stop at close.
+ */
+static bool fed_clock_start(const struct peer_setup *ps)
+{
+	if (ps->fed_clock)
+		peers_clock_fake_start();
+	return ps->fed_clock;
+}
+
+static void fed_clock_stop(bool started)
+{
+	if (started)
+		peers_clock_fake_stop();
+}
+
 #endif
 
 /* ---- libevent ---------------------------------------------------------- */
 #if SPOKE_BENCH_LIBEVENT
 
 struct event_peer {
-	struct peer p;
+	struct peer p; /* slots: ntimers struct event of ev_size bytes */
 	struct event_base *base;
-	char *events; /* ntimers struct event of ev_size bytes */
 	size_t ev_size;
 	bool fake;
 };
@@ -145,7 +161,7 @@ static struct event_peer *to_event(struct peer *p)
 
 static struct event *event_at(struct event_peer *ep, size_t i)
 {
-	return (struct event *)(ep->events + i * ep->ev_size);
+	return (struct event *)((char *)ep->p.slots + i * ep->ev_size);
 }
 
 static void event_fired(evutil_socket_t fd, short what, void *arg)
@@ -161,30 +177,24 @@ static void event_close(struct peer *p)
 
 	if (ep->base)
 		event_base_free(ep->base); /* deletes the events still pending */
-	free(ep->events);
-	if (ep->fake)
-		peers_clock_fake_stop();
-	free(ep);
+	fed_clock_stop(ep->fake);
+	peer_free(p);
 }
 
 static int event_open(struct peer **pp, const struct peer_ops *ops, const struct peer_setup *ps,
 		      struct bench_sample *out)
 {
-	struct event_peer *ep = calloc(1, sizeof(*ep));
+	size_t ev_size = (event_get_struct_event_size() + 15) & ~(size_t)15;
+	struct event_peer *ep = peer_new(sizeof(*ep), ev_size, ops, ps, out);
 
 	if (!ep)
-		return bench_fail(out, -ENOMEM, "no memory");
-	ep->p = (struct peer){.ops = ops, .tick_ns = ps->tick_ns};
-	ep->fake = ps->fed_clock;
-	if (ep->fake)
-		peers_clock_fake_start();
-	ep->ev_size = (event_get_struct_event_size() + 15) & ~(size_t)15;
-	ep->events = malloc(ps->ntimers * ep->ev_size);
+		return -ENOMEM;
+	ep->ev_size = ev_size;
+	ep->fake = fed_clock_start(ps);
 	ep->base = event_base_new();
-	if (!ep->events || !ep->base) {
+	if (!ep->base) {
 		event_close(&ep->p);
-		return bench_fail(out, -ENOMEM, "no memory for the base or %zu events",
-				  ps->ntimers);
+		return bench_fail(out, -ENOMEM, "no memory for the event base");
 	}
 	for (size_t i = 0; i < ps->ntimers; i++)
 		if (evtimer_assign(event_at(ep, i), ep->base, event_fired, &ep->p) != 0) {
@@ -233,9 +243,8 @@ const struct peer_ops peer_libevent = {
 #if SPOKE_BENCH_LIBUV
 
 struct uv_peer {
-	struct peer p;
+	struct peer p; /* slots: uv_timer_t */
 	uv_loop_t loop;
-	uv_timer_t *timers;
 	size_t ntimers; /* initialized handles */
 	bool loop_ok, fake;
 };
@@ -243,6 +252,11 @@ struct uv_peer {
 static struct uv_peer *to_uv(struct peer *p)
 {
 	return (struct uv_peer *)p;
+}
+
+static uv_timer_t *uv_timers(struct peer *p)
+{
+	return p->slots;
 }
 
 static void uv_fired(uv_timer_t *t)
@@ -255,34 +269,24 @@ static void uv_peer_close(struct peer *p)
 	struct uv_peer *up = to_uv(p);
 
 	for (size_t i = 0; i < up->ntimers; i++)
-		uv_close((uv_handle_t *)&up->timers[i], NULL);
+		uv_close((uv_handle_t *)&uv_timers(p)[i], NULL);
 	if (up->loop_ok) {
 		uv_run(&up->loop, UV_RUN_DEFAULT); /* runs the close callbacks */
 		uv_loop_close(&up->loop);
 	}
-	free(up->timers);
-	if (up->fake)
-		peers_clock_fake_stop();
-	free(up);
+	fed_clock_stop(up->fake);
+	peer_free(p);
 }
 
 static int uv_peer_open(struct peer **pp, const struct peer_ops *ops, const struct peer_setup *ps,
 			struct bench_sample *out)
 {
-	struct uv_peer *up = calloc(1, sizeof(*up));
+	struct uv_peer *up = peer_new(sizeof(*up), sizeof(uv_timer_t), ops, ps, out);
 	int err;
 
 	if (!up)
-		return bench_fail(out, -ENOMEM, "no memory");
-	up->p = (struct peer){.ops = ops, .tick_ns = ps->tick_ns};
-	up->fake = ps->fed_clock;
-	if (up->fake)
-		peers_clock_fake_start();
-	up->timers = malloc(ps->ntimers * sizeof(*up->timers));
-	if (!up->timers) {
-		uv_peer_close(&up->p);
-		return bench_fail(out, -ENOMEM, "no memory for %zu timers", ps->ntimers);
-	}
+		return -ENOMEM;
+	up->fake = fed_clock_start(ps);
 	err = uv_loop_init(&up->loop);
 	if (err) {
 		uv_peer_close(&up->p);
@@ -290,8 +294,8 @@ static int uv_peer_open(struct peer **pp, const struct peer_ops *ops, const stru
 	}
 	up->loop_ok = true;
 	for (; up->ntimers < ps->ntimers; up->ntimers++) {
-		uv_timer_init(&up->loop, &up->timers[up->ntimers]);
-		up->timers[up->ntimers].data = &up->p;
+		uv_timer_init(&up->loop, &uv_timers(&up->p)[up->ntimers]);
+		uv_timers(&up->p)[up->ntimers].data = &up->p;
 	}
 	*pp = &up->p;
 	return 0;
@@ -299,12 +303,12 @@ static int uv_peer_open(struct peer **pp, const struct peer_ops *ops, const stru
 
 static int uv_peer_start(struct peer *p, size_t i, uint64_t delay_ticks)
 {
-	return uv_timer_start(&to_uv(p)->timers[i], uv_fired, delay_ms(p, delay_ticks), 0);
+	return uv_timer_start(&uv_timers(p)[i], uv_fired, delay_ms(p, delay_ticks), 0);
 }
 
 static int uv_peer_stop(struct peer *p, size_t i)
 {
-	return uv_timer_stop(&to_uv(p)->timers[i]);
+	return uv_timer_stop(&uv_timers(p)[i]);
 }
 
 static int uv_peer_advance(struct peer *p, uint64_t ticks)

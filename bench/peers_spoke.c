@@ -24,9 +24,8 @@
 /* ---- the engines ------------------------------------------------------- */
 
 struct engine_peer {
-	struct peer p;
+	struct peer p; /* slots: struct spoke_timer */
 	struct spoke_engine *e;
-	struct spoke_timer *timers;
 };
 
 /* `wheel` would need room for every delay; the three used here ignore it. */
@@ -39,6 +38,11 @@ static struct engine_peer *to_engine(struct peer *p)
 	return (struct engine_peer *)p;
 }
 
+static struct spoke_timer *engine_timer(struct peer *p, size_t i)
+{
+	return (struct spoke_timer *)p->slots + i;
+}
+
 static void engine_expired(void *ctx, struct spoke_timer *t)
 {
 	(void)t;
@@ -47,33 +51,23 @@ static void engine_expired(void *ctx, struct spoke_timer *t)
 
 static void engine_close(struct peer *p)
 {
-	struct engine_peer *ep = to_engine(p);
-
-	spoke_engine_free(ep->e);
-	free(ep->timers);
-	free(ep);
+	spoke_engine_free(to_engine(p)->e);
+	peer_free(p);
 }
 
 static int engine_open(struct peer **pp, const struct peer_ops *ops, const struct peer_setup *ps,
 		       struct bench_sample *out)
 {
-	struct engine_peer *ep = calloc(1, sizeof(*ep));
+	struct engine_peer *ep = peer_new(sizeof(*ep), sizeof(struct spoke_timer), ops, ps, out);
 	int err;
 
 	if (!ep)
-		return bench_fail(out, -ENOMEM, "no memory");
-	ep->p = (struct peer){.ops = ops, .tick_ns = ps->tick_ns};
-	ep->timers = malloc(ps->ntimers * sizeof(*ep->timers));
-	if (!ep->timers) {
-		free(ep);
-		return bench_fail(out, -ENOMEM, "no memory for %zu timers", ps->ntimers);
-	}
+		return -ENOMEM;
 	for (size_t i = 0; i < ps->ntimers; i++)
-		spoke_timer_init(&ep->timers[i]);
+		spoke_timer_init(engine_timer(&ep->p, i));
 	err = spoke_engine_new(&ep->e, ops->scheme, &engine_params);
 	if (err) {
-		free(ep->timers);
-		free(ep);
+		peer_free(&ep->p);
 		return bench_fail(out, err, "spoke_engine_new(%s): %s", ops->scheme,
 				  strerror(-err));
 	}
@@ -83,16 +77,12 @@ static int engine_open(struct peer **pp, const struct peer_ops *ops, const struc
 
 static int engine_start(struct peer *p, size_t i, uint64_t delay_ticks)
 {
-	struct engine_peer *ep = to_engine(p);
-
-	return spoke_engine_start(ep->e, &ep->timers[i], delay_ticks);
+	return spoke_engine_start(to_engine(p)->e, engine_timer(p, i), delay_ticks);
 }
 
 static int engine_stop(struct peer *p, size_t i)
 {
-	struct engine_peer *ep = to_engine(p);
-
-	return spoke_engine_stop(ep->e, &ep->timers[i]);
+	return spoke_engine_stop(to_engine(p)->e, engine_timer(p, i));
 }
 
 static int engine_advance(struct peer *p, uint64_t ticks)
@@ -120,15 +110,19 @@ const struct peer_ops peer_lawn = ENGINE_PEER("lawn");
 #define SERVICE_POLL_EVERY  4096u
 
 struct service_peer {
-	struct peer p;
+	struct peer p; /* slots: spoke_id */
 	struct spoke *s;
-	spoke_id *ids;
 	unsigned stops; /* since the last poll */
 };
 
 static struct service_peer *to_service(struct peer *p)
 {
 	return (struct service_peer *)p;
+}
+
+static spoke_id *service_id(struct peer *p, size_t i)
+{
+	return (spoke_id *)p->slots + i;
 }
 
 /* Inline on the attached thread, inside spoke_poll. */
@@ -139,28 +133,19 @@ static void service_fired(void *arg)
 
 static void service_close(struct peer *p)
 {
-	struct service_peer *sp = to_service(p);
-
-	spoke_destroy(sp->s);
-	free(sp->ids);
-	free(sp);
+	spoke_destroy(to_service(p)->s);
+	peer_free(p);
 }
 
 static int service_open(struct peer **pp, const struct peer_ops *ops, const struct peer_setup *ps,
 			struct bench_sample *out)
 {
-	struct service_peer *sp = calloc(1, sizeof(*sp));
+	struct service_peer *sp = peer_new(sizeof(*sp), sizeof(spoke_id), ops, ps, out);
 	struct spoke_config cfg;
 	int err;
 
 	if (!sp)
-		return bench_fail(out, -ENOMEM, "no memory");
-	sp->p = (struct peer){.ops = ops, .tick_ns = ps->tick_ns};
-	sp->ids = calloc(ps->ntimers, sizeof(*sp->ids));
-	if (!sp->ids) {
-		free(sp);
-		return bench_fail(out, -ENOMEM, "no memory for %zu ids", ps->ntimers);
-	}
+		return -ENOMEM;
 	spoke_config_init(&cfg);
 	cfg.shards = 1;
 	cfg.callback_threads = 0;
@@ -168,8 +153,7 @@ static int service_open(struct peer **pp, const struct peer_ops *ops, const stru
 	cfg.tick_ns = ps->tick_ns < SERVICE_MIN_TICK_NS ? SERVICE_MIN_TICK_NS : ps->tick_ns;
 	err = spoke_create(&sp->s, &cfg);
 	if (err) {
-		free(sp->ids);
-		free(sp);
+		peer_free(&sp->p);
 		return bench_fail(out, err, "spoke_create: %s", strerror(-err));
 	}
 	err = spoke_attach(sp->s, 0);
@@ -183,15 +167,14 @@ static int service_open(struct peer **pp, const struct peer_ops *ops, const stru
 
 static int service_start(struct peer *p, size_t i, uint64_t delay_ticks)
 {
-	struct service_peer *sp = to_service(p);
-
-	return spoke_start(sp->s, delay_ticks * p->tick_ns, service_fired, p, &sp->ids[i]);
+	return spoke_start(to_service(p)->s, delay_ticks * p->tick_ns, service_fired, p,
+			   service_id(p, i));
 }
 
 static int service_stop(struct peer *p, size_t i)
 {
 	struct service_peer *sp = to_service(p);
-	int err = spoke_cancel(sp->s, sp->ids[i]);
+	int err = spoke_cancel(sp->s, *service_id(p, i));
 
 	if (++sp->stops == SERVICE_POLL_EVERY) {
 		sp->stops = 0;

@@ -5,7 +5,8 @@
  * Each subcommand is one file bench_<name>.c exporting bench_<name>_main(),
  * which gets argv starting at the subcommand name and parses its own
  * options. Shared machinery (clock, PRNG, forked repeat-and-summarize, RSS,
- * table/JSON output, plots) is in bench_util.{h,c}.
+ * table/JSON output, plots, the common options, thread teams) is in
+ * bench_util.{h,c}.
  *
  *   schemes   the paper's comparison: every engine scheme (include/spoke/
  *             engine.h) under the same workloads at N = 1e3 .. 1e6 timers.
