@@ -57,7 +57,7 @@
  * interposes clock_gettime (peers_loops.c), so each read through it costs
  * about 1 ns more than in an application; tsc reads pay it only on their
  * re-anchor. For instruction counts run one cell under cachegrind:
- * `--only tsc/start-cancel --runs 1 -n 200000` against `-n 100000`.
+ * `--only tsc/start-cancel --runs 1 --ops 200000` against `--ops 100000`.
  */
 #define _GNU_SOURCE
 #include "bench_util.h"
@@ -566,14 +566,14 @@ static void do_cell(struct plan *p, enum source src, enum workload w)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: spoke-bench clocks [--json] [--quick] [--runs K] [-n OPS]\n"
+		"usage: spoke-bench clocks [--json] [--quick] [--runs K] [--ops OPS]\n"
 		"                          [--only SOURCE/WORKLOAD]...\n"
 		"  What a start's \"now\" costs: each never-early source read alone, in the bare\n"
 		"  engine's start+stop, and in the attached start+cancel (bench/bench_clock.c).\n"
 		"  --json          one JSON object per line\n"
 		"  --quick         2e4 ops a run, 3 runs (the ctest smoke test)\n"
 		"  --runs K        runs per cell (default 5), each in a forked child\n"
-		"  -n, --ops OPS   ops per run (default 2e6; rounded up to 64)\n"
+		"  --ops OPS       ops per run (default 2e6; rounded up to 64)\n"
 		"  --only S/W      just this cell (repeatable); S: none monotonic tsc\n"
 		"                  coarse-jiffy caller; W: read engine-start-stop\n"
 		"                  start-cancel never-behind\n");
@@ -603,51 +603,40 @@ static int parse_only(struct plan *p, const char *arg)
 	return 0;
 }
 
-/* Options into *p; 1: done (help), 0: run, 2: bad usage. */
+/* The options only clocks takes (bench_parse_options calls it). */
+static int clocks_option(void *ctx, int opt, const char *arg)
+{
+	struct plan *p = ctx;
+
+	if (opt == 'o' && bench_parse_count(arg, &p->n) == 0)
+		return 0;
+	if (opt == 's' && parse_only(p, arg) == 0)
+		return 0;
+	if (opt == 'o')
+		fprintf(stderr, "spoke-bench clocks: --ops: a count, e.g. 1e6: '%s'\n", arg);
+	return -1;
+}
+
+/* Options into *p; -1: run, else the exit status for main (help, bad usage). */
 static int parse(struct plan *p, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{"runs", required_argument, NULL, 'r'},
-		{"quick", no_argument, NULL, 'q'},
 		{"ops", required_argument, NULL, 'o'},
 		{"only", required_argument, NULL, 's'},
-		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	struct bench_grid_opts g = {0};
-	uint64_t n = 0;
-	int opt, taken;
+	struct bench_opts o;
+	int rc = bench_parse_options(argc, argv, false, longopts, clocks_option, p, usage, &o);
 
-	p->out = (struct bench_out){.f = stdout, .format = BENCH_TABLE, .subject_key = "source"};
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "n:", longopts, NULL)) != -1) {
-		if (opt == 'n' || opt == 'o') { /* before the grid's 'n' (--max-n) */
-			if (bench_parse_count(optarg, &n) == 0)
-				continue;
-			usage(stderr);
-			return 2;
-		}
-		taken = bench_grid_option(&g, opt, optarg);
-		if (taken < 0)
-			return 2;
-		if (taken)
-			continue;
-		if (opt == 'h') {
-			usage(stdout);
-			return 1;
-		}
-		if (opt == 's' && parse_only(p, optarg) == 0)
-			continue;
-		usage(stderr);
-		return 2;
-	}
-	if (bench_grid_finish(&g, argc, argv, "clocks", &p->out, &p->runs) != 0)
-		return 2;
-	if (!n)
-		n = g.quick ? CLK_PAIRS_QUICK : CLK_PAIRS;
-	p->n = (n + CLK_BATCH - 1) / CLK_BATCH * CLK_BATCH;
-	return 0;
+	if (rc >= 0)
+		return rc;
+	p->out = (struct bench_out){
+		.f = stdout, .format = o.json ? BENCH_JSON : BENCH_TABLE, .subject_key = "source"};
+	p->runs = bench_opts_runs(&o, 3, 5);
+	if (!p->n)
+		p->n = o.quick ? CLK_PAIRS_QUICK : CLK_PAIRS;
+	p->n = (p->n + CLK_BATCH - 1) / CLK_BATCH * CLK_BATCH;
+	return -1;
 }
 
 int bench_clocks_main(int argc, char **argv)
@@ -656,8 +645,8 @@ int bench_clocks_main(int argc, char **argv)
 	struct timespec res;
 	int r = parse(&p, argc, argv);
 
-	if (r)
-		return r == 1 ? 0 : r;
+	if (r >= 0)
+		return r;
 	clock_getres(CLOCK_MONOTONIC_COARSE, &res);
 	clk.coarse_res_ns = ts_ns(&res);
 	tsc_calibrate();
