@@ -7,7 +7,8 @@
  * Each program hammers the service of include/spoke/spoke.h with many
  * threads (4-32 on a 2-core machine: oversubscription reorders threads more)
  * and checks invariants as it goes and at the end, not just "no crash". The
- * pieces, in the order they appear below, and the file each lives in:
+ * pieces, in the order they appear below, each with (in parentheses) the
+ * util_<name>.c that holds it:
  *
  *   options     --ops N       timer operations in all (start, cancel,
  *   (harness)                 cancel_sync, reset calls; 1e6 and 1000000 both
@@ -34,8 +35,9 @@
  *   rounds      a program's rounds, one fixed configuration (service shape,
  *   (rounds)    worker threads) each: round_next schedules one (its share of
  *               --ops and --seconds), round_begin creates its service,
- *               round_run runs its workers on the budget, round_report and
- *               round_end print its counts and destroy the service. What the
+ *               round_run runs its workers on the budget, round_settle_recs
+ *               waits for every outcome and for spoke_stats, round_report
+ *               and round_end print its counts and destroy the service. What the
  *               workers do and what the program checks besides the common
  *               invariants stay in the program.
  *   pollers     a thread that attaches to a shard and polls it; callbacks of
