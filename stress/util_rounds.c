@@ -26,13 +26,15 @@ static struct spoke *svc_make(const struct svc_shape *sh)
 	return s;
 }
 
+/* "4 shards, tick 1000 us, pool of 2, 16 threads" */
 static void svc_describe(char *buf, size_t len, const struct svc_shape *sh, unsigned threads)
 {
+	char pool[32] = "callbacks inline";
+
+	if (sh->pool)
+		snprintf(pool, sizeof(pool), "pool of %u", sh->pool);
 	snprintf(buf, len, "%u shards, tick %" PRIu64 " us, %s, %u threads", sh->shards,
-		 sh->tick_ns / US,
-		 sh->pool ? (sh->pool == 1 ? "pool of 1" : "pool") : "callbacks inline", threads);
-	if (sh->pool > 1)
-		snprintf(buf + strlen(buf), len - strlen(buf), " (%u)", sh->pool);
+		 sh->tick_ns / US, pool, threads);
 }
 
 bool round_next(struct round *rd, unsigned n)
