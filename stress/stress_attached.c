@@ -44,12 +44,9 @@
 #define OWN	   128 /* records per worker */
 #define POLLER_OWN 256 /* records per poller (its work and its inline callbacks) */
 
+/* The round in progress, shared by workers, pollers and callbacks. */
 struct att {
-	struct spoke *s;
-	unsigned nshards;
-	uint64_t tick_ns;
-	unsigned threads;
-	uint64_t seed;
+	const struct round *rd; /* its service, shape, workers and seed */
 	uint64_t polled_mask;
 	atomic_int quiesce; /* settling: callbacks start nothing more */
 	struct poller pollers[SPOKE_MAX_SHARDS];
@@ -61,7 +58,7 @@ static struct att g_att;
 static uint64_t att_delay(struct rng *r, const void *ctx)
 {
 	(void)ctx;
-	return rng_below(r, 4 * g_att.tick_ns + 1);
+	return rng_below(r, 4 * g_att.rd->shape.tick_ns + 1);
 }
 
 /*
@@ -72,14 +69,14 @@ static struct step_mix worker_mix, poller_mix;
 
 static void att_worker(unsigned t, void *ctx)
 {
-	struct rng r = rng_make(g_att.seed, t, 8);
+	struct rng r = rng_make(g_att.rd->seed, t, 8);
 	size_t lo = (size_t)t * OWN;
 
 	(void)ctx;
 	while (!budget_over()) {
-		(void)rec_step(g_att.s, lo + rng_below(&r, OWN), &r, &worker_mix);
+		(void)rec_step(g_att.rd->s, lo + rng_below(&r, OWN), &r, &worker_mix);
 		if (rng_pct(&r, 10))
-			(void)rec_cancel(g_att.s, rng_below(&r, g_nrecs), rng_pct(&r, 20));
+			(void)rec_cancel(g_att.rd->s, rng_below(&r, g_nrecs), rng_pct(&r, 20));
 		if (rng_pct(&r, 2))
 			sched_yield();
 	}
@@ -91,9 +88,9 @@ static void poller_work(struct poller *p, struct rng *r)
 	size_t lo = g_att.poller_lo[p->shard];
 
 	for (int i = 0; i < 8; i++)
-		(void)rec_step(g_att.s, lo + rng_below(r, POLLER_OWN / 2), r, &poller_mix);
+		(void)rec_step(g_att.rd->s, lo + rng_below(r, POLLER_OWN / 2), r, &poller_mix);
 	if (rng_pct(r, 20))
-		(void)rec_cancel(g_att.s, rng_below(r, g_nrecs), false);
+		(void)rec_cancel(g_att.rd->s, rng_below(r, g_nrecs), false);
 }
 
 /* Callbacks inline on a poller now and then start one more timer on its own shard. */
@@ -109,8 +106,8 @@ static void att_hook(struct rec *r, size_t idx, uint64_t gen)
 	lo = g_att.poller_lo[p->shard] + POLLER_OWN / 2;
 	j = lo + rng_below(rg, POLLER_OWN / 2);
 	if (rec_settled(atomic_load_explicit(&g_recs[j].word, memory_order_acquire)))
-		(void)rec_start(g_att.s, j, HOW_HOME, 0, rng_below(rg, 2 * g_att.tick_ns + 1),
-				REC_STRICT);
+		(void)rec_start(g_att.rd->s, j, HOW_HOME, 0,
+				rng_below(rg, 2 * g_att.rd->shape.tick_ns + 1), REC_STRICT);
 }
 
 static void check_attached_flags(struct spoke *s)
@@ -137,14 +134,14 @@ static void *attach_later(void *arg)
 
 	sleep_ns((uint64_t)(a->delay_s * 1e9));
 	stress_phase("attach while traffic flows");
-	for (unsigned k = 0; k < g_att.nshards; k++)
+	for (unsigned k = 0; k < g_att.rd->shape.shards; k++)
 		if ((g_att.polled_mask >> k) & 1)
-			poller_start(&g_att.pollers[k], g_att.s, k, poller_work, true);
+			poller_start(&g_att.pollers[k], g_att.rd->s, k, poller_work, true);
 	/* Another thread cannot take an attached shard. */
-	for (unsigned k = 0; k < g_att.nshards; k++) {
+	for (unsigned k = 0; k < g_att.rd->shape.shards; k++) {
 		if (!((g_att.polled_mask >> k) & 1))
 			continue;
-		int rc = spoke_attach(g_att.s, k);
+		int rc = spoke_attach(g_att.rd->s, k);
 
 		if (rc != -EBUSY)
 			VIOLATION(
@@ -152,7 +149,7 @@ static void *attach_later(void *arg)
 				k, rc);
 	}
 	/* From now on the pollers hand their shards back now and then (spoke_detach). */
-	for (unsigned k = 0; k < g_att.nshards; k++)
+	for (unsigned k = 0; k < g_att.rd->shape.shards; k++)
 		if ((g_att.polled_mask >> k) & 1)
 			atomic_store(&g_att.pollers[k].handover, 1);
 	stress_phase("attached shards polled");
@@ -162,16 +159,13 @@ static void *attach_later(void *arg)
 int main(int argc, char **argv)
 {
 	static const struct {
-		struct svc_shape shape;
+		struct round_cfg cfg;
 		uint64_t polled;
-		unsigned threads;
 	} rounds[] = {
-		{{.shards = 4, .tick_ns = 250 * US, .pool = 2}, 0x3, 10},
-		{{.shards = 3, .tick_ns = 100 * US, .pool = 0}, 0x4, 6},
-		{{.shards = 2, .tick_ns = MS, .pool = 1}, 0x3, 16},
+		{{{.shards = 4, .tick_ns = 250 * US, .pool = 2}, 10}, 0x3},
+		{{{.shards = 3, .tick_ns = 100 * US, .pool = 0}, 6}, 0x4},
+		{{{.shards = 2, .tick_ns = MS, .pool = 1}, 16}, 0x3},
 	};
-	uint64_t ops;
-	double secs;
 
 	stress_init(argc, argv, "stress.attached",
 		    "attached shards polled by their own threads while others start timers on them",
@@ -190,54 +184,42 @@ int main(int argc, char **argv)
 	poller_mix = worker_mix;
 	poller_mix.on_pct = 30;
 	poller_mix.home_pct = 70;
-	for (unsigned i = 0; next_round(i, ARRAY_SIZE(rounds), &ops, &secs); i++) {
-		unsigned ri = i % ARRAY_SIZE(rounds);
-		const struct svc_shape *sh = &rounds[ri].shape;
-		uint64_t created[TK_COUNT], t0 = now_ns(), polls = 0, over = 0, handovers = 0;
+	for (struct round rd = {0}; round_next(&rd, ARRAY_SIZE(rounds));) {
+		unsigned nsh = rounds[rd.cfg].cfg.shape.shards;
+		uint64_t polls = 0, over = 0, handovers = 0;
 		struct attach_later al;
-		struct expect e;
 		pthread_t at;
-		char desc[160];
+		char note[48];
 		size_t n;
 
 		memset(&g_att, 0, sizeof(g_att));
 		atomic_store(&g_attached_mask, 0);
-		worker_mix.nshards = poller_mix.nshards = sh->shards;
-		g_att.nshards = sh->shards;
-		g_att.tick_ns = sh->tick_ns;
-		g_att.polled_mask = rounds[ri].polled;
-		g_att.threads = g_opt.threads ? g_opt.threads : rounds[ri].threads;
-		g_att.seed = g_seed + i;
-		n = (size_t)g_att.threads * OWN;
-		for (unsigned k = 0; k < sh->shards; k++) {
+		g_att.rd = &rd;
+		g_att.polled_mask = rounds[rd.cfg].polled;
+		worker_mix.nshards = poller_mix.nshards = nsh;
+		snprintf(note, sizeof(note), ", polled shards %#" PRIx64, g_att.polled_mask);
+		round_begin(&rd, &rounds[rd.cfg].cfg, note);
+		n = (size_t)rd.threads * OWN;
+		for (unsigned k = 0; k < nsh; k++) {
 			g_att.poller_lo[k] = n;
 			n += POLLER_OWN;
 		}
-		svc_describe(desc, sizeof(desc), sh, g_att.threads);
-		printf("round %u: %s, polled shards %#" PRIx64 "\n", i + 1, desc,
-		       g_att.polled_mask);
 		recs_alloc(n);
-		g_att.s = svc_make(sh);
-		tally_snapshot(created);
-		stress_phase("traffic before attach");
-		budget_begin(ops, secs);
-		al.delay_s = secs / 5 > 0.02 ? 0.02 : secs / 5;
+		round_budget(&rd, "traffic before attach");
+		al.delay_s = rd.secs / 5 > 0.02 ? 0.02 : rd.secs / 5;
 		at = thread_spawn(attach_later, &al);
-		run_threads(g_att.threads, att_worker, NULL);
+		run_threads(rd.threads, att_worker, NULL);
 		pthread_join(at, NULL);
 		/* The pollers go on polling (and their callbacks run) until everything settled. */
 		stress_phase("settle");
 		/* No more work on the pollers, no more starts from their callbacks. */
 		atomic_store(&g_att.quiesce, 1);
-		for (unsigned k = 0; k < sh->shards; k++)
+		for (unsigned k = 0; k < nsh; k++)
 			if ((g_att.polled_mask >> k) & 1)
 				poller_quiesce(&g_att.pollers[k]);
-		recs_cancel_remaining(g_att.s, 0, g_nrecs);
-		recs_sweep(0, g_nrecs);
-		e = expect_since(created, true);
-		settle_stats(g_att.s, &e);
-		check_attached_flags(g_att.s);
-		for (unsigned k = 0; k < sh->shards; k++) {
+		round_settle_recs(&rd);
+		check_attached_flags(rd.s);
+		for (unsigned k = 0; k < nsh; k++) {
 			if (!((g_att.polled_mask >> k) & 1))
 				continue;
 			poller_stop(&g_att.pollers[k]);
@@ -245,14 +227,12 @@ int main(int argc, char **argv)
 			over += g_att.pollers[k].over_reports;
 			handovers += g_att.pollers[k].handovers;
 		}
-		tally_report("attached", created, (double)(now_ns() - t0) / 1e9);
+		round_report(&rd, "attached");
 		printf("  %" PRIu64 " polls; %" PRIu64 " reported one more callback than ran "
 		       "(a cancel won between dispatch and run); %" PRIu64 " detach/attach "
 		       "hand-overs\n",
 		       polls, over, handovers);
-		stress_phase("destroy");
-		spoke_destroy(g_att.s);
-		recs_free();
+		round_end(&rd);
 	}
 	return stress_finish();
 }

@@ -38,14 +38,11 @@
 #define MAX_LEVEL  7
 #define LEVEL(tag) (((tag) >> REC_TAG_SHIFT) & 0xf)
 
+/* The wave in progress, shared by workers and callbacks. */
 struct web {
-	struct spoke *s;
-	unsigned nshards;
-	uint64_t tick_ns;
-	unsigned threads;
-	uint64_t seed;
-	atomic_size_t claimed; /* records handed out (each used once) */
-	atomic_int stop;       /* the round is over: callbacks stop spawning */
+	const struct round *rd; /* its service, shape, workers and seed */
+	atomic_size_t claimed;	/* records handed out (each used once) */
+	atomic_int stop;	/* the round is over: callbacks stop spawning */
 	/* Records whose callback is (probably) running now: cancel_sync targets that wait. */
 	atomic_size_t running[16];
 };
@@ -54,7 +51,7 @@ static struct web g_web;
 
 static uint64_t web_delay(struct rng *r)
 {
-	return rng_below(r, 3 * g_web.tick_ns + 1);
+	return rng_below(r, 3 * g_web.rd->shape.tick_ns + 1);
 }
 
 /* A fresh record, or SIZE_MAX when the table is used up. */
@@ -65,12 +62,19 @@ static size_t claim(void)
 	return i < g_nrecs ? i : SIZE_MAX;
 }
 
-/* A random record handed out so far in this wave, a recent one (likely live) 3 times in 4. */
-static size_t any_claimed(struct rng *r)
+/* Records handed out so far in this wave (the counter runs past the table once it is used up). */
+static size_t claimed_so_far(void)
 {
 	size_t n = atomic_load(&g_web.claimed);
 
-	n = n < g_nrecs ? n : g_nrecs;
+	return n < g_nrecs ? n : g_nrecs;
+}
+
+/* A random record handed out so far in this wave, a recent one (likely live) 3 times in 4. */
+static size_t any_claimed(struct rng *r)
+{
+	size_t n = claimed_so_far();
+
 	if (n > 1024 && rng_pct(r, 75))
 		return n - 1 - rng_below(r, 1024);
 	return rng_below(r, n);
@@ -83,11 +87,11 @@ static void start_one(struct rng *r, unsigned level)
 
 	if (idx == SIZE_MAX)
 		return;
-	(void)rec_start(g_web.s, idx,
+	(void)rec_start(g_web.rd->s, idx,
 			how < 60   ? HOW_ON
 			: how < 85 ? HOW_HOME
 				   : HOW_TTL,
-			(unsigned)rng_below(r, g_web.nshards), web_delay(r),
+			(unsigned)rng_below(r, g_web.rd->shape.shards), web_delay(r),
 			(uint32_t)level << REC_TAG_SHIFT);
 }
 
@@ -106,41 +110,39 @@ static void cancel_sync_deeper(struct rng *r, unsigned level)
 		size_t idx = maybe_running(r);
 
 		if (LEVEL(atomic_load(&g_recs[idx].tag)) > level) {
-			(void)rec_cancel(g_web.s, idx, true);
+			(void)rec_cancel(g_web.rd->s, idx, true);
 			return;
 		}
 	}
+}
+
+/* A cancel or reset of a one-shot from its own callback: it is no longer pending. */
+static void own_noent(const char *call, int rc, enum tally_kind ok, enum tally_kind noent)
+{
+	tally(rc == 0 ? ok : noent);
+	if (rc != -ENOENT)
+		VIOLATION("%s of a one-shot from its own callback returned %d, not -ENOENT", call,
+			  rc);
 }
 
 /* Calls on the callback's own (running) timer. */
 static void own_calls(struct rec *self, size_t idx, uint64_t gen, struct rng *r)
 {
 	spoke_id id = atomic_load(&self->id);
-	int rc;
 
 	if (atomic_load(&self->id_gen) != gen)
 		return; /* ran before its starter published the id: nothing to call with */
 	switch (rng_below(r, 3)) {
 	case 0:
-		(void)rec_cancel(g_web.s, idx, true); /* checks -EDEADLK */
+		(void)rec_cancel(g_web.rd->s, idx, true); /* checks -EDEADLK */
 		break;
 	case 1:
-		rc = spoke_cancel(g_web.s, id);
-		tally(rc == 0 ? TK_CANCEL_OK : TK_CANCEL_NOENT);
-		if (rc != -ENOENT)
-			VIOLATION(
-				"spoke_cancel of a one-shot from its own callback returned %d, not "
-				"-ENOENT",
-				rc);
+		own_noent("spoke_cancel", spoke_cancel(g_web.rd->s, id), TK_CANCEL_OK,
+			  TK_CANCEL_NOENT);
 		break;
 	default:
-		rc = spoke_reset(g_web.s, id, g_web.tick_ns);
-		tally(rc == 0 ? TK_RESET_OK : TK_RESET_NOENT);
-		if (rc != -ENOENT)
-			VIOLATION(
-				"spoke_reset of a one-shot from its own callback returned %d, not "
-				"-ENOENT",
-				rc);
+		own_noent("spoke_reset", spoke_reset(g_web.rd->s, id, g_web.rd->shape.tick_ns),
+			  TK_RESET_OK, TK_RESET_NOENT);
 		break;
 	}
 }
@@ -160,9 +162,9 @@ static void web_hook(struct rec *r, size_t idx, uint64_t gen)
 	if (pick < 15)
 		start_one(rg, child);
 	if (rng_pct(rg, 30))
-		(void)rec_reset(g_web.s, any_claimed(rg), web_delay(rg));
+		(void)rec_reset(g_web.rd->s, any_claimed(rg), web_delay(rg));
 	if (rng_pct(rg, 25))
-		(void)rec_cancel(g_web.s, any_claimed(rg), false);
+		(void)rec_cancel(g_web.rd->s, any_claimed(rg), false);
 	if (rng_pct(rg, 15))
 		cancel_sync_deeper(rg, level);
 	if (rng_pct(rg, 5))
@@ -171,7 +173,7 @@ static void web_hook(struct rec *r, size_t idx, uint64_t gen)
 
 static void web_worker(unsigned t, void *ctx)
 {
-	struct rng r = rng_make(g_web.seed, t, 4);
+	struct rng r = rng_make(g_web.rd->seed, t, 4);
 
 	(void)ctx;
 	while (!budget_over() && atomic_load(&g_web.claimed) < g_nrecs) {
@@ -180,11 +182,11 @@ static void web_worker(unsigned t, void *ctx)
 		if (pick < 40)
 			start_one(&r, 0);
 		else if (pick < 65)
-			(void)rec_cancel(g_web.s, any_claimed(&r), false);
+			(void)rec_cancel(g_web.rd->s, any_claimed(&r), false);
 		else if (pick < 80)
-			(void)rec_cancel(g_web.s, maybe_running(&r), true);
+			(void)rec_cancel(g_web.rd->s, maybe_running(&r), true);
 		else
-			(void)rec_reset(g_web.s, any_claimed(&r), web_delay(&r));
+			(void)rec_reset(g_web.rd->s, any_claimed(&r), web_delay(&r));
 		if ((pick & 7) == 0)
 			sched_yield(); /* leave the callbacks some CPU */
 	}
@@ -197,67 +199,46 @@ static void web_settle(void)
 
 	atomic_store(&g_web.stop, 1);
 	do {
-		n = atomic_load(&g_web.claimed);
-		n = n < g_nrecs ? n : g_nrecs;
-		recs_cancel_remaining(g_web.s, 0, n);
+		n = claimed_so_far();
+		recs_cancel_remaining(g_web.rd->s, 0, n);
 		recs_sweep(0, n);
-	} while (n !=
-		 (atomic_load(&g_web.claimed) < g_nrecs ? atomic_load(&g_web.claimed) : g_nrecs));
+	} while (n != claimed_so_far());
 }
 
 int main(int argc, char **argv)
 {
-	static const struct {
-		struct svc_shape shape;
-		unsigned threads;
-	} rounds[] = {
+	static const struct round_cfg rounds[] = {
 		{{.shards = 4, .tick_ns = 500 * US, .pool = 3}, 8},
 		{{.shards = 2, .tick_ns = 250 * US, .pool = 0}, 4},
 		{{.shards = 3, .tick_ns = MS, .pool = 1}, 16},
 	};
-	uint64_t ops;
-	double secs;
 
 	stress_init(argc, argv, "stress.callbacks",
 		    "callbacks that start, reset, cancel and cancel_sync other timers", 3000000,
 		    120);
 	g_fire_hook = web_hook;
 	g_fire_spin_ns = 10 * US;
-	for (unsigned i = 0; next_round(i, ARRAY_SIZE(rounds), &ops, &secs); i++) {
-		const struct svc_shape *sh = &rounds[i % ARRAY_SIZE(rounds)].shape;
-		uint64_t created[TK_COUNT], t0 = now_ns();
-		struct expect e;
-		char desc[128];
+	for (struct round rd = {0}; round_next(&rd, ARRAY_SIZE(rounds));) {
 		unsigned waves;
 
-		recs_alloc(TABLE);
-		g_web.nshards = sh->shards;
-		g_web.tick_ns = sh->tick_ns;
-		g_web.threads =
-			g_opt.threads ? g_opt.threads : rounds[i % ARRAY_SIZE(rounds)].threads;
-		g_web.seed = g_seed + i;
+		g_web.rd = &rd;
 		for (unsigned k = 0; k < ARRAY_SIZE(g_web.running); k++)
 			atomic_store(&g_web.running[k], SIZE_MAX);
-		svc_describe(desc, sizeof(desc), sh, g_web.threads);
-		printf("round %u: %s\n", i + 1, desc);
-		g_web.s = svc_make(sh);
-		tally_snapshot(created);
-		budget_begin(ops, secs);
+		round_begin(&rd, &rounds[rd.cfg], NULL);
+		recs_alloc(TABLE);
+		round_budget(&rd, "callbacks calling in");
 		for (waves = 0; waves == 0 || !budget_over(); waves++) {
 			atomic_store(&g_web.claimed, 0);
 			atomic_store(&g_web.stop, 0);
 			stress_phase("callbacks calling in");
-			run_threads(g_web.threads, web_worker, NULL);
+			run_threads(rd.threads, web_worker, NULL);
 			stress_phase("settle");
 			web_settle();
-			e = expect_since(created, true);
-			settle_stats(g_web.s, &e);
+			settle_oneshot_stats(rd.s, rd.created);
 		}
-		tally_report("callbacks", created, (double)(now_ns() - t0) / 1e9);
+		round_report(&rd, "callbacks");
 		printf("  %u waves over a table of %u timers\n", waves, TABLE);
-		stress_phase("destroy");
-		spoke_destroy(g_web.s);
-		recs_free();
+		round_end(&rd);
 	}
 	return stress_finish();
 }

@@ -53,11 +53,9 @@
 /* TSan maps shadow and metadata for every new application byte (several times its size). */
 #define MEM_SCALE (TEST_TSAN ? 5 : 1)
 
+/* A round's context: the round, the seed of the phase in progress, and the crew that runs it. */
 struct churn {
-	struct spoke *s;
-	unsigned nshards;
-	uint64_t tick_ns;
-	unsigned threads;
+	const struct round *rd;
 	uint64_t phase_seed;
 	struct crew crew;
 };
@@ -69,7 +67,7 @@ static uint64_t churn_delay(struct rng *r, const void *ctx)
 
 	if (rng_pct(r, 75))
 		return 10 * MS + rng_below(r, 990 * MS);
-	return rng_below(r, 3 * c->tick_ns + 1);
+	return rng_below(r, 3 * c->rd->shape.tick_ns + 1);
 }
 
 static void churn_worker(unsigned t, void *ctx)
@@ -82,7 +80,7 @@ static void churn_worker(unsigned t, void *ctx)
 		.sync_pct = 16,
 		.on_pct = 45,
 		.home_pct = 35,
-		.nshards = c->nshards,
+		.nshards = c->rd->shape.shards,
 		.tag = REC_STRICT,
 		.start_delay = churn_delay,
 		.ctx = c,
@@ -90,27 +88,25 @@ static void churn_worker(unsigned t, void *ctx)
 
 	while (!budget_over()) {
 		pace();
-		(void)rec_step(c->s, lo + cursor, &r, &mix);
+		(void)rec_step(c->rd->s, lo + cursor, &r, &mix);
 		cursor = (cursor + 1) % SLOTS;
 		if (rng_pct(&r, 10))
-			(void)rec_cancel(c->s, rng_below(&r, g_nrecs), rng_pct(&r, 20));
+			(void)rec_cancel(c->rd->s, rng_below(&r, g_nrecs), rng_pct(&r, 20));
 	}
 }
 
 /* One churn phase: workers until the budget is spent, then everything settles. */
-static void churn_phase(struct churn *c, uint64_t ops, double secs, const char *label,
-			const uint64_t since_create[TK_COUNT], bool paced)
+static void churn_phase(struct churn *c, uint64_t ops, double secs, const char *label, bool paced)
 {
 	uint64_t before[TK_COUNT], t0 = now_ns();
 	struct pacer pacer;
-	struct expect e;
 
 	tally_snapshot(before);
 	stress_phase(label);
 	budget_begin(ops, secs);
 	c->phase_seed = rng_next(&(struct rng){g_seed ^ t0});
 	if (paced)
-		pacer_start(&pacer, c->s, since_create);
+		pacer_start(&pacer, c->rd->s, c->rd->created);
 	crew_phase(&c->crew);
 	if (paced) {
 		pacer_stop(&pacer);
@@ -120,10 +116,7 @@ static void churn_phase(struct churn *c, uint64_t ops, double secs, const char *
 		       (uint64_t)atomic_load(&pacer.pauses));
 	}
 	stress_phase("settle");
-	recs_cancel_remaining(c->s, 0, g_nrecs);
-	recs_sweep(0, g_nrecs);
-	e = expect_since(since_create, true);
-	settle_stats(c->s, &e);
+	recs_settle(c->rd->s, c->rd->created);
 	tally_report(label, before, (double)(now_ns() - t0) / 1e9);
 }
 
@@ -146,47 +139,35 @@ static void memory_check(uint64_t rss0, uint64_t rss1, uint64_t rss2, uint64_t s
 
 int main(int argc, char **argv)
 {
-	static const struct {
-		struct svc_shape shape;
-		unsigned threads;
-	} rounds[] = {
+	static const struct round_cfg rounds[] = {
 		{{.shards = 4, .tick_ns = MS, .pool = 2}, 16},
 		{{.shards = 2, .tick_ns = 250 * US, .pool = 0}, 32},
 		{{.shards = 3, .tick_ns = 100 * US, .pool = 1}, 4},
 	};
-	uint64_t ops;
-	double secs;
 
 	stress_init(argc, argv, "stress.churn", "start/cancel churn across all shards; memory flat",
 		    12000000, 120);
-	for (unsigned i = 0; next_round(i, ARRAY_SIZE(rounds), &ops, &secs); i++) {
-		const struct svc_shape *sh = &rounds[i % ARRAY_SIZE(rounds)].shape;
-		struct churn c = {.nshards = sh->shards, .tick_ns = sh->tick_ns};
-		uint64_t rss0, rss1, rss2, created[TK_COUNT], mark[TK_COUNT];
-		char desc[128];
+	for (struct round rd = {0}; round_next(&rd, ARRAY_SIZE(rounds));) {
+		struct churn c = {.rd = &rd};
+		uint64_t ops = rd.ops / 3, rss0, rss1, rss2, mark[TK_COUNT];
+		double secs = rd.secs / 3;
 
-		c.threads = g_opt.threads ? g_opt.threads : rounds[i % ARRAY_SIZE(rounds)].threads;
-		svc_describe(desc, sizeof(desc), sh, c.threads);
-		printf("round %u: %s\n", i + 1, desc);
-		recs_alloc((size_t)c.threads * SLOTS);
-		c.s = svc_make(sh);
-		crew_start(&c.crew, c.threads, churn_worker, &c);
+		round_begin(&rd, &rounds[rd.cfg], NULL);
+		recs_alloc((size_t)rd.threads * SLOTS);
+		crew_start(&c.crew, rd.threads, churn_worker, &c);
 		rss0 = rss_bytes();
-		tally_snapshot(created);
-		churn_phase(&c, ops / 3, secs / 3, "warm-up churn", created, true);
+		churn_phase(&c, ops, secs, "warm-up churn", true);
 		rss1 = rss_bytes();
 		tally_snapshot(mark);
-		churn_phase(&c, ops / 3, secs / 3, "second churn", created, true);
+		churn_phase(&c, ops, secs, "second churn", true);
 		rss2 = rss_bytes();
 		memory_check(rss0, rss1, rss2, atomic_load(&g_tally[TK_START]) - mark[TK_START],
-			     c.threads);
-		churn_phase(&c, ops / 3, secs / 3, "unpaced churn", created, false);
+			     rd.threads);
+		churn_phase(&c, ops, secs, "unpaced churn", false);
 		printf("  memory: RSS %+.1f MiB after churn without backpressure (not checked)\n",
 		       ((double)rss_bytes() - (double)rss2) / (1 << 20));
 		crew_stop(&c.crew);
-		stress_phase("destroy");
-		spoke_destroy(c.s);
-		recs_free();
+		round_end(&rd);
 	}
 	return stress_finish();
 }

@@ -37,6 +37,8 @@
  *   - everything is freed: ASan/LeakSanitizer (the address,undefined build)
  *     reports no leak at exit and no use after free.
  */
+#include <unistd.h>
+
 #include "stress_util.h"
 
 #define OWN	   64	/* records per churn thread */
@@ -46,11 +48,10 @@
 
 #define TAG_CHAIN (1u << REC_TAG_SHIFT)
 
+/* The round in progress, shared by its callers, callbacks and main. */
 struct dround {
-	struct spoke *s;
-	unsigned nshards, threads;
-	uint64_t tick_ns;
-	uint64_t seed;
+	const struct round *rd;		       /* its service, shape, workers and seed */
+	struct step_mix churn_mix, poller_mix; /* what churn threads and the poller do */
 	size_t spawn_lo, poller_lo;
 	atomic_size_t spawned;
 	atomic_uint stopped; /* callers that saw -ESHUTDOWN and stopped calling */
@@ -78,7 +79,7 @@ static bool shut(int rc)
  */
 static void poke(void)
 {
-	int rc = spoke_cancel(g_d.s, 0);
+	int rc = spoke_cancel(g_d.rd->s, 0);
 
 	tally(TK_PROBE);
 	if (rc != -ENOENT)
@@ -88,7 +89,7 @@ static void poke(void)
 static uint64_t short_delay(struct rng *r, const void *ctx)
 {
 	(void)ctx;
-	return rng_below(r, 3 * g_d.tick_ns + 1);
+	return rng_below(r, 3 * g_d.rd->shape.tick_ns + 1);
 }
 
 static void note_callback(void)
@@ -107,11 +108,11 @@ static void chain_hook(struct rec *r, size_t idx, uint64_t gen)
 	if (!(atomic_load(&r->tag) & TAG_CHAIN))
 		return;
 	if (rng_pct(rg, 70) && (child = atomic_fetch_add(&g_d.spawned, 1)) < SPAWN)
-		(void)rec_start(g_d.s, g_d.spawn_lo + child, HOW_ON,
-				(unsigned)rng_below(rg, g_d.nshards), short_delay(rg, NULL),
-				TAG_CHAIN);
+		(void)rec_start(g_d.rd->s, g_d.spawn_lo + child, HOW_ON,
+				(unsigned)rng_below(rg, g_d.rd->shape.shards),
+				short_delay(rg, NULL), TAG_CHAIN);
 	if (rng_pct(rg, 20))
-		(void)rec_cancel(g_d.s, rng_below(rg, g_nrecs), false);
+		(void)rec_cancel(g_d.rd->s, rng_below(rg, g_nrecs), false);
 }
 
 static void per_hook(struct ptimer *p, size_t idx, uint64_t gen, unsigned n)
@@ -119,7 +120,7 @@ static void per_hook(struct ptimer *p, size_t idx, uint64_t gen, unsigned n)
 	(void)idx;
 	note_callback();
 	if (n == atomic_load(&p->plan_arg) && atomic_load(&p->plan) == 1)
-		per_cancel_own(g_d.s, p, gen, n, rng_pct(tl_rng(), 50), true);
+		per_cancel_own(g_d.rd->s, p, gen, n, rng_pct(tl_rng(), 50), true);
 }
 
 /* Holds spoke_destroy until every caller has seen -ESHUTDOWN. */
@@ -145,22 +146,11 @@ static void gate_fn(void *arg)
 static void churn_thread(unsigned t, struct rng *r)
 {
 	size_t lo = (size_t)t * OWN;
-	const struct step_mix mix = {
-		.cancel_pct = 50,
-		.sync_pct = 30,
-		.reset_pct = 25,
-		.on_pct = 60,
-		.home_pct = 25,
-		.nshards = g_d.nshards,
-		.tag = REC_STRICT,
-		.start_delay = short_delay,
-		.reset_delay = short_delay,
-	};
 
-	while (!shut(rec_step(g_d.s, lo + rng_below(r, OWN), r, &mix))) {
+	while (!shut(rec_step(g_d.rd->s, lo + rng_below(r, OWN), r, &g_d.churn_mix))) {
 		poke();
 		if (rng_pct(r, 10))
-			(void)shut(rec_cancel(g_d.s, rng_below(r, g_nrecs), rng_pct(r, 30)));
+			(void)shut(rec_cancel(g_d.rd->s, rng_below(r, g_nrecs), rng_pct(r, 30)));
 		if (rng_pct(r, 5))
 			sched_yield();
 	}
@@ -175,7 +165,7 @@ static void periodic_thread(unsigned t, struct rng *r)
 	while (!tl_saw_shutdown) {
 		for (unsigned i = 0; i < PER_SLOTS && !tl_saw_shutdown; i++) {
 			struct ptimer *p = &g_pers[lo + i];
-			uint64_t period = (1 + rng_below(r, 3)) * g_d.tick_ns;
+			uint64_t period = (1 + rng_below(r, 3)) * g_d.rd->shape.tick_ns;
 
 			if (!live[i]) {
 				/* plan 1: its own callback cancels it in run plan_arg; 0: the
@@ -183,13 +173,13 @@ static void periodic_thread(unsigned t, struct rng *r)
 				unsigned plan = (unsigned)rng_below(r, 2);
 
 				kill_at[i] = now_ns() + rng_below(r, 8 * period);
-				live[i] = !shut(per_start(g_d.s, lo + i, period, plan,
+				live[i] = !shut(per_start(g_d.rd->s, lo + i, period, plan,
 							  1 + (unsigned)rng_below(r, 5)));
 			} else if (atomic_load(&p->stops)) {
-				if (per_settle(g_d.s, lo + i))
+				if (per_settle(g_d.rd->s, lo + i))
 					live[i] = false;
 			} else if (atomic_load(&p->plan) == 0 && now_ns() >= kill_at[i]) {
-				(void)shut(per_cancel(g_d.s, lo + i, rng_pct(r, 50)));
+				(void)shut(per_cancel(g_d.rd->s, lo + i, rng_pct(r, 50)));
 			}
 		}
 		poke();
@@ -205,11 +195,11 @@ static void chain_thread(unsigned t, struct rng *r)
 		size_t idx = lo + rng_below(r, OWN);
 
 		if (rec_settled(atomic_load(&g_recs[idx].word)))
-			(void)shut(rec_start(g_d.s, idx, HOW_ON,
-					     (unsigned)rng_below(r, g_d.nshards),
+			(void)shut(rec_start(g_d.rd->s, idx, HOW_ON,
+					     (unsigned)rng_below(r, g_d.rd->shape.shards),
 					     short_delay(r, NULL), TAG_CHAIN));
 		else if (rng_pct(r, 30))
-			(void)shut(rec_cancel(g_d.s, idx, rng_pct(r, 50)));
+			(void)shut(rec_cancel(g_d.rd->s, idx, rng_pct(r, 50)));
 		poke();
 		sleep_ns(10 * US);
 	}
@@ -231,15 +221,19 @@ static void caller_done(void)
 	spoke_id id = 0x5eed;
 
 	if (tl_saw_shutdown) {
-		expect_shutdown("spoke_start_on", spoke_start_on(g_d.s, 0, 0, rec_fire, NULL, &id));
-		expect_shutdown("spoke_start", spoke_start(g_d.s, MS, rec_fire, NULL, &id));
+		expect_shutdown("spoke_start_on",
+				spoke_start_on(g_d.rd->s, 0, 0, rec_fire, NULL, &id));
+		expect_shutdown("spoke_start", spoke_start(g_d.rd->s, MS, rec_fire, NULL, &id));
 		expect_shutdown("spoke_start_periodic",
-				spoke_start_periodic(g_d.s, MS, rec_fire, NULL, &id));
-		expect_shutdown("spoke_start_ttl", spoke_start_ttl(g_d.s, MS, rec_fire, NULL, &id));
-		expect_shutdown("spoke_reset", spoke_reset(g_d.s, atomic_load(&g_recs[0].id), 0));
-		expect_shutdown("spoke_cancel", spoke_cancel(g_d.s, atomic_load(&g_recs[0].id)));
+				spoke_start_periodic(g_d.rd->s, MS, rec_fire, NULL, &id));
+		expect_shutdown("spoke_start_ttl",
+				spoke_start_ttl(g_d.rd->s, MS, rec_fire, NULL, &id));
+		expect_shutdown("spoke_reset",
+				spoke_reset(g_d.rd->s, atomic_load(&g_recs[0].id), 0));
+		expect_shutdown("spoke_cancel",
+				spoke_cancel(g_d.rd->s, atomic_load(&g_recs[0].id)));
 		expect_shutdown("spoke_cancel_sync",
-				spoke_cancel_sync(g_d.s, atomic_load(&g_recs[0].id)));
+				spoke_cancel_sync(g_d.rd->s, atomic_load(&g_recs[0].id)));
 		if (id != 0x5eed)
 			VIOLATION("a start refused with -ESHUTDOWN wrote the id");
 	} else {
@@ -253,7 +247,7 @@ static void caller_done(void)
 
 static void d_worker(unsigned t, void *ctx)
 {
-	struct rng r = rng_make(g_d.seed, t, 9);
+	struct rng r = rng_make(g_d.rd->seed, t, 9);
 
 	(void)ctx;
 	tl_saw_shutdown = false;
@@ -273,21 +267,10 @@ static void d_worker(unsigned t, void *ctx)
 
 static void d_poller_work(struct poller *p, struct rng *r)
 {
-	const struct step_mix mix = {
-		.cancel_pct = 40,
-		.sync_pct = 20,
-		.reset_pct = 25,
-		.on_pct = 30,
-		.home_pct = 70,
-		.nshards = g_d.nshards,
-		.tag = REC_STRICT,
-		.start_delay = short_delay,
-		.reset_delay = short_delay,
-	};
-
 	(void)p;
 	for (int i = 0; i < 4 && !tl_saw_shutdown; i++)
-		(void)shut(rec_step(g_d.s, g_d.poller_lo + rng_below(r, POLLER_OWN), r, &mix));
+		(void)shut(rec_step(g_d.rd->s, g_d.poller_lo + rng_below(r, POLLER_OWN), r,
+				    &g_d.poller_mix));
 	if (!tl_saw_shutdown)
 		poke();
 }
@@ -300,65 +283,83 @@ static void *d_poller_main(void *arg)
 	return NULL;
 }
 
-static void one_round(unsigned i, uint64_t ops, double secs)
+/* What the churn threads and the poller (mostly on its own shard) do with their records. */
+static void set_mixes(unsigned nshards)
 {
-	struct rng r = rng_make(g_seed, i, 10);
-	struct svc_shape sh = {
-		.shards = 1 + (unsigned)rng_below(&r, 4),
-		.pool = (unsigned)rng_below(&r, 4),
+	g_d.churn_mix = (struct step_mix){
+		.cancel_pct = 50,
+		.sync_pct = 30,
+		.reset_pct = 25,
+		.on_pct = 60,
+		.home_pct = 25,
+		.nshards = nshards,
+		.tag = REC_STRICT,
+		.start_delay = short_delay,
+		.reset_delay = short_delay,
 	};
+	g_d.poller_mix = g_d.churn_mix;
+	g_d.poller_mix.cancel_pct = 40;
+	g_d.poller_mix.sync_pct = 20;
+	g_d.poller_mix.on_pct = 30;
+	g_d.poller_mix.home_pct = 70;
+}
+
+static void one_round(struct round *rd)
+{
+	struct rng r = rng_make(g_seed, rd->i, 10);
 	static const uint64_t ticks[] = {100 * US, 250 * US, MS};
 	static const unsigned nthreads[] = {4, 8, 16};
+	struct round_cfg cfg = {
+		.shape = {.shards = 1 + (unsigned)rng_below(&r, 4),
+			  .pool = (unsigned)rng_below(&r, 4)},
+	};
 	pthread_t pt = 0;
-	uint64_t t0 = now_ns(), before[TK_COUNT], fired;
-	char desc[128];
+	uint64_t fired;
+	unsigned threads;
 
-	sh.tick_ns = ticks[rng_below(&r, ARRAY_SIZE(ticks))];
+	cfg.shape.tick_ns = ticks[rng_below(&r, ARRAY_SIZE(ticks))];
+	cfg.threads = nthreads[rng_below(&r, ARRAY_SIZE(nthreads))];
 	memset(&g_d, 0, sizeof(g_d));
-	g_d.nshards = sh.shards;
-	g_d.tick_ns = sh.tick_ns;
-	g_d.threads = g_opt.threads ? g_opt.threads : nthreads[rng_below(&r, ARRAY_SIZE(nthreads))];
-	g_d.seed = rng_next(&r);
-	g_d.polled = sh.shards >= 2 && rng_pct(&r, 50);
-	g_d.callers = g_d.threads + (g_d.polled ? 1 : 0);
-	g_d.spawn_lo = (size_t)g_d.threads * OWN;
+	g_d.rd = rd;
+	g_d.polled = cfg.shape.shards >= 2 && rng_pct(&r, 50);
+	atomic_store(&g_attached_mask, 0);
+	rd->quiet = rd->i >= 8 && !g_opt.soak;
+	round_begin(rd, &cfg, g_d.polled ? ", last shard attached" : NULL);
+	threads = rd->threads;
+	set_mixes(cfg.shape.shards);
+	g_d.callers = threads + (g_d.polled ? 1 : 0);
+	g_d.spawn_lo = (size_t)threads * OWN;
 	g_d.poller_lo = g_d.spawn_lo + SPAWN;
 	recs_alloc(g_d.poller_lo + POLLER_OWN);
-	pers_alloc((size_t)g_d.threads * PER_SLOTS);
-	atomic_store(&g_attached_mask, 0);
-	svc_describe(desc, sizeof(desc), &sh, g_d.threads);
-	if (i < 8 || g_opt.soak)
-		printf("round %u: %s%s\n", i + 1, desc, g_d.polled ? ", last shard attached" : "");
-	tally_snapshot(before);
-	g_d.s = svc_make(&sh);
+	pers_alloc((size_t)threads * PER_SLOTS);
 
 	/* Everything in flight ... */
-	stress_phase("workload before destroy");
-	budget_begin(ops, secs);
+	round_budget(rd, "workload before destroy");
 	if (g_d.polled) {
 		memset(&g_d.poller, 0, sizeof(g_d.poller));
-		g_d.poller.s = g_d.s;
-		g_d.poller.shard = sh.shards - 1;
-		g_d.poller.seed = g_d.seed;
+		g_d.poller.s = rd->s;
+		g_d.poller.shard = cfg.shape.shards - 1;
+		g_d.poller.seed = rd->seed;
 		atomic_init(&g_d.poller.work, d_poller_work);
 		pt = thread_spawn(d_poller_main, &g_d.poller);
 	}
 	{
 		struct crew crew;
 
-		crew_start(&crew, g_d.threads, d_worker, NULL);
+		crew_start(&crew, threads, d_worker, NULL);
 		crew_release(&crew);
-		while (!budget_over() || now_ns() < t0 + 10 * MS)
+		while (!budget_over() || now_ns() < rd->t0_ns + 10 * MS)
 			sleep_ns(200 * US);
 
 		/* ... then the gate, then destroy. */
 		stress_phase("destroy in flight");
 		atomic_store(&g_shutdown_ok, 1);
-		if (spoke_start_on(g_d.s, 0, 0, gate_fn, NULL, NULL) != 0)
+		if (spoke_start_on(rd->s, 0, 0, gate_fn, NULL, NULL) != 0)
 			VIOLATION("could not start the gate callback");
 		while (!atomic_load(&g_d.gate_running))
 			sleep_ns(50 * US);
-		spoke_destroy(g_d.s);
+		spoke_destroy(rd->s);
+		rd->s = NULL;
 		atomic_store(&g_d.destroyed, 1);
 		if (!atomic_load(&g_d.gate_done))
 			VIOLATION("spoke_destroy returned while a callback (the gate) was running");
@@ -376,24 +377,18 @@ static void one_round(unsigned i, uint64_t ops, double secs)
 	if (g_d.polled)
 		pthread_join(pt, NULL);
 	atomic_store(&g_shutdown_ok, 0);
-	if (i < 8 || g_opt.soak)
-		tally_report("round", before, (double)(now_ns() - t0) / 1e9);
-	recs_free();
-	pers_free();
+	round_report(rd, "round");
+	round_end(rd);
 }
 
 int main(int argc, char **argv)
 {
-	uint64_t ops;
-	double secs;
-	unsigned rounds = 24;
-
 	stress_init(argc, argv, "stress.destroy", "spoke_destroy while everything is in flight",
 		    1500000, 120);
 	g_fire_hook = chain_hook;
 	g_per_hook = per_hook;
 	g_fire_spin_ns = 10 * US;
-	for (unsigned i = 0; next_round(i, rounds, &ops, &secs); i++)
-		one_round(i, ops, secs);
+	for (struct round rd = {0}; round_next(&rd, 24);)
+		one_round(&rd);
 	return stress_finish();
 }

@@ -33,14 +33,6 @@
 #define RING  64 /* records per thread */
 #define BATCH 8
 
-struct race {
-	struct spoke *s;
-	unsigned nshards;
-	uint64_t tick_ns;
-	unsigned threads;
-	uint64_t seed;
-};
-
 static uint64_t race_delay(struct rng *r, uint64_t tick)
 {
 	uint64_t d = rng_below(r, 3) * tick;
@@ -54,28 +46,30 @@ static uint64_t race_delay(struct rng *r, uint64_t tick)
 }
 
 /* Act on record idx at its deadline + an offset in [-tick/2, +tick/2]. */
-static void act_at_deadline(struct race *c, struct rng *r, size_t idx, bool foreign)
+static void act_at_deadline(const struct round *rd, struct rng *r, size_t idx, bool foreign)
 {
 	struct rec *rc = &g_recs[idx];
-	uint64_t due = atomic_load(&rc->earliest_ns), off = rng_below(r, c->tick_ns + 1), t0;
+	uint64_t tick = rd->shape.tick_ns, due = atomic_load(&rc->earliest_ns);
+	uint64_t off = rng_below(r, tick + 1), t0;
 	unsigned pick = (unsigned)rng_below(r, 100);
 	int res;
 
-	spin_until(due + off >= c->tick_ns / 2 ? due + off - c->tick_ns / 2 : 0);
+	spin_until(due + off >= tick / 2 ? due + off - tick / 2 : 0);
 	t0 = now_ns();
 	if (!foreign && pick >= 80) {
-		(void)rec_reset(c->s, idx, rng_below(r, 2 * c->tick_ns + 1));
+		(void)rec_reset(rd->s, idx, rng_below(r, 2 * tick + 1));
 		return;
 	}
-	res = rec_cancel(c->s, idx, foreign ? rng_pct(r, 50) : pick >= 50);
+	res = rec_cancel(rd->s, idx, foreign ? rng_pct(r, 50) : pick >= 50);
 	if (res == 0 && t0 > due)
 		tally(TK_EARLY_CATCH);
 }
 
 static void race_worker(unsigned t, void *ctx)
 {
-	struct race *c = ctx;
-	struct rng r = rng_make(c->seed, t, 3);
+	const struct round *rd = ctx;
+	uint64_t tick = rd->shape.tick_ns;
+	struct rng r = rng_make(rd->seed, t, 3);
 	size_t lo = (size_t)t * RING, cursor = 0;
 
 	while (!budget_over()) {
@@ -88,9 +82,9 @@ static void race_worker(unsigned t, void *ctx)
 			if (!rec_wait_settled(idx))
 				return;
 			batch[b] = idx;
-			(void)rec_start(c->s, idx, rng_pct(&r, 60) ? HOW_ON : HOW_HOME,
-					(unsigned)rng_below(&r, c->nshards),
-					race_delay(&r, c->tick_ns), REC_STRICT);
+			(void)rec_start(rd->s, idx, rng_pct(&r, 60) ? HOW_ON : HOW_HOME,
+					(unsigned)rng_below(&r, rd->shape.shards),
+					race_delay(&r, tick), REC_STRICT);
 		}
 		/* Deadline order (insertion sort of 8). */
 		for (unsigned i = 1; i < BATCH; i++)
@@ -104,61 +98,37 @@ static void race_worker(unsigned t, void *ctx)
 				batch[j - 1] = x;
 			}
 		for (unsigned b = 0; b < BATCH; b++)
-			act_at_deadline(c, &r, batch[b], false);
-		if (c->threads > 1 && rng_pct(&r, 16)) {
+			act_at_deadline(rd, &r, batch[b], false);
+		if (rd->threads > 1 && rng_pct(&r, 16)) {
 			unsigned other =
-				(t + 1 + (unsigned)rng_below(&r, c->threads - 1)) % c->threads;
+				(t + 1 + (unsigned)rng_below(&r, rd->threads - 1)) % rd->threads;
 			size_t idx = (size_t)other * RING + rng_below(&r, RING);
 
 			if (rec_status(atomic_load(&g_recs[idx].word)) == REC_ARMED &&
-			    atomic_load(&g_recs[idx].earliest_ns) < now_ns() + 2 * c->tick_ns)
-				act_at_deadline(c, &r, idx, true);
+			    atomic_load(&g_recs[idx].earliest_ns) < now_ns() + 2 * tick)
+				act_at_deadline(rd, &r, idx, true);
 		}
 	}
 }
 
 int main(int argc, char **argv)
 {
-	static const struct {
-		struct svc_shape shape;
-		unsigned threads;
-	} rounds[] = {
+	static const struct round_cfg rounds[] = {
 		{{.shards = 2, .tick_ns = 100 * US, .pool = 2}, 8},
 		{{.shards = 4, .tick_ns = MS, .pool = 0}, 16},
 		{{.shards = 2, .tick_ns = 250 * US, .pool = 1}, 32},
 	};
-	uint64_t ops;
-	double secs;
 
 	stress_init(argc, argv, "stress.expiry", "cancels racing the expiry at the exact deadline",
 		    1500000, 120);
 	g_fire_spin_ns = 20 * US;
-	for (unsigned i = 0; next_round(i, ARRAY_SIZE(rounds), &ops, &secs); i++) {
-		const struct svc_shape *sh = &rounds[i % ARRAY_SIZE(rounds)].shape;
-		struct race c = {.nshards = sh->shards, .tick_ns = sh->tick_ns};
-		uint64_t created[TK_COUNT], t0 = now_ns();
-		struct expect e;
-		char desc[128];
-
-		c.threads = g_opt.threads ? g_opt.threads : rounds[i % ARRAY_SIZE(rounds)].threads;
-		c.seed = g_seed + i;
-		svc_describe(desc, sizeof(desc), sh, c.threads);
-		printf("round %u: %s\n", i + 1, desc);
-		recs_alloc((size_t)c.threads * RING);
-		c.s = svc_make(sh);
-		tally_snapshot(created);
-		stress_phase("cancels at the deadline");
-		budget_begin(ops, secs);
-		run_threads(c.threads, race_worker, &c);
-		stress_phase("settle");
-		recs_cancel_remaining(c.s, 0, g_nrecs);
-		recs_sweep(0, g_nrecs);
-		e = expect_since(created, true);
-		settle_stats(c.s, &e);
-		tally_report("deadline races", created, (double)(now_ns() - t0) / 1e9);
-		stress_phase("destroy");
-		spoke_destroy(c.s);
-		recs_free();
+	for (struct round rd = {0}; round_next(&rd, ARRAY_SIZE(rounds));) {
+		round_begin(&rd, &rounds[rd.cfg], NULL);
+		recs_alloc((size_t)rd.threads * RING);
+		round_run(&rd, "cancels at the deadline", race_worker, &rd);
+		round_settle_recs(&rd);
+		round_report(&rd, "deadline races");
+		round_end(&rd);
 	}
 	return stress_finish();
 }

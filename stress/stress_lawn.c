@@ -31,15 +31,12 @@
 
 #define OWN 256 /* records per thread */
 
+/* A round's context: the round and its set of TTLs. */
 struct lawn_round {
-	struct spoke *s;
-	unsigned nshards;
-	uint64_t tick_ns;
+	const struct round *rd;
 	uint64_t *ttl;
 	size_t nttl;
 	unsigned plain_pct; /* starts that are plain one-shots */
-	unsigned threads;
-	uint64_t seed;
 };
 
 /* A TTL of the round's set (for starts and resets alike). */
@@ -52,15 +49,16 @@ static uint64_t any_ttl(struct rng *r, const void *ctx)
 
 static void lawn_worker(unsigned t, void *ctx)
 {
-	struct lawn_round *c = ctx;
-	struct rng r = rng_make(c->seed, t, 6);
+	const struct lawn_round *c = ctx;
+	const struct round *rd = c->rd;
+	struct rng r = rng_make(rd->seed, t, 6);
 	size_t lo = (size_t)t * OWN, cursor = 0;
 	const struct step_mix mix = {
 		.cancel_pct = 12,
 		.sync_pct = 25,
 		.reset_pct = 18,
 		.on_pct = c->plain_pct,
-		.nshards = c->nshards,
+		.nshards = rd->shape.shards,
 		.tag = REC_STRICT,
 		.start_delay = any_ttl,
 		.reset_delay = any_ttl,
@@ -68,12 +66,12 @@ static void lawn_worker(unsigned t, void *ctx)
 	};
 
 	while (!budget_over()) {
-		(void)rec_step(c->s, lo + cursor, &r, &mix);
+		(void)rec_step(rd->s, lo + cursor, &r, &mix);
 		cursor = (cursor + 1) % OWN;
 		if (cursor == 0)
-			sleep_ns(c->tick_ns);
+			sleep_ns(rd->shape.tick_ns);
 		if (rng_pct(&r, 5))
-			(void)rec_cancel(c->s, rng_below(&r, g_nrecs), rng_pct(&r, 20));
+			(void)rec_cancel(rd->s, rng_below(&r, g_nrecs), rng_pct(&r, 20));
 	}
 }
 
@@ -96,31 +94,25 @@ int main(int argc, char **argv)
 {
 	static const struct {
 		const char *name;
-		struct svc_shape shape;
-		unsigned threads, plain_pct;
+		struct round_cfg cfg;
+		unsigned plain_pct;
 	} rounds[] = {
-		{"few", {.shards = 4, .tick_ns = 250 * US, .pool = 2}, 8, 0},
-		{"many", {.shards = 4, .tick_ns = 100 * US, .pool = 0, .lawn_shards = 0xa}, 16, 0},
-		{"mixed", {.shards = 3, .tick_ns = MS, .pool = 1, .lawn_shards = 0x1}, 6, 25},
+		{"few", {{.shards = 4, .tick_ns = 250 * US, .pool = 2}, 8}, 0},
+		{"many",
+		 {{.shards = 4, .tick_ns = 100 * US, .pool = 0, .lawn_shards = 0xa}, 16},
+		 0},
+		{"mixed", {{.shards = 3, .tick_ns = MS, .pool = 1, .lawn_shards = 0x1}, 6}, 25},
 	};
-	uint64_t ops;
-	double secs;
 
 	stress_init(argc, argv, "stress.lawn", "Lawn timers with few and many distinct TTLs",
 		    3000000, 120);
-	for (unsigned i = 0; next_round(i, ARRAY_SIZE(rounds), &ops, &secs); i++) {
-		unsigned ri = i % ARRAY_SIZE(rounds);
-		const struct svc_shape *sh = &rounds[ri].shape;
-		struct lawn_round c = {.nshards = sh->shards,
-				       .tick_ns = sh->tick_ns,
-				       .plain_pct = rounds[ri].plain_pct};
-		uint64_t created[TK_COUNT], t0 = now_ns();
-		struct rng r = rng_make(g_seed, i, 7);
-		struct expect e;
-		char desc[128];
+	for (struct round rd = {0}; round_next(&rd, ARRAY_SIZE(rounds));) {
+		unsigned ri = rd.cfg;
+		const struct svc_shape *sh = &rounds[ri].cfg.shape;
+		struct lawn_round c = {.rd = &rd, .plain_pct = rounds[ri].plain_pct};
+		struct rng r = rng_make(g_seed, rd.i, 7);
+		char note[96];
 
-		c.threads = g_opt.threads ? g_opt.threads : rounds[ri].threads;
-		c.seed = g_seed + i;
 		c.nttl = ri == 0 ? 3 : ri == 1 ? 1500 : 300;
 		c.ttl = calloc(c.nttl, sizeof(*c.ttl));
 		if (!c.ttl)
@@ -133,26 +125,16 @@ int main(int argc, char **argv)
 			else
 				c.ttl[k] = 500 * US + rng_below(&r, 19500 * US);
 		}
-		svc_describe(desc, sizeof(desc), sh, c.threads);
-		printf("round %u (%s, %zu TTLs, lawn shards %#" PRIx64 "): %s\n", i + 1,
-		       rounds[ri].name, c.nttl, sh->lawn_shards, desc);
-		recs_alloc((size_t)c.threads * OWN);
-		c.s = svc_make(sh);
-		tally_snapshot(created);
-		stress_phase("TTL timers");
-		budget_begin(ops, secs);
-		run_threads(c.threads, lawn_worker, &c);
-		stress_phase("settle");
-		recs_cancel_remaining(c.s, 0, g_nrecs);
-		recs_sweep(0, g_nrecs);
-		e = expect_since(created, true);
-		settle_stats(c.s, &e);
+		snprintf(note, sizeof(note), "; %s, %zu TTLs, lawn shards %#" PRIx64,
+			 rounds[ri].name, c.nttl, sh->lawn_shards);
+		round_begin(&rd, &rounds[ri].cfg, note);
+		recs_alloc((size_t)rd.threads * OWN);
+		round_run(&rd, "TTL timers", lawn_worker, &c);
+		round_settle_recs(&rd);
 		if (!c.plain_pct)
-			check_lawn_placement(c.s, sh->lawn_shards);
-		tally_report(rounds[ri].name, created, (double)(now_ns() - t0) / 1e9);
-		stress_phase("destroy");
-		spoke_destroy(c.s);
-		recs_free();
+			check_lawn_placement(rd.s, sh->lawn_shards);
+		round_report(&rd, rounds[ri].name);
+		round_end(&rd);
 		free(c.ttl);
 	}
 	return stress_finish();

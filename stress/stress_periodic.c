@@ -44,14 +44,8 @@
 enum plan { SELF, SELF_SYNC, OUTSIDE, RACE, RESET, NPLANS };
 #define PLAN_SLOW 0x100u
 
-struct per_round {
-	struct spoke *s;
-	uint64_t tick_ns;
-	unsigned threads;
-	uint64_t seed;
-};
-
-static struct per_round g_pr;
+/* The round in progress (main's): its service, tick, workers and seed, for workers and hooks. */
+static const struct round *g_pr;
 
 /* Owner-private schedule of a slot. */
 struct slot_plan {
@@ -75,13 +69,13 @@ static void per_hook(struct ptimer *p, size_t idx, uint64_t gen, unsigned n)
 		return;
 	switch (plan & 0xff) {
 	case SELF:
-		per_cancel_own(g_pr.s, p, gen, n, false, true);
+		per_cancel_own(g_pr->s, p, gen, n, false, true);
 		break;
 	case SELF_SYNC:
-		per_cancel_own(g_pr.s, p, gen, n, true, true);
+		per_cancel_own(g_pr->s, p, gen, n, true, true);
 		break;
 	case RACE:
-		per_cancel_own(g_pr.s, p, gen, n, false, false);
+		per_cancel_own(g_pr->s, p, gen, n, false, false);
 		break;
 	default:
 		break;
@@ -90,17 +84,17 @@ static void per_hook(struct ptimer *p, size_t idx, uint64_t gen, unsigned n)
 
 static void start_slot(struct rng *r, size_t idx, struct slot_plan *sp)
 {
-	uint64_t period = (1 + rng_below(r, 4)) * g_pr.tick_ns;
+	uint64_t period = (1 + rng_below(r, 4)) * g_pr->shape.tick_ns;
 	unsigned plan = (unsigned)rng_below(r, NPLANS), k = 1 + (unsigned)rng_below(r, 8);
 
 	if (rng_pct(r, 30))
-		period += rng_below(r, g_pr.tick_ns);
+		period += rng_below(r, g_pr->shape.tick_ns);
 	if (rng_pct(r, 12))
 		plan |= PLAN_SLOW;
 	sp->kill_at = now_ns() + rng_below(r, 10 * period);
 	sp->next_reset = now_ns() + rng_below(r, 2 * period);
 	sp->resets_left = (plan & 0xff) == RESET ? 1 + (unsigned)rng_below(r, 4) : 0;
-	sp->live = per_start(g_pr.s, idx, period, plan, k) == 0;
+	sp->live = per_start(g_pr->s, idx, period, plan, k) == 0;
 }
 
 /* Owner: the planned outside action on a live slot, if it is due. */
@@ -115,7 +109,7 @@ static void drive_slot(struct rng *r, size_t idx, struct slot_plan *sp)
 		spoke_id id;
 
 		if (per_snapshot(p, &gen, &id)) {
-			int rc = spoke_reset(g_pr.s, id, period + rng_below(r, 2 * period));
+			int rc = spoke_reset(g_pr->s, id, period + rng_below(r, 2 * period));
 
 			tally(rc == 0 ? TK_RESET_OK : TK_RESET_NOENT);
 			if (rc != 0)
@@ -127,7 +121,7 @@ static void drive_slot(struct rng *r, size_t idx, struct slot_plan *sp)
 	}
 	if ((plan == OUTSIDE || plan == RACE || plan == RESET) && t >= sp->kill_at &&
 	    !sp->resets_left) {
-		int rc = per_cancel(g_pr.s, idx, rng_pct(r, 40));
+		int rc = per_cancel(g_pr->s, idx, rng_pct(r, 40));
 
 		/* Nobody else cancels OUTSIDE and RESET timers: this call is the stop. */
 		if (plan != RACE && rc != 0)
@@ -144,7 +138,7 @@ static void drive_slot(struct rng *r, size_t idx, struct slot_plan *sp)
 
 static void per_worker(unsigned t, void *ctx)
 {
-	struct rng r = rng_make(g_pr.seed, t, 5);
+	struct rng r = rng_make(g_pr->seed, t, 5);
 	size_t lo = (size_t)t * SLOTS;
 	struct slot_plan sp[SLOTS];
 	uint64_t end;
@@ -157,15 +151,15 @@ static void per_worker(unsigned t, void *ctx)
 
 			if (!sp[i].live)
 				start_slot(&r, idx, &sp[i]);
-			else if (atomic_load(&g_pers[idx].stops) && per_settle(g_pr.s, idx))
+			else if (atomic_load(&g_pers[idx].stops) && per_settle(g_pr->s, idx))
 				sp[i].live = false;
 			else
 				drive_slot(&r, idx, &sp[i]);
 		}
-		if (g_pr.threads > 1 && rng_pct(&r, 30)) {
-			size_t idx = rng_below(&r, (size_t)g_pr.threads * SLOTS);
+		if (g_pr->threads > 1 && rng_pct(&r, 30)) {
+			size_t idx = rng_below(&r, (size_t)g_pr->threads * SLOTS);
 
-			(void)per_cancel_plan(g_pr.s, idx, rng_pct(&r, 50), RACE);
+			(void)per_cancel_plan(g_pr->s, idx, rng_pct(&r, 50), RACE);
 		}
 		sleep_ns(20 * US);
 	}
@@ -178,60 +172,43 @@ static void per_worker(unsigned t, void *ctx)
 		if (!sp[i].live)
 			continue;
 		if (plan != SELF && plan != SELF_SYNC)
-			(void)per_cancel(g_pr.s, idx, rng_pct(&r, 50));
+			(void)per_cancel(g_pr->s, idx, rng_pct(&r, 50));
 		while (!atomic_load(&g_pers[idx].stops) && now_ns() < end)
 			sleep_ns(100 * US);
 		if (!atomic_load(&g_pers[idx].stops))
 			VIOLATION("periodic timer (slot %zu, plan %u) never stopped", idx, plan);
 		else
-			(void)per_settle(g_pr.s, idx);
+			(void)per_settle(g_pr->s, idx);
 	}
 }
 
 int main(int argc, char **argv)
 {
-	static const struct {
-		struct svc_shape shape;
-		unsigned threads;
-	} rounds[] = {
+	static const struct round_cfg rounds[] = {
 		{{.shards = 2, .tick_ns = 200 * US, .pool = 2}, 8},
 		{{.shards = 4, .tick_ns = 100 * US, .pool = 0}, 12},
 		{{.shards = 2, .tick_ns = 500 * US, .pool = 1}, 4},
 	};
-	uint64_t ops;
-	double secs;
 
 	stress_init(argc, argv, "stress.periodic",
 		    "periodic timers cancelled from their own and other threads", 200000, 120);
 	g_per_hook = per_hook;
-	for (unsigned i = 0; next_round(i, ARRAY_SIZE(rounds), &ops, &secs); i++) {
-		const struct svc_shape *sh = &rounds[i % ARRAY_SIZE(rounds)].shape;
-		uint64_t created[TK_COUNT], now[TK_COUNT], t0 = now_ns();
+	for (struct round rd = {0}; round_next(&rd, ARRAY_SIZE(rounds));) {
+		uint64_t now[TK_COUNT];
 		struct expect e;
-		char desc[128];
 
-		g_pr.tick_ns = sh->tick_ns;
-		g_pr.threads =
-			g_opt.threads ? g_opt.threads : rounds[i % ARRAY_SIZE(rounds)].threads;
-		g_pr.seed = g_seed + i;
-		svc_describe(desc, sizeof(desc), sh, g_pr.threads);
-		printf("round %u: %s\n", i + 1, desc);
-		pers_alloc((size_t)g_pr.threads * SLOTS);
-		g_pr.s = svc_make(sh);
-		tally_snapshot(created);
-		stress_phase("periodic timers");
-		budget_begin(ops, secs);
-		run_threads(g_pr.threads, per_worker, NULL);
+		g_pr = &rd;
+		round_begin(&rd, &rounds[rd.cfg], NULL);
+		pers_alloc((size_t)rd.threads * SLOTS);
+		round_run(&rd, "periodic timers", per_worker, NULL);
 		stress_phase("settle");
 		/* Every periodic timer died once: the service counts each as cancelled. */
-		e = expect_since(created, false);
+		e = expect_since(rd.created, false);
 		tally_snapshot(now);
-		e.cancelled = now[TK_START] - created[TK_START];
-		settle_stats(g_pr.s, &e);
-		tally_report("periodic", created, (double)(now_ns() - t0) / 1e9);
-		stress_phase("destroy");
-		spoke_destroy(g_pr.s);
-		pers_free();
+		e.cancelled = now[TK_START] - rd.created[TK_START];
+		settle_stats(rd.s, &e);
+		round_report(&rd, "periodic");
+		round_end(&rd);
 	}
 	return stress_finish();
 }

@@ -41,29 +41,26 @@
 #define OWN    128 /* idle timers per thread */
 #define SHARED 64  /* reset by every thread */
 
+/* A round's context: the round, and whether it is the accept round. */
 struct storm {
-	struct spoke *s;
-	unsigned nshards;
-	uint64_t tick_ns;
-	unsigned threads;
-	uint64_t seed;
+	const struct round *rd;
 	bool burst; /* the accept round: start, reset at once, wait */
 };
 
 /* A new idle timeout: 3-12 ticks. */
 static uint64_t idle_timeout(struct rng *r, const void *ctx)
 {
-	const struct storm *c = ctx;
+	uint64_t tick = ((const struct storm *)ctx)->rd->shape.tick_ns;
 
-	return 3 * c->tick_ns + rng_below(r, 9 * c->tick_ns);
+	return 3 * tick + rng_below(r, 9 * tick);
 }
 
 /* Mostly an idle timeout; one reset in eight 0-2 ticks (expires mid-storm). */
 static uint64_t reset_delay(struct rng *r, const void *ctx)
 {
-	const struct storm *c = ctx;
+	uint64_t tick = ((const struct storm *)ctx)->rd->shape.tick_ns;
 
-	return rng_pct(r, 88) ? idle_timeout(r, ctx) : rng_below(r, 2 * c->tick_ns + 1);
+	return rng_pct(r, 88) ? idle_timeout(r, ctx) : rng_below(r, 2 * tick + 1);
 }
 
 /*
@@ -71,17 +68,18 @@ static uint64_t reset_delay(struct rng *r, const void *ctx)
  * shards, reset each at once to 0-2 ticks (its start message likely still
  * queued), wait until all have fired or been cancelled, again.
  */
-static void burst_worker(struct storm *c, struct rng *r, size_t lo)
+static void burst_worker(const struct round *rd, struct rng *r, size_t lo)
 {
 	while (!budget_over()) {
 		for (size_t i = 0; i < OWN / 2; i++) {
-			(void)rec_start(c->s, lo + i, HOW_ON, (unsigned)rng_below(r, c->nshards),
+			(void)rec_start(rd->s, lo + i, HOW_ON,
+					(unsigned)rng_below(r, rd->shape.shards),
 					20 * MS + rng_below(r, 30 * MS), REC_STRICT);
-			(void)rec_reset(c->s, lo + i, rng_below(r, 2 * c->tick_ns + 1));
+			(void)rec_reset(rd->s, lo + i, rng_below(r, 2 * rd->shape.tick_ns + 1));
 		}
 		for (size_t i = 0; i < OWN / 2; i++) {
 			if (rng_pct(r, 10))
-				(void)rec_cancel(c->s, lo + i, rng_pct(r, 50));
+				(void)rec_cancel(rd->s, lo + i, rng_pct(r, 50));
 			if (!rec_wait_settled(lo + i))
 				return;
 		}
@@ -90,8 +88,9 @@ static void burst_worker(struct storm *c, struct rng *r, size_t lo)
 
 static void storm_worker(unsigned t, void *ctx)
 {
-	struct storm *c = ctx;
-	struct rng r = rng_make(c->seed, t, 2);
+	const struct storm *c = ctx;
+	const struct round *rd = c->rd;
+	struct rng r = rng_make(rd->seed, t, 2);
 	size_t own_lo = SHARED + (size_t)t * OWN;
 	/* Owned: one resetter (strict). Shared: reset by all, restarted by one. */
 	const struct step_mix own = {
@@ -100,7 +99,7 @@ static void storm_worker(unsigned t, void *ctx)
 		.reset_pct = 96,
 		.on_pct = 50,
 		.home_pct = 30,
-		.nshards = c->nshards,
+		.nshards = rd->shape.shards,
 		.tag = REC_STRICT,
 		.start_delay = idle_timeout,
 		.reset_delay = reset_delay,
@@ -112,23 +111,24 @@ static void storm_worker(unsigned t, void *ctx)
 	shared.reset_pct = 100;
 	shared.tag = 0;
 	if (c->burst) {
-		burst_worker(c, &r, own_lo);
+		burst_worker(rd, &r, own_lo);
 		return;
 	}
 	while (!budget_over()) {
 		if (rng_pct(&r, 25)) {
 			size_t idx = rng_below(&r, SHARED);
 
-			if (idx % c->threads == t ||
+			if (idx % rd->threads == t ||
 			    rec_status(atomic_load(&g_recs[idx].word)) == REC_ARMED)
-				(void)rec_step(c->s, idx, &r, &shared);
+				(void)rec_step(rd->s, idx, &r, &shared);
 		} else {
 			size_t idx = own_lo + rng_below(&r, OWN);
 			bool fresh = rec_settled(atomic_load(&g_recs[idx].word));
 
 			/* A reset right after the start, its message likely still queued. */
-			if (rec_step(c->s, idx, &r, &own) == 0 && fresh && rng_pct(&r, 25))
-				(void)rec_reset(c->s, idx, rng_below(&r, 2 * c->tick_ns + 1));
+			if (rec_step(rd->s, idx, &r, &own) == 0 && fresh && rng_pct(&r, 25))
+				(void)rec_reset(rd->s, idx,
+						rng_below(&r, 2 * rd->shape.tick_ns + 1));
 		}
 	}
 }
@@ -136,47 +136,25 @@ static void storm_worker(unsigned t, void *ctx)
 int main(int argc, char **argv)
 {
 	static const struct {
-		struct svc_shape shape;
-		unsigned threads;
+		struct round_cfg cfg;
 		bool burst;
 	} rounds[] = {
-		{{.shards = 4, .tick_ns = MS, .pool = 2}, 12, false},
-		{{.shards = 2, .tick_ns = 200 * US, .pool = 0}, 24, false},
-		{{.shards = 3, .tick_ns = 10 * US, .pool = 1}, 6, false},
-		{{.shards = 1, .tick_ns = US, .pool = 0}, 16, true},
+		{{{.shards = 4, .tick_ns = MS, .pool = 2}, 12}, false},
+		{{{.shards = 2, .tick_ns = 200 * US, .pool = 0}, 24}, false},
+		{{{.shards = 3, .tick_ns = 10 * US, .pool = 1}, 6}, false},
+		{{{.shards = 1, .tick_ns = US, .pool = 0}, 16}, true},
 	};
-	uint64_t ops;
-	double secs;
 
 	stress_init(argc, argv, "stress.reset", "reset storms on idle timers", 8000000, 120);
-	for (unsigned i = 0; next_round(i, ARRAY_SIZE(rounds), &ops, &secs); i++) {
-		const struct svc_shape *sh = &rounds[i % ARRAY_SIZE(rounds)].shape;
-		struct storm c = {.nshards = sh->shards,
-				  .tick_ns = sh->tick_ns,
-				  .burst = rounds[i % ARRAY_SIZE(rounds)].burst};
-		uint64_t created[TK_COUNT], t0 = now_ns();
-		struct expect e;
-		char desc[128];
+	for (struct round rd = {0}; round_next(&rd, ARRAY_SIZE(rounds));) {
+		struct storm c = {.rd = &rd, .burst = rounds[rd.cfg].burst};
 
-		c.threads = g_opt.threads ? g_opt.threads : rounds[i % ARRAY_SIZE(rounds)].threads;
-		c.seed = g_seed + i;
-		svc_describe(desc, sizeof(desc), sh, c.threads);
-		printf("round %u: %s%s\n", i + 1, desc, c.burst ? ", start + reset bursts" : "");
-		recs_alloc(SHARED + (size_t)c.threads * OWN);
-		c.s = svc_make(sh);
-		tally_snapshot(created);
-		stress_phase("reset storm");
-		budget_begin(ops, secs);
-		run_threads(c.threads, storm_worker, &c);
-		stress_phase("settle");
-		recs_cancel_remaining(c.s, 0, g_nrecs);
-		recs_sweep(0, g_nrecs);
-		e = expect_since(created, true);
-		settle_stats(c.s, &e);
-		tally_report("reset storm", created, (double)(now_ns() - t0) / 1e9);
-		stress_phase("destroy");
-		spoke_destroy(c.s);
-		recs_free();
+		round_begin(&rd, &rounds[rd.cfg].cfg, c.burst ? ", start + reset bursts" : NULL);
+		recs_alloc(SHARED + (size_t)rd.threads * OWN);
+		round_run(&rd, "reset storm", storm_worker, &c);
+		round_settle_recs(&rd);
+		round_report(&rd, "reset storm");
+		round_end(&rd);
 	}
 	return stress_finish();
 }
