@@ -144,16 +144,29 @@ int spoke_hier_mark_word(struct hier_engine *h, size_t word)
 	return 0;
 }
 
-/* Put t where the clock will meet it, relative to now (see the top). */
+/*
+ * Put t where the clock will meet it, relative to now (see the top). For
+ * a cascade, where the slots below were just emptied and a zero word is the
+ * rule, not the exception, so the summary bits are set inline.
+ */
 static void place(struct hier_engine *h, struct spoke_timer *t)
 {
 	uint64_t x = t->sp_deadline ^ h->base.now;
+	uint32_t p;
+	size_t word;
 
 	if (x == 0) { /* only while cascading: due at this very tick */
 		spoke_due_push(&h->base, t);
 		return;
 	}
-	(void)spoke_hier_place_x(h, t, x);
+	p = spoke_hier_place_of(h, x);
+	if (p == HIER_OVERFLOW) {
+		spoke_hier_overflow_push(h, t);
+		return;
+	}
+	word = spoke_hier_push(h, t, p);
+	if (word != SPOKE_BITMAP_NONE)
+		spoke_bitmap_set_from(&h->occupied, 1, word);
 }
 
 static void hier_insert(struct spoke_engine *e, struct spoke_timer *t)

@@ -70,27 +70,45 @@ void spoke_hier_cascade(struct hier_engine *h, size_t slot);
 /* Out of line: put the overflow timers that now fit on the wheels. */
 void spoke_hier_visit_overflow(struct hier_engine *h);
 
-/*
- * Put t on its slot, given x = deadline ^ now, which is not 0; returns 0
- * (see above). The bitmap bit is set unconditionally (setting a set bit is
- * harmless: "was the slot empty" is a coin flip); its summary levels only
- * when the word was zero.
- */
-static inline int spoke_hier_place_x(struct hier_engine *h, struct spoke_timer *t, uint64_t x)
+/* The place_of_bit entry for x = deadline ^ now, which is not 0. */
+static inline uint32_t spoke_hier_place_of(const struct hier_engine *h, uint64_t x)
 {
-	uint32_t p = h->place_of_bit[63 - (size_t)__builtin_clzll(x)];
-	size_t slot;
+	return h->place_of_bit[63 - (size_t)__builtin_clzll(x)];
+}
+
+/*
+ * Push t on the slot that p (not HIER_OVERFLOW) gives its deadline, and
+ * set the slot's bit unconditionally (setting a set bit is harmless: "was
+ * the slot empty" is a coin flip). Returns the bit's word if that was zero,
+ * whose summary bits are then the caller's to set, or SPOKE_BITMAP_NONE.
+ */
+static inline size_t spoke_hier_push(struct hier_engine *h, struct spoke_timer *t, uint32_t p)
+{
+	size_t slot =
+		(p >> HIER_BASE_SHIFT) | ((t->sp_deadline >> (p & HIER_SHIFT_MASK)) & h->slot_mask);
 	uint64_t *w, was;
 
-	if (__builtin_expect(p == HIER_OVERFLOW, 0))
-		return spoke_hier_overflow_push(h, t);
-	slot = (p >> HIER_BASE_SHIFT) | ((t->sp_deadline >> (p & HIER_SHIFT_MASK)) & h->slot_mask);
 	spoke_tlist_push(&h->slots[slot], t);
 	w = &h->occupied0[slot >> 6];
 	was = *w;
 	*w = was | (1ull << (slot & 63));
-	if (__builtin_expect(was == 0, 0))
-		return spoke_hier_mark_word(h, slot >> 6);
+	return was == 0 ? slot >> 6 : SPOKE_BITMAP_NONE;
+}
+
+/*
+ * Put t on its slot, given x = deadline ^ now, which is not 0; returns 0
+ * (see above): the summary bits, when the word was zero, out of line.
+ */
+static inline int spoke_hier_place_x(struct hier_engine *h, struct spoke_timer *t, uint64_t x)
+{
+	uint32_t p = spoke_hier_place_of(h, x);
+	size_t word;
+
+	if (__builtin_expect(p == HIER_OVERFLOW, 0))
+		return spoke_hier_overflow_push(h, t);
+	word = spoke_hier_push(h, t, p);
+	if (__builtin_expect(word != SPOKE_BITMAP_NONE, 0))
+		return spoke_hier_mark_word(h, word);
 	return 0;
 }
 
