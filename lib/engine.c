@@ -169,18 +169,17 @@ static __attribute__((noinline)) int start_slow(struct spoke_engine *e, struct s
 
 /*
  * The common case, `hierarchical`, a timer not pending and a delay in [1,
- * UINT64_MAX - now] (so the deadline is now + delay, after now, with no
- * max() and no saturation), with no call on its path (so no stack frame):
- * everything else, a delay of 0 included, is start_slow's.
+ * UINT64_MAX - now], with no call on its path (so no stack frame): there
+ * the deadline is now + delay with no max() and no saturation, and the one
+ * test that it lies after now (a sum that does not wrap) tells the case.
+ * Everything else, a delay of 0 included, is start_slow's.
  */
 int spoke_engine_start(struct spoke_engine *e, struct spoke_timer *t, uint64_t delay_ticks)
 {
 	if (__builtin_expect(e->ops == &spoke_hierarchical_ops && !spoke_timer_pending(t), 1)) {
-		uint64_t now = e->now;
+		uint64_t now = e->now, d = now + delay_ticks;
 
-		if (__builtin_expect(delay_ticks - 1 < ~now, 1)) {
-			uint64_t d = now + delay_ticks;
-
+		if (__builtin_expect(d > now, 1)) {
 			t->sp_deadline = d;
 			e->count++;
 			return spoke_hier_place_x(spoke_to_hier(e), t, d ^ now);
