@@ -11,6 +11,12 @@ static size_t words_for(size_t bits)
 	return (bits + 63) / 64;
 }
 
+/* Each level's words and one more, always zero: see spoke_bitmap_next. */
+static size_t words_kept(size_t bits)
+{
+	return words_for(bits) + 1;
+}
+
 int spoke_bitmap_init(struct spoke_bitmap *b, size_t nbits)
 {
 	size_t bits = nbits;
@@ -20,7 +26,7 @@ int spoke_bitmap_init(struct spoke_bitmap *b, size_t nbits)
 		return -EINVAL;
 	b->nbits = nbits;
 	do {
-		b->word[b->depth] = calloc(words_for(bits), sizeof(uint64_t));
+		b->word[b->depth] = calloc(words_kept(bits), sizeof(uint64_t));
 		if (!b->word[b->depth]) {
 			spoke_bitmap_fini(b);
 			return -ENOMEM;
@@ -45,7 +51,7 @@ void spoke_bitmap_zero(struct spoke_bitmap *b)
 	size_t bits = b->nbits;
 
 	for (unsigned l = 0; l < b->depth; l++) {
-		memset(b->word[l], 0, words_for(bits) * sizeof(uint64_t));
+		memset(b->word[l], 0, words_kept(bits) * sizeof(uint64_t));
 		bits = words_for(bits);
 	}
 }

@@ -93,28 +93,29 @@ static inline int spoke_bitmap_test(const struct spoke_bitmap *b, size_t i)
 	return (b->word[0][i >> 6] >> (i & 63)) & 1;
 }
 
-/* First set bit at index >= i, or SPOKE_BITMAP_NONE. */
+/*
+ * First set bit at index >= i, or SPOKE_BITMAP_NONE. The word of i first
+ * (a hit there is one load); then up, one word per level, to the first
+ * word with a set bit after the position, and down its first set bits.
+ * The climb reads at most one word past a level's last (when the level
+ * below has a multiple of 64 words): bitmap.c allocates that word and
+ * keeps it zero, so the climb needs no bound but the depth.
+ */
 static inline size_t spoke_bitmap_next(const struct spoke_bitmap *b, size_t i)
 {
 	unsigned l = 0;
+	uint64_t w;
 
 	if (i >= b->nbits)
 		return SPOKE_BITMAP_NONE;
-	/* Climb until a word has a set bit at or after the position. */
-	for (;;) {
-		uint64_t w = b->word[l][i >> 6] & (~0ull << (i & 63));
-
-		if (w) {
-			i = (i & ~(size_t)63) | (size_t)__builtin_ctzll(w);
-			break;
-		}
+	w = b->word[0][i >> 6] & (~0ull << (i & 63));
+	while (w == 0) {
 		if (++l == b->depth)
 			return SPOKE_BITMAP_NONE;
 		i = (i >> 6) + 1;
-		if ((i >> 6) >= ((b->nbits - 1) >> (6 * l + 6)) + 1)
-			return SPOKE_BITMAP_NONE;
+		w = b->word[l][i >> 6] & (~0ull << (i & 63));
 	}
-	/* Descend: the first set bit of each word below. */
+	i = (i & ~(size_t)63) | (size_t)__builtin_ctzll(w);
 	while (l-- > 0)
 		i = (i << 6) | (size_t)__builtin_ctzll(b->word[l][i]);
 	return i;

@@ -87,8 +87,9 @@ void spoke_timer_init(struct spoke_timer *t)
  * the scheme, told apart by its deadline (engine_impl.h). Both leave
  * sp_link NULL, which is what makes t no longer pending. `hierarchical`,
  * the scheme most callers run, is reached inline rather than through the
- * ops table (engine_hierarchical.h); every other scheme out of line, so that
- * the fast path makes no call that needs a frame.
+ * ops table (engine_hierarchical.h), and there both are the same unlink;
+ * every other scheme out of line, so that the fast path makes no call that
+ * needs a frame.
  */
 static __attribute__((noinline)) void unlink_other(struct spoke_engine *e, struct spoke_timer *t)
 {
@@ -100,7 +101,7 @@ static __attribute__((noinline)) void unlink_other(struct spoke_engine *e, struc
 
 static inline void unlink_pending(struct spoke_engine *e, struct spoke_timer *t)
 {
-	if (__builtin_expect(e->ops == &spoke_hierarchical_ops, 1) && t->sp_deadline > e->now)
+	if (__builtin_expect(e->ops == &spoke_hierarchical_ops, 1))
 		spoke_hier_remove(spoke_to_hier(e), t);
 	else
 		unlink_other(e, t);
@@ -167,19 +168,21 @@ static __attribute__((noinline)) int start_slow(struct spoke_engine *e, struct s
 }
 
 /*
- * The common case, `hierarchical` and a timer not pending, with no call
- * on its path (so no stack frame): everything else is start_slow's.
+ * The common case, `hierarchical`, a timer not pending and a delay in [1,
+ * UINT64_MAX - now], with no call on its path (so no stack frame): there
+ * the deadline is now + delay with no max() and no saturation, and the one
+ * test that it lies after now (a sum that does not wrap) tells the case.
+ * Everything else, a delay of 0 included, is start_slow's.
  */
 int spoke_engine_start(struct spoke_engine *e, struct spoke_timer *t, uint64_t delay_ticks)
 {
 	if (__builtin_expect(e->ops == &spoke_hierarchical_ops && !spoke_timer_pending(t), 1)) {
-		uint64_t now = e->now, d = deadline_after(now, delay_ticks);
+		uint64_t now = e->now, d = now + delay_ticks;
 
-		if (__builtin_expect(d != now, 1)) {
+		if (__builtin_expect(d > now, 1)) {
 			t->sp_deadline = d;
 			e->count++;
-			spoke_hier_place_x(spoke_to_hier(e), t, d ^ now);
-			return 0;
+			return spoke_hier_place_x(spoke_to_hier(e), t, d ^ now);
 		}
 	}
 	if (e->ops->start) /* a jump: `lawn` */
@@ -189,11 +192,7 @@ int spoke_engine_start(struct spoke_engine *e, struct spoke_timer *t, uint64_t d
 
 static __attribute__((noinline)) int stop_slow(struct spoke_engine *e, struct spoke_timer *t)
 {
-	if (t->sp_deadline <= e->now)
-		spoke_tlist_del(t);
-	else
-		e->ops->remove(e, t);
-	e->count--;
+	unlink_pending(e, t);
 	return 0;
 }
 
@@ -202,7 +201,7 @@ int spoke_engine_stop(struct spoke_engine *e, struct spoke_timer *t)
 {
 	if (!spoke_timer_pending(t))
 		return -ENOENT;
-	if (__builtin_expect(e->ops == &spoke_hierarchical_ops && t->sp_deadline > e->now, 1)) {
+	if (__builtin_expect(e->ops == &spoke_hierarchical_ops, 1)) {
 		spoke_hier_remove(spoke_to_hier(e), t);
 		e->count--;
 		return 0;
@@ -210,25 +209,79 @@ int spoke_engine_stop(struct spoke_engine *e, struct spoke_timer *t)
 	return stop_slow(e, t);
 }
 
-/* Fire what collect() put on the due list, one at a time (see engine_impl.h). */
-static size_t fire_due(struct spoke_engine *e, spoke_expire_fn *fn, void *ctx)
+/*
+ * Fire the timers on e->firing, one at a time. Firing from a private list:
+ * at the end of time (now == UINT64_MAX) a timer armed by fn goes straight
+ * onto e->due, and must wait for the next call instead of firing in this
+ * pass. Timers on e->firing stay pending (deadline <= now) and fn may still
+ * stop them; next() answers 1 while any are left. The pop clears sp_link:
+ * t is no longer pending when fn runs.
+ */
+static inline size_t fire_firing(struct spoke_engine *e, spoke_expire_fn *fn, void *ctx)
 {
 	struct spoke_timer *t;
 	size_t fired = 0;
 
-	/*
-	 * Fire from a private list: at the end of time (now == UINT64_MAX) a
-	 * timer armed by fn goes straight onto e->due, and must wait for the
-	 * next call instead of firing in this pass. Timers on e->firing stay
-	 * pending (deadline <= now) and fn may still stop them; next()
-	 * answers 1 while any are left. The pop clears sp_link: t is no
-	 * longer pending when fn runs.
-	 */
-	spoke_tlist_move(&e->firing, &e->due);
 	while ((t = spoke_tlist_pop(&e->firing)) != NULL) {
 		e->count--;
 		fired++;
 		fn(ctx, t);
+	}
+	return fired;
+}
+
+/* Fire what collect() put on the due list (see engine_impl.h). */
+static size_t fire_due(struct spoke_engine *e, spoke_expire_fn *fn, void *ctx)
+{
+	spoke_tlist_move(&e->firing, &e->due);
+	return fire_firing(e, fn, ctx);
+}
+
+/*
+ * `hierarchical`'s advance: the loop below for every other scheme, with
+ * the scheme's steps inline. Each pass takes the first occupied slot (the
+ * earliest event, engine_hierarchical.h): a whole one due by the target is
+ * fired at its deadline, straight from the slot; any other whose first
+ * tick is due is cascaded at that tick (a whole one too, when its deadline
+ * is past the target: the clock may not pass a slot's first tick with the
+ * slot still in place), and what that makes due is fired. With the wheels
+ * empty, the overflow list is visited at its tick.
+ */
+static size_t advance_hier(struct spoke_engine *e, uint64_t target, spoke_expire_fn *fn, void *ctx)
+{
+	struct hier_engine *h = spoke_to_hier(e);
+	size_t fired = 0;
+
+	while (e->count > 0) {
+		size_t slot = spoke_hier_first_slot(h);
+		struct spoke_timer *first;
+
+		if (__builtin_expect(slot == SPOKE_BITMAP_NONE, 0)) {
+			uint64_t ev = h->overflow_visit;
+
+			/* nothing ahead, or the end of time: no tick left to collect */
+			if (ev > target || ev == UINT64_MAX || e->now == UINT64_MAX)
+				break;
+			if (ev > e->now) /* else stale-low: visit at now */
+				e->now = ev;
+			spoke_hier_visit_overflow(h);
+			fired += fire_due(e, fn, ctx);
+			continue;
+		}
+		first = h->slots[slot].first;
+		if (spoke_hier_slot_whole(h, slot) && first->sp_deadline <= target) {
+			e->now = first->sp_deadline;
+			spoke_hier_take_whole(h, slot, &e->firing);
+		} else {
+			uint64_t ev = spoke_hier_slot_tick(h, slot);
+
+			if (ev > target)
+				break;
+			e->now = ev;
+			spoke_hier_cascade(h, slot);
+			spoke_tlist_move(&e->firing, &e->due);
+		}
+		fired += fire_firing(e, fn, ctx);
 	}
 	return fired;
 }
@@ -242,14 +295,18 @@ size_t spoke_engine_advance(struct spoke_engine *e, uint64_t ticks, spoke_expire
 		return 0; /* re-entered from fn: refused, see engine.h */
 	e->advancing = true;
 	fired = fire_due(e, fn, ctx); /* only at the end of time, see start */
-	while (e->count > 0) {
-		uint64_t ev = e->ops->next_event(e);
+	if (e->ops == &spoke_hierarchical_ops) {
+		fired += advance_hier(e, target, fn, ctx);
+	} else {
+		while (e->count > 0) {
+			uint64_t ev = e->ops->next_event(e);
 
-		if (ev > target || ev <= e->now)
-			break;
-		e->now = ev;
-		e->ops->collect(e);
-		fired += fire_due(e, fn, ctx);
+			if (ev > target || ev <= e->now)
+				break;
+			e->now = ev;
+			e->ops->collect(e);
+			fired += fire_due(e, fn, ctx);
+		}
 	}
 	e->now = target;
 	e->advancing = false;

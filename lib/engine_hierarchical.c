@@ -33,10 +33,13 @@
  *
  * Tickless. By the invariant, all timers of level k lie before the next
  * boundary of level k+1, so the lowest non-empty level always holds the
- * earliest event. Slot indices are level * 2^B + j in one occupancy bitmap,
- * so the next event is the first set bit of that bitmap: one scan, never a
- * walk over empty slots, and advance(next()) steps at most once per level
- * per deadline.
+ * earliest event, and within a level the lowest slot. Slot indices are
+ * level * 2^B + j in one occupancy bitmap, so the next event is the first
+ * set bit of that bitmap at or after now's level-0 digit: one scan, never
+ * a walk over empty slots, and advance(next()) steps at most once per level
+ * per deadline. When that first slot is whole (engine_hierarchical.h: a
+ * level-0 slot, or one timer alone) its deadline is the next event itself,
+ * and it is fired with no cascade.
  *
  * Fewer levels than 64 bits need (levels * B < 64): a timer beyond the top
  * level waits on an unordered overflow list, keeping its absolute deadline.
@@ -47,13 +50,9 @@
  * Memory: levels * 2^B list heads of 8 bytes (56 KiB by default), the
  * bitmap (1/64 of that), and nothing per timer beyond struct spoke_timer.
  * Fields used: sp_next/sp_link (slot list, tlist.h), sp_deadline. A timer
- * does not store its slot: where it was placed depended on `now` back then.
- * The slot matters only when a stop empties it, and then the timer was the
- * first of its list, so its back link is the address of that slot's head:
- * (back link - slots) / 8 is the slot. A back link outside the slot array
- * (a previous timer's sp_next, so the slot keeps that timer, or the
- * overflow head) leaves the bitmap alone. One subtraction and one compare,
- * and no branch on which case it is.
+ * does not store its slot (where it was placed depended on `now` back
+ * then), so a stop only unlinks it and leaves the slot's bit to the next
+ * scan (engine_hierarchical.h).
  */
 #include "engine_hierarchical.h"
 
@@ -77,11 +76,6 @@ static uint64_t clear_below(const struct hier_engine *h, uint64_t now, unsigned 
 	return s >= 64 ? 0 : now & ~((1ull << s) - 1);
 }
 
-static uint64_t digit(const struct hier_engine *h, uint64_t x, unsigned k)
-{
-	return (x >> level_shift(h, k)) & h->slot_mask;
-}
-
 static int hier_init(struct spoke_engine *e, const struct spoke_engine_params *p)
 {
 	struct hier_engine *h = spoke_to_hier(e);
@@ -101,15 +95,15 @@ static int hier_init(struct spoke_engine *e, const struct spoke_engine_params *p
 	for (unsigned b = 0; b < 64; b++) {
 		unsigned k = b / bits;
 
-		h->place_of_bit[b] = k < levels ? (uint32_t)k << bits | (uint32_t)(k * bits)
-										<< HIER_SHIFT_SHIFT
+		h->place_of_bit[b] = k < levels ? (uint32_t)k << (bits + HIER_BASE_SHIFT) | k * bits
 						: HIER_OVERFLOW;
 	}
+	for (unsigned k = 0; k < levels; k++)
+		h->above[k] = clear_below(h, UINT64_MAX, k + 1);
 	nslots = (size_t)levels << bits;
 	h->slots = calloc(nslots, sizeof(*h->slots));
 	if (!h->slots)
 		return -ENOMEM;
-	h->slots_bytes = nslots * sizeof(*h->slots);
 	if (spoke_bitmap_init(&h->occupied, nslots)) {
 		free(h->slots);
 		return -ENOMEM;
@@ -134,25 +128,45 @@ static uint64_t overflow_entry_tick(const struct hier_engine *h, uint64_t d)
 	return clear_below(h, d, h->levels);
 }
 
-void spoke_hier_overflow_push(struct hier_engine *h, struct spoke_timer *t)
+int spoke_hier_overflow_push(struct hier_engine *h, struct spoke_timer *t)
 {
 	uint64_t visit = overflow_entry_tick(h, t->sp_deadline);
 
 	spoke_tlist_push(&h->overflow, t);
 	if (visit < h->overflow_visit)
 		h->overflow_visit = visit;
+	return 0;
 }
 
-/* Put t where the clock will meet it, relative to now (see the top). */
+int spoke_hier_mark_word(struct hier_engine *h, size_t word)
+{
+	spoke_bitmap_set_from(&h->occupied, 1, word);
+	return 0;
+}
+
+/*
+ * Put t where the clock will meet it, relative to now (see the top). For
+ * a cascade, where the slots below were just emptied and a zero word is the
+ * rule, not the exception, so the summary bits are set inline.
+ */
 static void place(struct hier_engine *h, struct spoke_timer *t)
 {
 	uint64_t x = t->sp_deadline ^ h->base.now;
+	uint32_t p;
+	size_t word;
 
 	if (x == 0) { /* only while cascading: due at this very tick */
 		spoke_due_push(&h->base, t);
 		return;
 	}
-	spoke_hier_place_x(h, t, x);
+	p = spoke_hier_place_of(h, x);
+	if (p == HIER_OVERFLOW) {
+		spoke_hier_overflow_push(h, t);
+		return;
+	}
+	word = spoke_hier_push(h, t, p);
+	if (word != SPOKE_BITMAP_NONE)
+		spoke_bitmap_set_from(&h->occupied, 1, word);
 }
 
 static void hier_insert(struct spoke_engine *e, struct spoke_timer *t)
@@ -165,7 +179,7 @@ static void hier_remove(struct spoke_engine *e, struct spoke_timer *t)
 	spoke_hier_remove(spoke_to_hier(e), t);
 }
 
-static void visit_overflow(struct hier_engine *h)
+void spoke_hier_visit_overflow(struct hier_engine *h)
 {
 	struct spoke_timer *t = h->overflow.first;
 	uint64_t visit = UINT64_MAX;
@@ -185,68 +199,57 @@ static void visit_overflow(struct hier_engine *h)
 	h->overflow_visit = visit;
 }
 
+size_t spoke_hier_skip_stale(struct hier_engine *h, size_t slot)
+{
+	do {
+		spoke_bitmap_clear(&h->occupied, slot);
+		slot = spoke_bitmap_next(&h->occupied, slot + 1);
+	} while (slot != SPOKE_BITMAP_NONE && spoke_tlist_empty(&h->slots[slot]));
+	return slot;
+}
+
+/*
+ * The next event: a whole slot's deadline, another slot's first tick, or
+ * (wheels empty) the overflow visit, which outside an advance is always
+ * ahead of the clock.
+ */
 static uint64_t hier_next_event(struct spoke_engine *e)
 {
 	struct hier_engine *h = spoke_to_hier(e);
-	size_t slot = spoke_bitmap_next(&h->occupied, 0);
-	unsigned k;
+	size_t slot = spoke_hier_first_slot(h);
 
-	if (slot == SPOKE_BITMAP_NONE) {
-		/* Stale and already behind the clock: find the true one. */
-		if (h->overflow_visit <= e->now)
-			visit_overflow(h);
+	if (slot == SPOKE_BITMAP_NONE)
 		return h->overflow_visit;
-	}
-	k = (unsigned)(slot >> h->bits);
-	return clear_below(h, e->now, k + 1) |
-	       ((uint64_t)(slot & h->slot_mask) << level_shift(h, k));
+	if (spoke_hier_slot_whole(h, slot))
+		return h->slots[slot].first->sp_deadline;
+	return spoke_hier_slot_tick(h, slot);
 }
 
-/* Empty one slot and place each of its timers again relative to now. */
-static void cascade_slot(struct hier_engine *h, size_t slot)
+/*
+ * Empty one slot and place each of its timers again relative to now (its
+ * first tick): on a lower level, or on the due list if due now. place()
+ * rewrites both links, so the timers are not unlinked one by one.
+ */
+void spoke_hier_cascade(struct hier_engine *h, size_t slot)
 {
-	struct spoke_tlist moving;
-	struct spoke_timer *t;
+	struct spoke_timer *t = h->slots[slot].first;
 
-	spoke_tlist_move(&moving, &h->slots[slot]);
+	h->slots[slot].first = NULL;
 	spoke_bitmap_clear(&h->occupied, slot);
-	while ((t = spoke_tlist_pop(&moving)) != NULL)
+	while (t) {
+		struct spoke_timer *next = t->sp_next;
+
 		place(h, t);
-}
-
-static void hier_collect(struct spoke_engine *e)
-{
-	struct hier_engine *h = spoke_to_hier(e);
-	uint64_t now = e->now;
-	unsigned top;
-
-	if (now >= h->overflow_visit)
-		visit_overflow(h);
-	/* The levels whose slot boundary this tick is, highest first. */
-	top = now ? (unsigned)__builtin_ctzll(now) / h->bits : h->levels - 1;
-	if (top > h->levels - 1)
-		top = h->levels - 1;
-	for (unsigned k = top; k > 0; k--) {
-		size_t slot = ((size_t)k << h->bits) | digit(h, now, k);
-
-		if (!spoke_tlist_empty(&h->slots[slot]))
-			cascade_slot(h, slot);
-	}
-	/* Level 0: everything in the slot of this tick is due now. */
-	{
-		size_t slot = digit(h, now, 0);
-		struct spoke_tlist due;
-		struct spoke_timer *t;
-
-		if (spoke_tlist_empty(&h->slots[slot]))
-			return;
-		spoke_tlist_move(&due, &h->slots[slot]);
-		spoke_bitmap_clear(&h->occupied, slot);
-		while ((t = spoke_tlist_pop(&due)) != NULL)
-			spoke_due_push(e, t);
+		t = next;
 	}
 }
 
+/*
+ * No collect(): engine.c runs this scheme's advance itself (advance_hier),
+ * from the helpers in engine_hierarchical.h, because a whole slot's
+ * deadline, which next_event() answers, may lie after the target while its
+ * first tick does not, and then the slot is cascaded at that tick instead.
+ */
 const struct spoke_engine_ops spoke_hierarchical_ops = {
 	.name = "hierarchical",
 	.size = sizeof(struct hier_engine),
@@ -255,5 +258,4 @@ const struct spoke_engine_ops spoke_hierarchical_ops = {
 	.insert = hier_insert,
 	.remove = hier_remove,
 	.next_event = hier_next_event,
-	.collect = hier_collect,
 };

@@ -82,6 +82,7 @@ struct spoke_engine_ops {
 	int (*start)(struct spoke_engine *e, struct spoke_timer *t, uint64_t delay_ticks);
 	void (*remove)(struct spoke_engine *e, struct spoke_timer *t);
 	uint64_t (*next_event)(struct spoke_engine *e);
+	/* NULL for `hierarchical`, whose advance engine.c runs inline (advance_hier) */
 	void (*collect)(struct spoke_engine *e);
 };
 
