@@ -303,7 +303,8 @@ static void heads_clear(struct lawn_engine *l, size_t s)
  * which its deadline differs from now (see the top). Setting bits that are
  * set already is harmless, so neither is tested first.
  */
-static void heads_place(struct lawn_engine *l, struct spoke_timer *key)
+static inline __attribute__((always_inline)) void heads_place(struct lawn_engine *l,
+							      struct spoke_timer *key)
 {
 	uint64_t d = key->sp_deadline;
 	unsigned shift = (unsigned)(63 - __builtin_clzll(d ^ l->base.now)) & -HEADS_BITS;
@@ -581,16 +582,17 @@ static void lawn_remove(struct spoke_engine *e, struct spoke_timer *t)
 static uint64_t lawn_next_event(struct spoke_engine *e)
 {
 	struct lawn_engine *l = to_lawn(e);
-	size_t w, s;
-	unsigned shift, above;
+	uint64_t words = l->occupied_words, upper;
+	unsigned w, s, shift;
 
-	if (!l->occupied_words)
+	if (!words)
 		return UINT64_MAX;
-	w = (size_t)__builtin_ctzll(l->occupied_words);
-	s = w * 64 + (size_t)__builtin_ctzll(l->occupied[w]);
-	shift = (unsigned)(s >> HEADS_BITS) * HEADS_BITS;
-	above = shift + HEADS_BITS; /* now's digits from here up are the slot's too */
-	return (above < 64 ? e->now >> above << above : 0) | (uint64_t)(s & HEADS_MASK) << shift;
+	w = (unsigned)__builtin_ctzll(words);
+	s = w * 64 + (unsigned)__builtin_ctzll(l->occupied[w]);
+	shift = (s >> HEADS_BITS) * HEADS_BITS;
+	/* now's digits above the slot's level (2 << 63 is 0: the top level has none) */
+	upper = e->now & ~((2ull << (shift + HEADS_BITS - 1)) - 1);
+	return upper | (uint64_t)(s & HEADS_MASK) << shift; /* the slot's digit, zeros below */
 }
 
 /*
