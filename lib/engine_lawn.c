@@ -483,7 +483,9 @@ static inline __attribute__((always_inline)) int start_into(struct lawn_engine *
 							    struct lawn_queue *q, size_t b,
 							    uint64_t ttl_ticks)
 {
-	t->sp_deadline = l->base.now + ttl_ticks;
+	uint64_t d = l->base.now + ttl_ticks;
+
+	t->sp_deadline = d;
 	l->base.count++;
 	if (q) {
 		spoke_clist_append(&q->sentinel, t);
@@ -491,7 +493,8 @@ static inline __attribute__((always_inline)) int start_into(struct lawn_engine *
 	}
 	q = queue_open(l, b, ttl_ticks);
 	spoke_clist_append(&q->sentinel, t);
-	key_place(l, q);
+	q->key.sp_deadline = d; /* key_place, inline: t is the head */
+	heads_place(l, &q->key);
 	return 0;
 }
 
