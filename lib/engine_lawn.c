@@ -20,12 +20,10 @@
  * (docs/engines.md measures it). A start into an existing queue leaves its
  * key alone (the head does not change); a start that opens a queue places
  * its key (O(1)). A stop of a head that leaves the queue non-empty moves
- * the key to the new head (O(1)), so next() stays exact; the node before
- * t is a sentinel (deadline 0: no queued timer has deadline 0) iff t was
- * the head. A stop that empties the queue unlinks its key and closes the
- * queue. So start and stop stay O(1). A key found due whose head is not
- * (none is, today: every key sits at its head's deadline) would be moved
- * to its head.
+ * the key to the new head (O(1)), so next() stays exact; t's own back
+ * link is tagged iff t was the head (see the queue list). A stop that empties the queue unlinks its
+ * key and closes the queue. So start and stop stay O(1). A key found due whose head is not (none
+ * is, today: every key sits at its head's deadline) would be moved to its head.
  *
  * The wheel of heads. HEADS_LEVELS levels of 2^HEADS_BITS slots cover all
  * 64 bits of a deadline, so any key has a level and nothing overflows. A
@@ -62,8 +60,9 @@
  * pending, and a stop unlinks it without a branch on head or tail. A stop
  * needs the timer's queue only when it empties the queue (to close it), and
  * then both neighbours of the timer are that queue's sentinel (in a longer
- * queue they are two different nodes), so the queue is found from the
- * sentinel's address: nothing per timer names it.
+ * queue they are two different nodes), or when t was the head (to move the
+ * key), and then its back link names the sentinel, tagged: the queue is
+ * found from the sentinel's address, nothing per timer names it.
  *
  * Memory: queue structs (64 bytes on LP64, one cache line each) come from
  * a pool grown 64 at a time (a directory of chunks that never move, since
@@ -79,7 +78,7 @@
  *   sp_next      next (later) timer of the queue, or the queue's sentinel
  *                after the tail
  *   sp_link      previous (earlier) timer, a struct spoke_timer *, or the
- *                queue's sentinel before the head
+ *                queue's sentinel before the head, | HEAD_TAG
  *   sp_deadline  set by this file's start (engine.c's arithmetic)
  * Unlinking sets both to NULL. Once collected the timer is unlinked first:
  * the due list (tlist.h) reuses sp_next and sp_link with its own meaning.
@@ -103,21 +102,32 @@ _Static_assert(HEADS_LEVELS *HEADS_BITS == 64, "the wheel of heads covers every 
 _Static_assert(HEADS_WORDS <= 64, "one summary word");
 
 /*
- * The timers of one TTL, its key and its hash link: 64 bytes on LP64, and
+ * The timers of one TTL, its key and its hash links: 64 bytes on LP64, and
  * the pool aligns them to 64, so a queue is one cache line (a start that
  * opens a queue and places its key, or a stop that closes it, touches one
- * line of it). No back link in the hash chain: a close walks its bucket
- * from the head (the table is at most half full, so the chain is short,
- * and the write goes to the same line the back link would have named). No
- * list of live queues: rehash walks the pool, where a free queue has
- * ttl_ticks 0.
+ * line of it). The TTL is kept in the sentinel's deadline field, which no
+ * code reads as a deadline (the tag on the head's back link, not a
+ * deadline of 0, tells the sentinel; see the queue list below): that word
+ * pays for the hash chain's back link, so a close unlinks its queue with
+ * stores only, without reading its bucket (a cache miss at 1e5 queues,
+ * whose table is 2 MiB). No list of live queues: rehash walks the pool,
+ * where a free queue has ttl_ticks 0.
  */
 struct lawn_queue {
 	struct spoke_timer key; /* in a heads slot at the head's deadline, while live */
-	/* sp_next = head (earliest), sp_link = tail (latest); itself both ways when empty */
-	struct spoke_timer sentinel;
-	uint64_t ttl_ticks;	      /* the hash key; 0 while the queue is free */
-	struct lawn_queue *hash_next; /* bucket chain, or the free list */
+	union {
+		/*
+		 * sp_next = head (earliest), sp_link = tail (latest, untagged);
+		 * when empty sp_next is itself and sp_link itself, tagged
+		 */
+		struct spoke_timer sentinel;
+		struct {
+			void *sentinel_links[2];
+			uint64_t ttl_ticks; /* the hash key; 0 while the queue is free */
+		};
+	};
+	struct lawn_queue *hash_next;	/* bucket chain, or the free list */
+	struct lawn_queue **hash_pprev; /* what points at this one in the chain */
 } __attribute__((aligned(64)));
 
 _Static_assert(sizeof(void *) != 8 || sizeof(struct lawn_queue) == 64,
@@ -165,6 +175,53 @@ static struct lawn_queue *queue_of_key(struct spoke_timer *key)
 	return (struct lawn_queue *)(void *)((char *)key - offsetof(struct lawn_queue, key));
 }
 
+/*
+ * The queue list: circular around the sentinel, as clist.h's, but the back
+ * link of the head (the link that names the sentinel) carries HEAD_TAG, so
+ * that a stop knows t was the head from t's own link. An unlink hands t's
+ * link, tag and all, to t's successor, so the new head inherits the tag,
+ * and an emptied sentinel gets it back in its own sp_link.
+ */
+#define HEAD_TAG ((uintptr_t)1)
+
+static struct spoke_timer *untag(void *link)
+{
+	return (struct spoke_timer *)((uintptr_t)link & ~HEAD_TAG);
+}
+
+static bool was_head(void *link)
+{
+	return (uintptr_t)link & HEAD_TAG;
+}
+
+static void queue_list_init(struct spoke_timer *sentinel)
+{
+	sentinel->sp_next = sentinel;
+	sentinel->sp_link = (void *)((uintptr_t)sentinel | HEAD_TAG);
+}
+
+static void queue_list_append(struct spoke_timer *sentinel, struct spoke_timer *t)
+{
+	void *last = sentinel->sp_link; /* tagged iff the queue is empty */
+
+	t->sp_next = sentinel;
+	t->sp_link = last;
+	untag(last)->sp_next = t;
+	sentinel->sp_link = t;
+}
+
+/* Unlink t, whose back link was link; the sentinel if that emptied the queue, else NULL. */
+static struct spoke_timer *queue_list_del(struct spoke_timer *t, void *link)
+{
+	struct spoke_timer *prev = untag(link), *next = t->sp_next;
+
+	prev->sp_next = next;
+	next->sp_link = link;
+	t->sp_next = NULL;
+	t->sp_link = NULL;
+	return prev == next ? prev : NULL;
+}
+
 static struct spoke_timer *queue_head(const struct lawn_queue *q)
 {
 	return q->sentinel.sp_next;
@@ -172,7 +229,7 @@ static struct spoke_timer *queue_head(const struct lawn_queue *q)
 
 static bool queue_empty(const struct lawn_queue *q)
 {
-	return spoke_clist_empty(&q->sentinel);
+	return q->sentinel.sp_next == &q->sentinel;
 }
 
 /* TTL of a timer started now with delay_ticks: its deadline minus now. */
@@ -204,20 +261,21 @@ static struct lawn_queue *lookup(const struct lawn_engine *l, size_t b, uint64_t
 /* Add q to bucket b (its bucket_of). */
 static void hash_add(struct lawn_engine *l, size_t b, struct lawn_queue *q)
 {
-	struct lawn_queue **head = &l->buckets[b];
+	struct lawn_queue **head = &l->buckets[b], *first = *head;
 
-	q->hash_next = *head;
+	q->hash_next = first;
+	q->hash_pprev = head;
+	if (first)
+		first->hash_pprev = &q->hash_next;
 	*head = q;
 }
 
 /* q is in the table: unlink it from its bucket's chain. */
-static void hash_del(struct lawn_engine *l, struct lawn_queue *q)
+static void hash_del(struct lawn_queue *q)
 {
-	struct lawn_queue **pp = &l->buckets[bucket_of(l, q->ttl_ticks)];
-
-	while (*pp != q)
-		pp = &(*pp)->hash_next;
-	*pp = q->hash_next;
+	*q->hash_pprev = q->hash_next;
+	if (q->hash_next)
+		q->hash_next->hash_pprev = q->hash_pprev;
 }
 
 static unsigned log2_of(size_t pow2)
@@ -279,7 +337,6 @@ static int pool_grow(struct lawn_engine *l)
 		return -ENOMEM;
 	for (size_t i = LAWN_CHUNK_QUEUES; i-- > 0;) {
 		c->queues[i].ttl_ticks = 0;
-		c->queues[i].sentinel.sp_deadline = 0; /* tells it from a timer (lawn_remove) */
 		c->queues[i].hash_next = l->free_queues;
 		l->free_queues = &c->queues[i];
 	}
@@ -348,8 +405,8 @@ static struct lawn_queue *queue_open(struct lawn_engine *l, size_t b, uint64_t t
 	struct lawn_queue *q = l->free_queues;
 
 	l->free_queues = q->hash_next;
+	queue_list_init(&q->sentinel);
 	q->ttl_ticks = ttl_ticks;
-	spoke_clist_init(&q->sentinel);
 	hash_add(l, b, q);
 	l->nqueues++;
 	return q;
@@ -358,7 +415,7 @@ static struct lawn_queue *queue_open(struct lawn_engine *l, size_t b, uint64_t t
 /* Drop a queue, empty and with its key on no slot, from the table, back to the pool. */
 static void queue_close(struct lawn_engine *l, struct lawn_queue *q)
 {
-	hash_del(l, q);
+	hash_del(q);
 	q->ttl_ticks = 0;
 	q->hash_next = l->free_queues;
 	l->free_queues = q;
@@ -400,8 +457,8 @@ static void queue_collect(struct spoke_engine *e, struct lawn_queue *q)
 	while (last != &q->sentinel) {
 		struct spoke_timer *t = last;
 
-		last = t->sp_link;
-		(void)spoke_clist_del(t);
+		last = untag(t->sp_link);
+		(void)queue_list_del(t, t->sp_link);
 		spoke_due_push(e, t);
 	}
 }
@@ -488,11 +545,11 @@ static inline __attribute__((always_inline)) int start_into(struct lawn_engine *
 	t->sp_deadline = d;
 	l->base.count++;
 	if (q) {
-		spoke_clist_append(&q->sentinel, t);
+		queue_list_append(&q->sentinel, t);
 		return 0;
 	}
 	q = queue_open(l, b, ttl_ticks);
-	spoke_clist_append(&q->sentinel, t);
+	queue_list_append(&q->sentinel, t);
 	q->key.sp_deadline = d; /* key_place, inline: t is the head */
 	heads_place(l, &q->key);
 	return 0;
@@ -564,17 +621,16 @@ static int lawn_start(struct spoke_engine *e, struct spoke_timer *t, uint64_t de
 static void lawn_remove(struct spoke_engine *e, struct spoke_timer *t)
 {
 	struct lawn_engine *l = to_lawn(e);
-	struct spoke_timer *prev = spoke_clist_prev(t);
-	struct spoke_timer *emptied =
-		spoke_clist_del(t); /* the sentinel if that emptied the queue */
+	void *link = t->sp_link;
+	struct spoke_timer *emptied = queue_list_del(t, link);
 
 	if (emptied) {
 		struct lawn_queue *q = queue_of_sentinel(emptied);
 
 		heads_unlink(l, &q->key);
 		queue_close(l, q);
-	} else if (prev->sp_deadline == 0) { /* a sentinel: t was the head */
-		struct lawn_queue *q = queue_of_sentinel(prev);
+	} else if (was_head(link)) {
+		struct lawn_queue *q = queue_of_sentinel(untag(link));
 
 		heads_unlink(l, &q->key);
 		key_place(l, q);
