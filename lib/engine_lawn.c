@@ -21,9 +21,10 @@
  * key alone (the head does not change); a start that opens a queue places
  * its key (O(1)). A stop of a head that leaves the queue non-empty moves
  * the key to the new head (O(1)), so next() stays exact; t's own back
- * link is tagged iff t was the head (see the queue list). A stop that empties the queue unlinks its
- * key and closes the queue. So start and stop stay O(1). A key found due whose head is not (none
- * is, today: every key sits at its head's deadline) would be moved to its head.
+ * link is tagged iff t was the head (see the queue list). A stop that
+ * empties the queue unlinks its key and closes the queue. So start and
+ * stop stay O(1). A key found due whose head is not (none is, today:
+ * every key sits at its head's deadline) would be moved to its head.
  *
  * The wheel of heads. HEADS_LEVELS levels of 2^HEADS_BITS slots cover all
  * 64 bits of a deadline, so any key has a level and nothing overflows. A
