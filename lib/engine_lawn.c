@@ -7,68 +7,84 @@
  * deadline N + TTL. The clock never goes back, so the timers of one TTL
  * reach their queue in deadline order: appending at the tail keeps each
  * queue sorted and its head is its earliest timer. Near the end of time the
- * deadline saturates at UINT64_MAX; the key is then deadline - N, not D,
- * so that deadline = N + key holds for every timer and the argument stands.
+ * deadline saturates at UINT64_MAX; the TTL is then deadline - N, not D,
+ * so that deadline = N + TTL holds for every timer and the argument stands.
  *
  * Finding the next queue to expire. The paper keeps the earliest head
  * deadline and recomputes it over every queue (O(number of TTLs) per due
  * tick): with a different TTL per timer that is an unsorted list. Here each
- * live queue carries a key timer, armed in a private `hierarchical` engine
- * (`heads`) at the deadline of the queue's head, so the next queue to expire
- * is that engine's next event, found by a bit scan, and collect() visits
- * only the queues whose key fires at this tick: O(1) per fired timer and
- * per cascade, whatever the number of TTLs (docs/engines.md measures it).
- * A start into an existing queue leaves its key alone (the head does not
- * change); a start that opens a queue arms its key (O(1)). A stop of a head
- * that leaves the queue non-empty re-arms the key at the new head (O(1), a
- * wheel re-arm), so next() stays exact; the node before t is a sentinel
- * (deadline 0: no queued timer has deadline 0) iff t was the head. A stop
- * that empties the queue stops its key and closes the queue. So start and
- * stop stay O(1). A key that fires early anyway finds nothing due and is
- * re-armed at its head.
+ * live queue carries a key timer at the deadline of its head, in the Lawn's
+ * own wheel of heads (below), so the next queue to expire is found by a bit
+ * scan, and collect() visits only the queues whose key is due at this
+ * tick: O(1) per fired timer and per key move, whatever the number of TTLs
+ * (docs/engines.md measures it). A start into an existing queue leaves its
+ * key alone (the head does not change); a start that opens a queue places
+ * its key (O(1)). A stop of a head that leaves the queue non-empty moves
+ * the key to the new head (O(1)), so next() stays exact; t's own back
+ * link is tagged iff t was the head (see the queue list). A stop that
+ * empties the queue unlinks its key and closes the queue. So start and
+ * stop stay O(1). A key found due whose head is not (none is, today:
+ * every key sits at its head's deadline) would be moved to its head.
  *
- * The heads engine has its own clock, which follows ours: collect()
- * advances it to now, and next_event() first brings it up to now (the
- * engine may have run on to an advance's target without a collect; no key
- * is due in between, since the clock never passes the earliest deadline),
- * then answers its next event: never later than the earliest key, hence
- * than the earliest head, and each key moves at most once per wheel level
- * before it fires (bounded advance(next()) steps).
+ * The wheel of heads. HEADS_LEVELS levels of 2^HEADS_BITS slots cover all
+ * 64 bits of a deadline, so any key has a level and nothing overflows. A
+ * key sits on the level of the highest base-256 digit in which its
+ * deadline d differs from now, in the slot of that digit of d: d shares
+ * now's digits above its level, and its digit there is above now's. The
+ * clock reaches slot j of level k at the first tick whose digit k is j
+ * (<= d); the keys found there are placed again relative to that tick (a
+ * lower level), or are due if d is that tick, so each key moves at most
+ * once per level before it is due, at d exactly, and a level's keys all
+ * come before the next boundary of the level above: the first occupied
+ * slot of the lowest occupied level is the next event (bounded
+ * advance(next()) steps). Occupancy is one bit per slot, in slot order, and
+ * one summary bit per 64-slot word: next_event() is two bit scans.
+ *
+ * Why its own wheel, not a `hierarchical` engine: with random TTLs every
+ * start opens a queue and every stop closes one, so the key's insert and
+ * remove are a third of a start+stop pair. Here the level is the top bit
+ * over 8 (no table), the slot lists are circular around sentinel heads
+ * (clist.h: an unlink finds its emptied slot from the neighbour's address,
+ * with no back-link arithmetic), the summary is one word with no levels to
+ * climb, and nothing is counted, cached, overflowed or fired through a
+ * second advance loop. docs/engines.md ("Part 3, second pass") has the
+ * instruction counts.
  *
  * Costs, n timers over q distinct TTLs: start and stop O(1) expected (one
- * hash lookup, an append or unlink, and a key armed or stopped when a queue
- * opens or closes); next_event() O(1) (a bit scan); collect() O(1 + timers
- * fired) plus the key cascades of the wheel. Memory: 64 bytes per live
- * queue, the heads engine's 56 KiB of slots.
+ * hash lookup, an append or unlink, and a key placed or unlinked when a
+ * queue opens or closes); next_event() O(1) (two bit scans); collect() O(1
+ * + timers fired) plus the key moves. Memory: 64 bytes per live queue, 48
+ * KiB of slot heads.
  *
  * Each queue is circular around a sentinel timer in its struct, as in
  * engine_sorted_list.c: no link of a queued timer is NULL, so it reads as
  * pending, and a stop unlinks it without a branch on head or tail. A stop
  * needs the timer's queue only when it empties the queue (to close it), and
  * then both neighbours of the timer are that queue's sentinel (in a longer
- * queue they are two different nodes), so the queue is found from the
- * sentinel's address: nothing per timer names it.
+ * queue they are two different nodes), or when t was the head (to move the
+ * key), and then its back link names the sentinel, tagged: the queue is
+ * found from the sentinel's address, nothing per timer names it.
  *
  * Memory: queue structs (64 bytes on LP64, one cache line each) come from
  * a pool grown 64 at a time (a directory of chunks that never move, since
  * timers point at the sentinels in them) and recycled through a free list;
  * the hash table (chained through the queue structs, power-of-two size, 64
  * buckets at first) doubles before the live queues would outnumber half its
- * buckets. Both grow only in lawn_start() before it changes anything, once
- * its lookup says the start needs a new queue, so a start that cannot grow
- * returns -ENOMEM with nothing changed. Nothing shrinks before fini.
+ * buckets. Both grow only in a start before it changes anything, once its
+ * lookup says it needs a new queue, so a start that cannot grow returns
+ * -ENOMEM with nothing changed. Nothing shrinks before fini, and a queue is
+ * back in the pool the moment it empties.
  *
  * Fields of struct spoke_timer while the timer is in a queue:
  *   sp_next      next (later) timer of the queue, or the queue's sentinel
  *                after the tail
  *   sp_link      previous (earlier) timer, a struct spoke_timer *, or the
- *                queue's sentinel before the head
- *   sp_deadline  set by engine.c
+ *                queue's sentinel before the head, | HEAD_TAG
+ *   sp_deadline  set by this file's start (engine.c's arithmetic)
  * Unlinking sets both to NULL. Once collected the timer is unlinked first:
  * the due list (tlist.h) reuses sp_next and sp_link with its own meaning.
  */
 #include "clist.h"
-#include "engine_hierarchical.h"
 #include "engine_impl.h"
 
 #include <errno.h>
@@ -77,22 +93,42 @@
 #define LAWN_CHUNK_QUEUES 64
 #define LAWN_MIN_BUCKETS  64
 
+#define HEADS_BITS   8
+#define HEADS_LEVELS 8 /* HEADS_LEVELS * HEADS_BITS == 64 */
+#define HEADS_SLOTS  (HEADS_LEVELS << HEADS_BITS)
+#define HEADS_WORDS  (HEADS_SLOTS / 64)
+#define HEADS_MASK   ((1u << HEADS_BITS) - 1)
+
+_Static_assert(HEADS_LEVELS *HEADS_BITS == 64, "the wheel of heads covers every deadline");
+_Static_assert(HEADS_WORDS <= 64, "one summary word");
+
 /*
- * The timers of one TTL, its key and its hash link: 64 bytes on LP64, and
+ * The timers of one TTL, its key and its hash links: 64 bytes on LP64, and
  * the pool aligns them to 64, so a queue is one cache line (a start that
- * opens a queue and arms its key, or a stop that closes it, touches one
- * line of it, not two or three as the 88-byte struct of a87f923 did). No
- * back link in the hash chain: a close walks its bucket from the head (the
- * table is at most half full, so the chain is short, and the write goes to
- * the same line the back link would have named). No list of live queues:
- * rehash walks the pool, where a free queue has ttl_ticks 0.
+ * opens a queue and places its key, or a stop that closes it, touches one
+ * line of it). The TTL is kept in the sentinel's deadline field, which no
+ * code reads as a deadline (the tag on the head's back link, not a
+ * deadline of 0, tells the sentinel; see the queue list below): that word
+ * pays for the hash chain's back link, so a close unlinks its queue with
+ * stores only, without reading its bucket (a cache miss at 1e5 queues,
+ * whose table is 2 MiB). No list of live queues: rehash walks the pool,
+ * where a free queue has ttl_ticks 0.
  */
 struct lawn_queue {
-	struct spoke_timer key; /* in `heads` at the head's deadline, while live */
-	/* sp_next = head (earliest), sp_link = tail (latest); itself both ways when empty */
-	struct spoke_timer sentinel;
-	uint64_t ttl_ticks;	      /* the hash key; 0 while the queue is free */
-	struct lawn_queue *hash_next; /* bucket chain, or the free list */
+	struct spoke_timer key; /* in a heads slot at the head's deadline, while live */
+	union {
+		/*
+		 * sp_next = head (earliest), sp_link = tail (latest, untagged);
+		 * when empty sp_next is itself and sp_link itself, tagged
+		 */
+		struct spoke_timer sentinel;
+		struct {
+			void *sentinel_links[2];
+			uint64_t ttl_ticks; /* the hash key; 0 while the queue is free */
+		};
+	};
+	struct lawn_queue *hash_next;	/* bucket chain, or the free list */
+	struct lawn_queue **hash_pprev; /* what points at this one in the chain */
 } __attribute__((aligned(64)));
 
 _Static_assert(sizeof(void *) != 8 || sizeof(struct lawn_queue) == 64,
@@ -105,27 +141,23 @@ struct lawn_chunk {
 
 struct lawn_engine {
 	struct spoke_engine base;
-	struct lawn_queue **buckets;	/* nbuckets chain heads */
-	size_t nbuckets;		/* a power of two */
-	unsigned bucket_shift;		/* 64 - log2(nbuckets) */
-	size_t nqueues;			/* live queues: non-empty, in the table */
+	struct lawn_queue **buckets; /* nbuckets chain heads */
+	size_t nbuckets;	     /* a power of two */
+	unsigned bucket_shift;	     /* 64 - log2(nbuckets) */
+	size_t nqueues;		     /* live queues: non-empty, in the table */
+	/*
+	 * min(queues in the pool, nbuckets / 2), recomputed when either
+	 * grows: while nqueues is below it a start opens a queue with nothing
+	 * to grow (every pool queue not live is on the free list).
+	 */
+	size_t open_limit;
 	struct lawn_queue *free_queues; /* recycled queue structs */
 	struct lawn_chunk **chunks;	/* the pool, by chunk number */
 	size_t nchunks, chunks_cap;
-	/*
-	 * `hierarchical`, one key per live queue. Its keys are armed and
-	 * stopped through the inline insert and remove of
-	 * engine_hierarchical.h (no call, no admit or pending test of the
-	 * public API); only advance and next go through engine.c.
-	 */
-	struct spoke_engine *heads;
-	/*
-	 * next_event()'s last answer, while next_known: never later than the
-	 * earliest key (arming a key lowers it; moving or stopping the key it
-	 * names forgets it), so empty ticks do not ask the heads engine.
-	 */
-	uint64_t next_tick;
-	bool next_known;
+	/* The wheel of heads (see the top): slot level * 256 + digit. */
+	struct spoke_timer *heads;	/* HEADS_SLOTS sentinels, circular (clist.h) */
+	uint64_t occupied[HEADS_WORDS]; /* bit s: slot s holds a key */
+	uint64_t occupied_words;	/* bit w: occupied[w] != 0 */
 };
 
 static struct lawn_engine *to_lawn(struct spoke_engine *e)
@@ -144,6 +176,53 @@ static struct lawn_queue *queue_of_key(struct spoke_timer *key)
 	return (struct lawn_queue *)(void *)((char *)key - offsetof(struct lawn_queue, key));
 }
 
+/*
+ * The queue list: circular around the sentinel, as clist.h's, but the back
+ * link of the head (the link that names the sentinel) carries HEAD_TAG, so
+ * that a stop knows t was the head from t's own link. An unlink hands t's
+ * link, tag and all, to t's successor, so the new head inherits the tag,
+ * and an emptied sentinel gets it back in its own sp_link.
+ */
+#define HEAD_TAG ((uintptr_t)1)
+
+static struct spoke_timer *untag(void *link)
+{
+	return (struct spoke_timer *)((uintptr_t)link & ~HEAD_TAG);
+}
+
+static bool was_head(void *link)
+{
+	return (uintptr_t)link & HEAD_TAG;
+}
+
+static void queue_list_init(struct spoke_timer *sentinel)
+{
+	sentinel->sp_next = sentinel;
+	sentinel->sp_link = (void *)((uintptr_t)sentinel | HEAD_TAG);
+}
+
+static void queue_list_append(struct spoke_timer *sentinel, struct spoke_timer *t)
+{
+	void *last = sentinel->sp_link; /* tagged iff the queue is empty */
+
+	t->sp_next = sentinel;
+	t->sp_link = last;
+	untag(last)->sp_next = t;
+	sentinel->sp_link = t;
+}
+
+/* Unlink t, whose back link was link; the sentinel if that emptied the queue, else NULL. */
+static struct spoke_timer *queue_list_del(struct spoke_timer *t, void *link)
+{
+	struct spoke_timer *prev = untag(link), *next = t->sp_next;
+
+	prev->sp_next = next;
+	next->sp_link = link;
+	t->sp_next = NULL;
+	t->sp_link = NULL;
+	return prev == next ? prev : NULL;
+}
+
 static struct spoke_timer *queue_head(const struct lawn_queue *q)
 {
 	return q->sentinel.sp_next;
@@ -151,7 +230,7 @@ static struct spoke_timer *queue_head(const struct lawn_queue *q)
 
 static bool queue_empty(const struct lawn_queue *q)
 {
-	return spoke_clist_empty(&q->sentinel);
+	return q->sentinel.sp_next == &q->sentinel;
 }
 
 /* TTL of a timer started now with delay_ticks: its deadline minus now. */
@@ -183,20 +262,21 @@ static struct lawn_queue *lookup(const struct lawn_engine *l, size_t b, uint64_t
 /* Add q to bucket b (its bucket_of). */
 static void hash_add(struct lawn_engine *l, size_t b, struct lawn_queue *q)
 {
-	struct lawn_queue **head = &l->buckets[b];
+	struct lawn_queue **head = &l->buckets[b], *first = *head;
 
-	q->hash_next = *head;
+	q->hash_next = first;
+	q->hash_pprev = head;
+	if (first)
+		first->hash_pprev = &q->hash_next;
 	*head = q;
 }
 
 /* q is in the table: unlink it from its bucket's chain. */
-static void hash_del(struct lawn_engine *l, struct lawn_queue *q)
+static void hash_del(struct lawn_queue *q)
 {
-	struct lawn_queue **pp = &l->buckets[bucket_of(l, q->ttl_ticks)];
-
-	while (*pp != q)
-		pp = &(*pp)->hash_next;
-	*pp = q->hash_next;
+	*q->hash_pprev = q->hash_next;
+	if (q->hash_next)
+		q->hash_next->hash_pprev = q->hash_pprev;
 }
 
 static unsigned log2_of(size_t pow2)
@@ -258,8 +338,6 @@ static int pool_grow(struct lawn_engine *l)
 		return -ENOMEM;
 	for (size_t i = LAWN_CHUNK_QUEUES; i-- > 0;) {
 		c->queues[i].ttl_ticks = 0;
-		c->queues[i].sentinel.sp_deadline = 0; /* tells it from a timer (lawn_remove) */
-		c->queues[i].key.sp_link = NULL;       /* a free queue's key is never pending */
 		c->queues[i].hash_next = l->free_queues;
 		l->free_queues = &c->queues[i];
 	}
@@ -267,47 +345,153 @@ static int pool_grow(struct lawn_engine *l)
 	return 0;
 }
 
-/* Take a queue from the free list (queue_reserve saw to it that there is one). */
+/* ---- the wheel of heads ---- */
+
+/* Slot s is empty now: clear its bit, and its word's summary bit if that was the last. */
+static void heads_clear(struct lawn_engine *l, size_t s)
+{
+	uint64_t left = l->occupied[s / 64] & ~(1ull << (s % 64));
+
+	l->occupied[s / 64] = left;
+	l->occupied_words &= ~((uint64_t)(left == 0) << (s / 64));
+}
+
+/*
+ * Put key, whose sp_deadline is > now, on the slot of the highest digit in
+ * which its deadline differs from now (see the top). Setting bits that are
+ * set already is harmless, so neither is tested first.
+ */
+static inline __attribute__((always_inline)) void heads_place(struct lawn_engine *l,
+							      struct spoke_timer *key)
+{
+	uint64_t d = key->sp_deadline;
+	unsigned shift = (unsigned)(63 - __builtin_clzll(d ^ l->base.now)) & -HEADS_BITS;
+	size_t s =
+		((size_t)(shift / HEADS_BITS) << HEADS_BITS) | (size_t)((d >> shift) & HEADS_MASK);
+
+	l->occupied[s / 64] |= 1ull << (s % 64);
+	l->occupied_words |= 1ull << (s / 64);
+	spoke_clist_append(&l->heads[s], key);
+}
+
+/* Take a key off its slot; the neighbours tell whether that emptied it. */
+static void heads_unlink(struct lawn_engine *l, struct spoke_timer *key)
+{
+	struct spoke_timer *emptied = spoke_clist_del(key); /* the slot's sentinel, if so */
+
+	if (emptied)
+		heads_clear(l, (size_t)(emptied - l->heads));
+}
+
+/* Move q's key, pending or not, to the deadline of its head. */
+static void key_place(struct lawn_engine *l, struct lawn_queue *q)
+{
+	q->key.sp_deadline = queue_head(q)->sp_deadline;
+	heads_place(l, &q->key);
+}
+
+/* ---- the queues ---- */
+
+/* What lets a start open a queue with nothing to grow (see open_limit). */
+static void set_open_limit(struct lawn_engine *l)
+{
+	size_t pooled = l->nchunks * LAWN_CHUNK_QUEUES, half = l->nbuckets / 2;
+
+	l->open_limit = pooled < half ? pooled : half;
+}
+
+/* Take a queue from the free list (nqueues < open_limit: there is one). */
 static struct lawn_queue *queue_open(struct lawn_engine *l, size_t b, uint64_t ttl_ticks)
 {
 	struct lawn_queue *q = l->free_queues;
 
 	l->free_queues = q->hash_next;
+	queue_list_init(&q->sentinel);
 	q->ttl_ticks = ttl_ticks;
-	spoke_clist_init(&q->sentinel);
 	hash_add(l, b, q);
 	l->nqueues++;
 	return q;
 }
 
-/*
- * Take a pending key out of the heads engine, inline. A pending key is
- * always on a wheel slot, never on the heads' due list: its deadline is a
- * queued timer's, > our clock >= the heads' clock, whenever code outside
- * the heads' advance runs, and inside it (key_fired) only the key that
- * fired, no longer pending, is touched. So spoke_hier_remove's "deadline >
- * now" holds. Forgets next_tick if this key defined it.
- */
-static void key_unlink(struct lawn_engine *l, struct lawn_queue *q)
-{
-	struct hier_engine *h = spoke_to_hier(l->heads);
-
-	if (q->key.sp_deadline == l->next_tick)
-		l->next_known = false;
-	spoke_hier_remove(h, &q->key);
-	h->base.count--;
-}
-
-/* Drop an empty queue from the table, back to the pool. */
+/* Drop a queue, empty and with its key on no slot, from the table, back to the pool. */
 static void queue_close(struct lawn_engine *l, struct lawn_queue *q)
 {
-	if (spoke_timer_pending(&q->key)) /* not if it just fired */
-		key_unlink(l, q);
-	hash_del(l, q);
+	hash_del(q);
 	q->ttl_ticks = 0;
 	q->hash_next = l->free_queues;
 	l->free_queues = q;
 	l->nqueues--;
+}
+
+/*
+ * Room for one more queue: a free one in the pool, and the table at most
+ * half full after it. Before anything changes, so that a start that cannot
+ * grow returns -ENOMEM with t as it was. 0 or -ENOMEM.
+ */
+static int queue_reserve(struct lawn_engine *l)
+{
+	int err = 0;
+
+	if (!l->free_queues)
+		err = pool_grow(l);
+	if (!err && l->nqueues + 1 > l->nbuckets / 2) {
+		if (l->nbuckets > SIZE_MAX / 2 / sizeof(*l->buckets))
+			err = -ENOMEM;
+		else
+			err = rehash(l, l->nbuckets * 2);
+	}
+	set_open_limit(l);
+	return err;
+}
+
+/*
+ * Move the due run at the head of q to the due list, keeping its FIFO
+ * order: the due list is pushed at its front and fired from there, so the
+ * run goes on from its last timer back to its head.
+ */
+static void queue_collect(struct spoke_engine *e, struct lawn_queue *q)
+{
+	struct spoke_timer *last = &q->sentinel;
+
+	while (last->sp_next != &q->sentinel && last->sp_next->sp_deadline <= e->now)
+		last = last->sp_next;
+	while (last != &q->sentinel) {
+		struct spoke_timer *t = last;
+
+		last = untag(t->sp_link);
+		(void)queue_list_del(t, t->sp_link);
+		spoke_due_push(e, t);
+	}
+}
+
+/* q's key, off its slot, is due now: move the due run, then re-place the key or close q. */
+static void key_due(struct lawn_engine *l, struct lawn_queue *q)
+{
+	queue_collect(&l->base, q);
+	if (queue_empty(q))
+		queue_close(l, q);
+	else
+		key_place(l, q);
+}
+
+/*
+ * The clock is at the first tick of slot s: each key there is due (its
+ * deadline is this tick: always so on level 0) or goes to a lower level.
+ */
+static void heads_visit(struct lawn_engine *l, size_t s)
+{
+	struct spoke_timer moving, *key;
+
+	spoke_clist_init(&moving);
+	spoke_clist_splice_tail(&l->heads[s], &moving);
+	heads_clear(l, s);
+	while ((key = moving.sp_next) != &moving) {
+		(void)spoke_clist_del(key);
+		if (key->sp_deadline == l->base.now)
+			key_due(l, queue_of_key(key));
+		else
+			heads_place(l, key);
+	}
 }
 
 /* ---- the operations ---- */
@@ -315,16 +499,18 @@ static void queue_close(struct lawn_engine *l, struct lawn_queue *q)
 static int lawn_init(struct spoke_engine *e, const struct spoke_engine_params *p)
 {
 	struct lawn_engine *l = to_lawn(e);
-
 	int err;
 
 	(void)p;
-	err = spoke_engine_new(&l->heads, "hierarchical", NULL);
-	if (err)
-		return err;
+	l->heads = malloc(HEADS_SLOTS * sizeof(*l->heads));
+	if (!l->heads)
+		return -ENOMEM;
+	for (size_t s = 0; s < HEADS_SLOTS; s++)
+		spoke_clist_init(&l->heads[s]);
 	err = rehash(l, LAWN_MIN_BUCKETS);
 	if (err)
-		spoke_engine_free(l->heads);
+		free(l->heads);
+	set_open_limit(l);
 	return err;
 }
 
@@ -340,70 +526,51 @@ static void lawn_fini(struct spoke_engine *e)
 	free(l->buckets);
 	l->buckets = NULL;
 	l->free_queues = NULL;
-	spoke_engine_free(l->heads);
+	free(l->heads);
 	l->heads = NULL;
 }
 
 /*
- * Arm q's key at its head's deadline, inline (see key_unlink): the
- * deadline is > our clock >= the heads' clock, as spoke_hier_insert wants,
- * and is exact (what engine.c would compute from a delay of deadline -
- * heads' now, without the saturation, which cannot happen here).
+ * The end of the start of t, not pending, with ttl_ticks > 0, into q (the
+ * live queue of ttl_ticks) or, when q is NULL, into a new queue in bucket
+ * b (nqueues < open_limit), whose key it places (a start into a live queue
+ * does not change its head).
  */
-static void key_arm(struct lawn_engine *l, struct lawn_queue *q)
+static inline __attribute__((always_inline)) int start_into(struct lawn_engine *l,
+							    struct spoke_timer *t,
+							    struct lawn_queue *q, size_t b,
+							    uint64_t ttl_ticks)
 {
-	struct hier_engine *h = spoke_to_hier(l->heads);
-	uint64_t d = queue_head(q)->sp_deadline;
+	uint64_t d = l->base.now + ttl_ticks;
 
-	if (spoke_timer_pending(&q->key))
-		key_unlink(l, q);
-	h->base.count++;
-	q->key.sp_deadline = d;
-	spoke_hier_insert(h, &q->key);
-	if (d < l->next_tick)
-		l->next_tick = d;
-}
-
-/*
- * Room for one more queue: a free one in the pool, and the table at most
- * half full after it. Before anything changes, so that a start that cannot
- * grow returns -ENOMEM with t as it was. 0 or -ENOMEM.
- */
-static int queue_reserve(struct lawn_engine *l)
-{
-	int err;
-
-	if (!l->free_queues) {
-		err = pool_grow(l);
-		if (err)
-			return err;
+	t->sp_deadline = d;
+	l->base.count++;
+	if (q) {
+		queue_list_append(&q->sentinel, t);
+		return 0;
 	}
-	if (l->nqueues + 1 > l->nbuckets / 2) {
-		if (l->nbuckets > SIZE_MAX / 2 / sizeof(*l->buckets))
-			return -ENOMEM;
-		err = rehash(l, l->nbuckets * 2);
-		if (err)
-			return err;
-	}
+	q = queue_open(l, b, ttl_ticks);
+	queue_list_append(&q->sentinel, t);
+	q->key.sp_deadline = d; /* key_place, inline: t is the head */
+	heads_place(l, &q->key);
 	return 0;
 }
 
 /*
- * The whole start, in place of engine.c's admit + insert (engine_impl.h):
- * one lookup of the TTL, room reserved for a new queue before a pending t
- * is unlinked, and the key armed only when the start opens a queue (a
- * start into a live queue does not change its head). A re-arm's unlink
- * may close q itself (t was its only timer); its ttl_ticks is 0 then, and
- * the queue it freed is the one this start reopens.
+ * Every start lawn_start leaves: the end of time, a re-arm, a new queue
+ * that needs the pool or the table to grow. Room is reserved for a new
+ * queue before a pending t is unlinked; that unlink may close q itself (t
+ * was its only timer); its ttl_ticks is 0 then, and the queue it freed is
+ * the one this start reopens.
  */
-static int lawn_start(struct spoke_engine *e, struct spoke_timer *t, uint64_t delay_ticks)
+static __attribute__((noinline)) int start_slow(struct spoke_engine *e, struct spoke_timer *t,
+						uint64_t ttl_ticks)
 {
 	struct lawn_engine *l = to_lawn(e);
-	uint64_t ttl_ticks = ttl_of_delay(e->now, delay_ticks);
 	struct lawn_queue *q;
 	size_t b;
 
-	if (__builtin_expect(ttl_ticks == 0, 0)) {
+	if (ttl_ticks == 0) {
 		/* the end of time: due at once, as engine.c's start does */
 		if (spoke_timer_pending(t))
 			(void)spoke_engine_stop(e, t);
@@ -423,100 +590,89 @@ static int lawn_start(struct spoke_engine *e, struct spoke_timer *t, uint64_t de
 		if (l->nbuckets != nbuckets) /* rehashed */
 			b = bucket_of(l, ttl_ticks);
 	}
-	if (__builtin_expect(spoke_timer_pending(t), 0)) {
+	if (spoke_timer_pending(t)) {
 		(void)spoke_engine_stop(e, t);
 		if (q && q->ttl_ticks != ttl_ticks)
 			q = NULL;
 	}
-	t->sp_deadline = e->now + ttl_ticks;
-	e->count++;
-	if (q) {
-		spoke_clist_append(&q->sentinel, t);
-		return 0;
-	}
-	q = queue_open(l, b, ttl_ticks);
-	spoke_clist_append(&q->sentinel, t);
-	key_arm(l, q);
-	return 0;
+	return start_into(l, t, q, b, ttl_ticks);
+}
+
+/*
+ * The whole start, in place of engine.c's admit + insert (engine_impl.h):
+ * one lookup of the TTL, and the common case (t not pending, a live queue
+ * or room for a new one) with no call, so with no stack frame.
+ */
+static int lawn_start(struct spoke_engine *e, struct spoke_timer *t, uint64_t delay_ticks)
+{
+	struct lawn_engine *l = to_lawn(e);
+	uint64_t ttl_ticks = ttl_of_delay(e->now, delay_ticks);
+	struct lawn_queue *q;
+	size_t b;
+
+	if (__builtin_expect(ttl_ticks == 0 || spoke_timer_pending(t), 0))
+		return start_slow(e, t, ttl_ticks);
+	b = bucket_of(l, ttl_ticks);
+	q = lookup(l, b, ttl_ticks);
+	if (__builtin_expect(!q && l->nqueues >= l->open_limit, 0))
+		return start_slow(e, t, ttl_ticks);
+	return start_into(l, t, q, b, ttl_ticks);
 }
 
 static void lawn_remove(struct spoke_engine *e, struct spoke_timer *t)
 {
 	struct lawn_engine *l = to_lawn(e);
-	struct spoke_timer *prev = spoke_clist_prev(t);
-	struct spoke_timer *emptied =
-		spoke_clist_del(t); /* the sentinel if that emptied the queue */
+	void *link = t->sp_link;
+	struct spoke_timer *emptied = queue_list_del(t, link);
 
-	if (emptied)
-		queue_close(l, queue_of_sentinel(emptied));
-	else if (prev->sp_deadline == 0) /* a sentinel: t was the head */
-		key_arm(l, queue_of_sentinel(prev));
-}
+	if (emptied) {
+		struct lawn_queue *q = queue_of_sentinel(emptied);
 
-/*
- * Move the due run at the head of q to the due list, keeping its FIFO
- * order: the due list is pushed at its front and fired from there, so the
- * run goes on from its last timer back to its head.
- */
-static void queue_collect(struct spoke_engine *e, struct lawn_queue *q)
-{
-	struct spoke_timer *last = &q->sentinel;
+		heads_unlink(l, &q->key);
+		queue_close(l, q);
+	} else if (was_head(link)) {
+		struct lawn_queue *q = queue_of_sentinel(untag(link));
 
-	while (last->sp_next != &q->sentinel && last->sp_next->sp_deadline <= e->now)
-		last = last->sp_next;
-	while (last != &q->sentinel) {
-		struct spoke_timer *t = last;
-
-		last = t->sp_link;
-		(void)spoke_clist_del(t);
-		spoke_due_push(e, t);
+		heads_unlink(l, &q->key);
+		key_place(l, q);
 	}
 }
 
-/*
- * A key fired: its queue's head may be due (or the key was early: a stop
- * of the head since). Move the due run, then re-arm or close the queue.
- */
-static void key_fired(void *ctx, struct spoke_timer *key)
-{
-	struct lawn_engine *l = ctx;
-	struct lawn_queue *q = queue_of_key(key);
-
-	queue_collect(&l->base, q);
-	if (queue_empty(q))
-		queue_close(l, q);
-	else
-		key_arm(l, q);
-}
-
-/* Bring the heads engine's clock up to ours, firing the keys due on the way. */
-static void heads_catch_up(struct lawn_engine *l)
-{
-	uint64_t behind = l->base.now - spoke_engine_now(l->heads);
-
-	if (behind)
-		(void)spoke_engine_advance(l->heads, behind, key_fired, l);
-}
-
+/* The first occupied slot's first tick (see the top), or UINT64_MAX with no key. */
 static uint64_t lawn_next_event(struct spoke_engine *e)
 {
 	struct lawn_engine *l = to_lawn(e);
-	uint64_t next;
+	uint64_t words = l->occupied_words, upper;
+	unsigned w, s, shift;
 
-	if (l->next_known && l->next_tick > e->now)
-		return l->next_tick;
-	heads_catch_up(l); /* fires nothing: no key is due before a collect */
-	next = spoke_engine_next(l->heads);
-	/* the heads' clock is ours now; no key is past UINT64_MAX */
-	l->next_tick = next == UINT64_MAX ? UINT64_MAX : e->now + next;
-	l->next_known = true;
-	return l->next_tick;
+	if (!words)
+		return UINT64_MAX;
+	w = (unsigned)__builtin_ctzll(words);
+	s = w * 64 + (unsigned)__builtin_ctzll(l->occupied[w]);
+	shift = (s >> HEADS_BITS) * HEADS_BITS;
+	/* now's digits above the slot's level (2 << 63 is 0: the top level has none) */
+	upper = e->now & ~((2ull << (shift + HEADS_BITS - 1)) - 1);
+	return upper | (uint64_t)(s & HEADS_MASK) << shift; /* the slot's digit, zeros below */
 }
 
-/* PerTickBookkeeping: the queues whose key is due now, and no other. */
+/*
+ * PerTickBookkeeping: the slots whose first tick this is, highest level
+ * first (a key moved down lands beyond now's digit, never in a slot still
+ * to visit, or is due and handled where it is found).
+ */
 static void lawn_collect(struct spoke_engine *e)
 {
-	heads_catch_up(to_lawn(e));
+	struct lawn_engine *l = to_lawn(e);
+	uint64_t now = e->now;
+	unsigned levels = now ? (unsigned)__builtin_ctzll(now) / HEADS_BITS + 1 : HEADS_LEVELS;
+
+	while (levels-- > 0) {
+		size_t s = ((size_t)levels << HEADS_BITS) |
+			   (size_t)((now >> (levels * HEADS_BITS)) & HEADS_MASK);
+
+		if (!spoke_clist_empty(&l->heads[s]))
+			heads_visit(l, s);
+	}
 }
 
 const struct spoke_engine_ops spoke_lawn_ops = {
