@@ -71,23 +71,6 @@ static inline void spoke_bitmap_clear(struct spoke_bitmap *b, size_t i)
 	spoke_bitmap_clear_from(b, 0, i);
 }
 
-/*
- * Clear bit i if `clear`, without a branch on it at the bottom level (where,
- * for a slot that may or may not have emptied, it is a coin flip); the
- * summary levels change only when that empties the word, which is rare, and
- * the one test for it folds `clear` in rather than branching on it. With
- * `clear` false, i may be any index below nbits: nothing changes.
- */
-static inline void spoke_bitmap_clear_if(struct spoke_bitmap *b, size_t i, bool clear)
-{
-	uint64_t *w = &b->word[0][i >> 6];
-	uint64_t left = *w & ~((uint64_t)clear << (i & 63));
-
-	*w = left;
-	if ((left | (uint64_t)!clear) == 0)
-		spoke_bitmap_clear_from(b, 1, i >> 6);
-}
-
 static inline int spoke_bitmap_test(const struct spoke_bitmap *b, size_t i)
 {
 	return (b->word[0][i >> 6] >> (i & 63)) & 1;

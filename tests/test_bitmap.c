@@ -9,9 +9,7 @@
  * spoke_bitmap_next_circular give the brute-force answer at every position
  * (small sizes) or at word and summary boundaries, next to set bits and at
  * random positions (large sizes); next() past the end and on an empty bitmap
- * is SPOKE_BITMAP_NONE; setting twice is idempotent; spoke_bitmap_clear_if
- * clears like spoke_bitmap_clear when asked and changes nothing when not
- * (set bits and clear ones alike); spoke_bitmap_zero
+ * is SPOKE_BITMAP_NONE; setting twice is idempotent; spoke_bitmap_zero
  * empties it; init refuses 0 and more than 2^36 bits.
  */
 #include <errno.h>
@@ -136,23 +134,10 @@ static void set_bit(struct spoke_bitmap *b, struct model *m, size_t i)
 	m->bit[i] = true;
 }
 
-/* Clears with spoke_bitmap_clear or spoke_bitmap_clear_if(.., true), alternately. */
 static void clear_bit(struct spoke_bitmap *b, struct model *m, size_t i)
 {
-	static unsigned turn;
-
-	if (turn++ % 2)
-		spoke_bitmap_clear_if(b, i, true);
-	else
-		spoke_bitmap_clear(b, i);
+	spoke_bitmap_clear(b, i);
 	m->bit[i] = false;
-}
-
-/* spoke_bitmap_clear_if(.., false) changes nothing, whether bit i is set or not. */
-static void keep_bit(struct spoke_bitmap *b, struct model *m, size_t i)
-{
-	(void)m;
-	spoke_bitmap_clear_if(b, i, false);
 }
 
 static void test_against_model(void **state)
@@ -182,8 +167,6 @@ static void test_against_model(void **state)
 					set_bit(&b, &m, i);
 				else
 					clear_bit(&b, &m, i);
-				if (rng_below(&seed, 4) == 0)
-					keep_bit(&b, &m, rng_below(&seed, nbits));
 			}
 			check_all(&b, &m, &seed);
 		}
