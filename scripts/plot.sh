@@ -47,7 +47,7 @@ function wl_words(w) {
   if (w == "W2-advance") return "W2: drain the N timers by one advance(2^{20})"
   if (w == "W2-tick") return "W2: drain the N timers by 2^{20} calls of advance(1)"
   if (w == "W3") return "W3: memory (RSS) per outstanding timer"
-  if (w == "dep-load") return "memory floor: one dependent load over N timers' worth of memory"
+  if (w == "dep-load") return "memory floor: one dependent load over the memory of N timers"
   return w
 }
 # A page title in words for the rows of one subject key (scheme, peer, ...).
