@@ -238,7 +238,7 @@ static size_t fire_due(struct spoke_engine *e, spoke_expire_fn *fn, void *ctx)
 }
 
 /*
- * `hierarchical`'s advance: the loop below for every other scheme, with
+ * `hierarchical`'s advance: advance_ops() (below) for every other scheme, with
  * the scheme's steps inline. Each pass takes the first occupied slot (the
  * earliest event, engine_hierarchical.h): a whole one due by the target is
  * fired at its deadline, straight from the slot; any other whose first
@@ -286,6 +286,23 @@ static size_t advance_hier(struct spoke_engine *e, uint64_t target, spoke_expire
 	return fired;
 }
 
+/* Every other scheme's advance: next_event() and collect() through its ops table. */
+static size_t advance_ops(struct spoke_engine *e, uint64_t target, spoke_expire_fn *fn, void *ctx)
+{
+	size_t fired = 0;
+
+	while (e->count > 0) {
+		uint64_t ev = e->ops->next_event(e);
+
+		if (ev > target || ev <= e->now)
+			break;
+		e->now = ev;
+		e->ops->collect(e);
+		fired += fire_due(e, fn, ctx);
+	}
+	return fired;
+}
+
 size_t spoke_engine_advance(struct spoke_engine *e, uint64_t ticks, spoke_expire_fn *fn, void *ctx)
 {
 	uint64_t target = deadline_after(e->now, ticks);
@@ -295,19 +312,10 @@ size_t spoke_engine_advance(struct spoke_engine *e, uint64_t ticks, spoke_expire
 		return 0; /* re-entered from fn: refused, see engine.h */
 	e->advancing = true;
 	fired = fire_due(e, fn, ctx); /* only at the end of time, see start */
-	if (e->ops == &spoke_hierarchical_ops) {
+	if (e->ops == &spoke_hierarchical_ops)
 		fired += advance_hier(e, target, fn, ctx);
-	} else {
-		while (e->count > 0) {
-			uint64_t ev = e->ops->next_event(e);
-
-			if (ev > target || ev <= e->now)
-				break;
-			e->now = ev;
-			e->ops->collect(e);
-			fired += fire_due(e, fn, ctx);
-		}
-	}
+	else
+		fired += advance_ops(e, target, fn, ctx);
 	e->now = target;
 	e->advancing = false;
 	return fired;
