@@ -284,11 +284,8 @@ struct spoke_handle *spoke_handle_alloc_aux(struct arena *home)
 {
 	struct spoke_handle *aux = NULL;
 
-	for (struct arena *a = home; a && !aux; a = a->spill) {
-		aux = a->aux_list;
-		if (aux)
-			a->aux_list = (struct spoke_handle *)aux->qnode.next;
-	}
+	for (struct arena *a = home; a && !aux; a = a->spill)
+		aux = spoke_handle_list_pop(&a->aux_list);
 	if (!aux)
 		aux = spoke_handle_alloc(home);
 	if (aux)

@@ -401,14 +401,20 @@ bool spoke_arenas_busy(struct spoke *s);
 void spoke_arenas_free(struct spoke *s);
 void spoke_arenas_release_pending(struct spoke *s, spoke_fn *release);
 
+/* Owner of the list: its head, taken off it (linked through qnode.next); NULL if empty. */
+static inline struct spoke_handle *spoke_handle_list_pop(struct spoke_handle **list)
+{
+	struct spoke_handle *h = *list;
+
+	if (h)
+		*list = (struct spoke_handle *)h->qnode.next;
+	return h;
+}
+
 /* Owner of a: the head of its private free list, taken off it; NULL if empty. */
 static inline struct spoke_handle *spoke_arena_pop_free(struct arena *a)
 {
-	struct spoke_handle *h = a->free_list;
-
-	if (h)
-		a->free_list = (struct spoke_handle *)h->qnode.next;
-	return h;
+	return spoke_handle_list_pop(&a->free_list);
 }
 
 /*
