@@ -76,6 +76,25 @@ static uint64_t clear_below(const struct hier_engine *h, uint64_t now, unsigned 
 	return s >= 64 ? 0 : now & ~((1ull << s) - 1);
 }
 
+/*
+ * Level 0 is bits [0, 2^B) of the bitmap: the first word of the first
+ * summary level at which they fit in one word (engine_hierarchical.h,
+ * spoke_hier_low_empty). That level exists: the bitmap climbs until one
+ * word covers all levels, and level 0 is at most all of them.
+ */
+static void set_low_word(struct hier_engine *h)
+{
+	size_t n = (size_t)1 << h->bits; /* level 0's bits at bitmap level l */
+	unsigned l = 0;
+
+	while (n > 64) {
+		n = (n + 63) / 64;
+		l++;
+	}
+	h->low_word = h->occupied.word[l];
+	h->low_mask = n == 64 ? UINT64_MAX : (1ull << n) - 1;
+}
+
 static int hier_init(struct spoke_engine *e, const struct spoke_engine_params *p)
 {
 	struct hier_engine *h = spoke_to_hier(e);
@@ -109,7 +128,9 @@ static int hier_init(struct spoke_engine *e, const struct spoke_engine_params *p
 		return -ENOMEM;
 	}
 	h->occupied0 = h->occupied.word[0];
+	set_low_word(h);
 	spoke_tlist_init(&h->overflow);
+	spoke_tlist_init(&h->run);
 	h->overflow_visit = UINT64_MAX;
 	return 0;
 }
@@ -218,11 +239,29 @@ static uint64_t hier_next_event(struct spoke_engine *e)
 	struct hier_engine *h = spoke_to_hier(e);
 	size_t slot = spoke_hier_first_slot(h);
 
+	uint64_t ev;
+
 	if (slot == SPOKE_BITMAP_NONE)
-		return h->overflow_visit;
-	if (spoke_hier_slot_whole(h, slot))
-		return h->slots[slot].first->sp_deadline;
-	return spoke_hier_slot_tick(h, slot);
+		ev = h->overflow_visit;
+	else if (spoke_hier_slot_whole(h, slot))
+		ev = h->slots[slot].first->sp_deadline;
+	else
+		ev = spoke_hier_slot_tick(h, slot);
+	/* asked from an expiry function while a run is fired: its next member */
+	if (!spoke_tlist_empty(&h->run) && h->run.first->sp_deadline < ev)
+		ev = h->run.first->sp_deadline;
+	return ev;
+}
+
+/* Place each timer of the list from t again (a cascade: see place()). */
+static void place_list(struct hier_engine *h, struct spoke_timer *t)
+{
+	while (t) {
+		struct spoke_timer *next = t->sp_next;
+
+		place(h, t);
+		t = next;
+	}
 }
 
 /*
@@ -236,12 +275,87 @@ void spoke_hier_cascade(struct hier_engine *h, size_t slot)
 
 	h->slots[slot].first = NULL;
 	spoke_bitmap_clear(&h->occupied, slot);
-	while (t) {
-		struct spoke_timer *next = t->sp_next;
+	place_list(h, t);
+}
 
-		place(h, t);
-		t = next;
+/*
+ * A run (engine_hierarchical.h). One walk of the slot gathers its timers
+ * (the slot's list is a chain of loads from memory, walked once); a slot of
+ * more than HIER_RUN_MAX is cascaded instead. The timers of a level-1 slot
+ * share every digit but digit 0, so digit 0 orders them; with the timer's
+ * index below it every key is distinct, and a timer's rank is the number of
+ * keys below its own: a fixed loop of compares and adds with no branch to
+ * mispredict, where an insertion sort of random deadlines mispredicts
+ * about once a timer. Then one pass links them onto h->run in rank order.
+ */
+/* Four keys of a run (vector compares where the target has them). */
+typedef int32_t run_keys __attribute__((vector_size(16)));
+
+/*
+ * order[r] = the index of the r-th smallest of the first n keys. A key's
+ * rank is the number of keys below it; four keys get theirs at once, one
+ * broadcast compare per key of the first m (m a constant: a fixed sequence
+ * with no branch; keys n to m - 1 are INT32_MAX, below no key). Lanes past
+ * n rank n, hence order[n] to spare.
+ */
+static inline __attribute__((always_inline)) void rank_keys(const run_keys *key, unsigned n,
+							    unsigned m, uint8_t *order)
+{
+	for (unsigned b = 0; b < n; b += 4) {
+		run_keys x = key[b / 4], rank = {0, 0, 0, 0};
+
+#pragma GCC unroll 16
+		for (unsigned j = 0; j < m; j++) {
+			int32_t k = key[j / 4][j % 4];
+
+			rank -= (run_keys){k, k, k, k} < x; /* -1 where key j is below */
+		}
+#pragma GCC unroll 4
+		for (unsigned l = 0; l < 4; l++)
+			order[rank[l]] = (uint8_t)(b + l);
 	}
+}
+
+bool spoke_hier_sort_or_cascade(struct hier_engine *h, size_t slot)
+{
+	struct spoke_timer *t = h->slots[slot].first, *gathered[HIER_RUN_MAX];
+	run_keys key[HIER_RUN_MAX / 4];
+	uint8_t order[HIER_RUN_MAX + 1];
+	unsigned n = 0;
+	void **back;
+
+	h->slots[slot].first = NULL;
+	spoke_bitmap_clear(&h->occupied, slot);
+	for (unsigned v = 0; v < HIER_RUN_MAX / 4; v++)
+		key[v] = (run_keys){INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX};
+	for (; t; t = t->sp_next) {
+		if (n == HIER_RUN_MAX) {
+			for (unsigned i = 0; i < n; i++)
+				place(h, gathered[i]);
+			place_list(h, t);
+			return false;
+		}
+		gathered[n] = t;
+		/* digit 0 (B <= 16 bits) and the index: distinct, below INT32_MAX */
+		key[n / 4][n % 4] =
+			(int32_t)((t->sp_deadline & h->slot_mask) << HIER_RUN_INDEX_BITS | n);
+		n++;
+	}
+	if (n <= 4)
+		rank_keys(key, n, 4, order);
+	else if (n <= 8)
+		rank_keys(key, n, 8, order);
+	else
+		rank_keys(key, n, HIER_RUN_MAX, order);
+	back = (void **)&h->run.first;
+	for (unsigned r = 0; r < n; r++) {
+		t = gathered[order[r]];
+		*back = t;
+		t->sp_link = back;
+		back = (void **)&t->sp_next;
+	}
+	*back = NULL;
+	return true;
 }
 
 /*

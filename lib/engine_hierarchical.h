@@ -42,6 +42,9 @@ struct hier_engine {
 	uint64_t *occupied0;	   /* occupied.word[0], one bit per slot */
 	uint64_t overflow_visit;   /* tick to re-examine overflow (<= the true one) */
 	struct spoke_tlist overflow;
+	struct spoke_tlist run;	  /* a level-1 slot being fired in order, see below */
+	const uint64_t *low_word; /* the bitmap word whose low_mask bits cover level 0 */
+	uint64_t low_mask;
 	unsigned bits;		   /* B */
 	unsigned levels;	   /* levels actually kept: at most ceil(64 / B) */
 	uint32_t place_of_bit[64]; /* highest differing bit -> base << 8 | shift */
@@ -131,14 +134,33 @@ static inline void spoke_hier_remove(struct hier_engine *h, struct spoke_timer *
 }
 
 /*
+ * Whether level 0 holds nothing, not even a stale bit: one word of the
+ * bitmap, the summary word whose low_mask bits stand for level 0's words
+ * (level 0's own bits when B <= 6). Exact: a summary bit is set exactly
+ * while its word below is not zero.
+ */
+static inline bool spoke_hier_low_empty(const struct hier_engine *h)
+{
+	return (*h->low_word & h->low_mask) == 0;
+}
+
+/*
  * The first slot that holds timers, or SPOKE_BITMAP_NONE: the earliest
  * event, as the lowest level comes first and a level's slots in tick order
- * (the top of the .c). Level 0 holds nothing at or below now's digit, so
- * the scan starts there; stale bits on the way are cleared.
+ * (the top of the .c). Level k holds nothing at or below now's digit k, so
+ * the scan starts past now's level-0 digit, or, with level 0 empty (the
+ * rule between level-1 slots while one advance drains the wheels), past
+ * now's level-1 digit: there the first word read usually has the answer,
+ * where a scan from level 0 climbs to a summary word and back. Stale bits
+ * on the way are cleared.
  */
 static inline size_t spoke_hier_first_slot(struct hier_engine *h)
 {
-	size_t slot = spoke_bitmap_next(&h->occupied, h->base.now & h->slot_mask);
+	uint64_t now = h->base.now;
+	size_t from = spoke_hier_low_empty(h)
+			      ? h->slot_mask + 2 + (size_t)((now >> h->bits) & h->slot_mask)
+			      : (size_t)(now & h->slot_mask);
+	size_t slot = spoke_bitmap_next(&h->occupied, from);
 
 	if (__builtin_expect(slot != SPOKE_BITMAP_NONE && spoke_tlist_empty(&h->slots[slot]), 0))
 		slot = spoke_hier_skip_stale(h, slot);
@@ -175,6 +197,42 @@ static inline void spoke_hier_take_whole(struct hier_engine *h, size_t slot,
 {
 	spoke_tlist_move(dst, &h->slots[slot]);
 	spoke_bitmap_clear(&h->occupied, slot);
+}
+
+/*
+ * Sorted runs. When the first slot is a level-1 slot of a few timers
+ * (HIER_RUN_MAX) whose whole span, 2^B ticks from its first tick, lies
+ * within the advance, it is not cascaded: its timers are sorted by deadline
+ * onto h->run and fired from there in order (advance_hier, engine.c), with
+ * no level-0 placement, bit or scan per timer. While the run lasts it holds
+ * the earliest timers of the wheels but for one case: a timer that an
+ * expiry function starts (or re-arms) due within the run's span lands on
+ * level 0 (it shares every digit above 0 with now). So before each member
+ * the run looks at level 0 (spoke_hier_low_empty, one word) and fires a
+ * level-0 slot due no later than the member first. Every higher slot comes
+ * after the span, and the overflow list after every level. A member is a
+ * pending timer on an ordinary list: a stop or re-arm unlinks it like any
+ * other (remove() is the unlink, whichever list holds it), and a member
+ * due at the tick of the one firing (a tie) waits on the run with its
+ * deadline equal to now. A run never outlives its advance (its span is
+ * within the target); next() answers its first member when that is
+ * earliest.
+ */
+#define HIER_RUN_INDEX_BITS 4
+#define HIER_RUN_MAX	    (1u << HIER_RUN_INDEX_BITS)
+
+/*
+ * Empty a level-1 slot: its timers, if at most HIER_RUN_MAX, sorted onto
+ * the empty h->run (true), else cascaded as spoke_hier_cascade (false).
+ */
+bool spoke_hier_sort_or_cascade(struct hier_engine *h, size_t slot);
+
+/* Whether the first slot, not whole, with first tick ev may become a run. */
+static inline bool spoke_hier_run_fits(const struct hier_engine *h, size_t slot, uint64_t ev,
+				       uint64_t target)
+{
+	/* ev is a multiple of 2^B: the span's last tick does not wrap */
+	return (slot >> h->bits) == 1 && ev + h->slot_mask <= target;
 }
 
 #endif /* SPOKE_LIB_ENGINE_HIERARCHICAL_H */
