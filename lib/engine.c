@@ -238,50 +238,17 @@ static size_t fire_due(struct spoke_engine *e, spoke_expire_fn *fn, void *ctx)
 }
 
 /*
- * Fire h->run, member by member at its own deadline (engine_hierarchical.h,
- * "Sorted runs"). A member's expiry function may stop later members (they
- * leave the list) or start timers due within the run's span: those sit on
- * level 0, and a level-0 slot due no later than the next member is fired
- * first. Its slot is whole (level 0): fired at its deadline, like any other.
- */
-static size_t fire_run(struct spoke_engine *e, spoke_expire_fn *fn, void *ctx)
-{
-	struct hier_engine *h = spoke_to_hier(e);
-	struct spoke_timer *t;
-	size_t fired = 0;
-
-	while ((t = h->run.first) != NULL) {
-		if (__builtin_expect(!spoke_hier_low_empty(h), 0)) {
-			size_t slot = spoke_hier_first_slot(h);
-
-			if (slot <= h->slot_mask &&
-			    h->slots[slot].first->sp_deadline <= t->sp_deadline) {
-				e->now = h->slots[slot].first->sp_deadline;
-				spoke_hier_take_whole(h, slot, &e->firing);
-				fired += fire_firing(e, fn, ctx);
-				continue;
-			}
-		}
-		e->now = t->sp_deadline;
-		spoke_tlist_del(t);
-		e->count--;
-		fired++;
-		fn(ctx, t);
-	}
-	return fired;
-}
-
-/*
  * `hierarchical`'s advance: advance_ops() (below) for every other scheme, with
- * the scheme's steps inline. Each pass takes the first occupied slot (the
- * earliest event, engine_hierarchical.h): a whole one due by the target is
- * fired at its deadline, straight from the slot; any other whose first
- * tick is due is emptied at that tick (a whole one too, when its deadline
- * is past the target: the clock may not pass a slot's first tick with the
- * slot still in place): a level-1 slot of a few timers whose span lies
- * within the target becomes a sorted run and is fired in order (fire_run),
- * any other is cascaded, and what that makes due is fired. With the wheels
- * empty, the overflow list is visited at its tick.
+ * the scheme's steps inline. Each pass takes the earliest event
+ * (engine_hierarchical.h): the next member of a sorted run, unless a slot
+ * an expiry function filled comes first, or else the first occupied slot.
+ * A whole slot due by the target is fired at its deadline, straight from
+ * the slot; any other whose first tick is due is emptied at that tick (a
+ * whole one too, when its deadline is past the target: the clock may not
+ * pass a slot's first tick with the slot still in place): into a run when
+ * it is a level-1 slot within the target and no run is under way, else by a
+ * cascade, after which what that makes due is fired. With the wheels empty,
+ * the overflow list is visited at its tick.
  */
 static size_t advance_hier(struct spoke_engine *e, uint64_t target, spoke_expire_fn *fn, void *ctx)
 {
@@ -289,9 +256,33 @@ static size_t advance_hier(struct spoke_engine *e, uint64_t target, spoke_expire
 	size_t fired = 0;
 
 	while (e->count > 0) {
-		size_t slot = spoke_hier_first_slot(h);
-		struct spoke_timer *first;
+		struct spoke_timer *first = h->run.first;
+		uint64_t limit = target; /* the last tick this pass may reach */
+		size_t slot;
 
+		if (first) {
+			if (__builtin_expect(!spoke_hier_run_alone(h), 0)) {
+				/*
+				 * A slot filled by an expiry function: handled first
+				 * if its first tick comes no later than the member,
+				 * so that the clock never passes a slot's first
+				 * tick with the slot in place (a whole slot is fired
+				 * only if due by the member, else cascaded).
+				 */
+				slot = spoke_hier_first_slot(h);
+				limit = first->sp_deadline;
+				if (slot != SPOKE_BITMAP_NONE &&
+				    spoke_hier_slot_tick(h, slot) <= limit)
+					goto take_slot;
+			}
+			e->now = first->sp_deadline;
+			spoke_tlist_del(first);
+			e->count--;
+			fired++;
+			fn(ctx, first);
+			continue;
+		}
+		slot = spoke_hier_first_slot(h);
 		if (__builtin_expect(slot == SPOKE_BITMAP_NONE, 0)) {
 			uint64_t ev = h->overflow_visit;
 
@@ -304,22 +295,22 @@ static size_t advance_hier(struct spoke_engine *e, uint64_t target, spoke_expire
 			fired += fire_due(e, fn, ctx);
 			continue;
 		}
+	take_slot:
 		first = h->slots[slot].first;
-		if (spoke_hier_slot_whole(h, slot) && first->sp_deadline <= target) {
+		if (spoke_hier_slot_whole(h, slot) && first->sp_deadline <= limit) {
 			e->now = first->sp_deadline;
 			spoke_hier_take_whole(h, slot, &e->firing);
 		} else {
 			uint64_t ev = spoke_hier_slot_tick(h, slot);
 
-			if (ev > target)
+			if (ev > limit) /* never during a run: the tick was compared */
 				break;
 			e->now = ev;
-			if (!spoke_hier_run_fits(h, slot, ev, target))
-				spoke_hier_cascade(h, slot);
-			else if (spoke_hier_sort_or_cascade(h, slot)) {
-				fired += fire_run(e, fn, ctx);
+			if (spoke_tlist_empty(&h->run) &&
+			    spoke_hier_run_fits(h, slot, ev, target) &&
+			    spoke_hier_take_run(h, slot, target))
 				continue;
-			}
+			spoke_hier_cascade(h, slot);
 			spoke_tlist_move(&e->firing, &e->due);
 		}
 		fired += fire_firing(e, fn, ctx);

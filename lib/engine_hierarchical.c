@@ -58,6 +58,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define DEFAULT_LEVEL_BITS 10
 #define MAX_LEVEL_BITS	   16
@@ -131,6 +132,7 @@ static int hier_init(struct spoke_engine *e, const struct spoke_engine_params *p
 	set_low_word(h);
 	spoke_tlist_init(&h->overflow);
 	spoke_tlist_init(&h->run);
+	h->run_word = h->occupied0;
 	h->overflow_visit = UINT64_MAX;
 	return 0;
 }
@@ -238,7 +240,6 @@ static uint64_t hier_next_event(struct spoke_engine *e)
 {
 	struct hier_engine *h = spoke_to_hier(e);
 	size_t slot = spoke_hier_first_slot(h);
-
 	uint64_t ev;
 
 	if (slot == SPOKE_BITMAP_NONE)
@@ -278,16 +279,6 @@ void spoke_hier_cascade(struct hier_engine *h, size_t slot)
 	place_list(h, t);
 }
 
-/*
- * A run (engine_hierarchical.h). One walk of the slot gathers its timers
- * (the slot's list is a chain of loads from memory, walked once); a slot of
- * more than HIER_RUN_MAX is cascaded instead. The timers of a level-1 slot
- * share every digit but digit 0, so digit 0 orders them; with the timer's
- * index below it every key is distinct, and a timer's rank is the number of
- * keys below its own: a fixed loop of compares and adds with no branch to
- * mispredict, where an insertion sort of random deadlines mispredicts
- * about once a timer. Then one pass links them onto h->run in rank order.
- */
 /* Four keys of a run (vector compares where the target has them). */
 typedef int32_t run_keys __attribute__((vector_size(16)));
 
@@ -298,15 +289,17 @@ typedef int32_t run_keys __attribute__((vector_size(16)));
  * with no branch; keys n to m - 1 are INT32_MAX, below no key). Lanes past
  * n rank n, hence order[n] to spare.
  */
-static inline __attribute__((always_inline)) void rank_keys(const run_keys *key, unsigned n,
+static inline __attribute__((always_inline)) void rank_keys(const int32_t *key, unsigned n,
 							    unsigned m, uint8_t *order)
 {
 	for (unsigned b = 0; b < n; b += 4) {
-		run_keys x = key[b / 4], rank = {0, 0, 0, 0};
+		run_keys x, rank = {0, 0, 0, 0};
+
+		memcpy(&x, &key[b], sizeof(x));
 
 #pragma GCC unroll 16
 		for (unsigned j = 0; j < m; j++) {
-			int32_t k = key[j / 4][j % 4];
+			int32_t k = key[j];
 
 			rank -= (run_keys){k, k, k, k} < x; /* -1 where key j is below */
 		}
@@ -316,45 +309,104 @@ static inline __attribute__((always_inline)) void rank_keys(const run_keys *key,
 	}
 }
 
-bool spoke_hier_sort_or_cascade(struct hier_engine *h, size_t slot)
+/* A run's key: digit 0 (B <= 16 bits) and the index, distinct, below INT32_MAX. */
+static inline int32_t run_key(const struct hier_engine *h, const struct spoke_timer *t, unsigned i)
 {
-	struct spoke_timer *t = h->slots[slot].first, *gathered[HIER_RUN_MAX];
-	run_keys key[HIER_RUN_MAX / 4];
+	return (int32_t)((t->sp_deadline & h->slot_mask) << HIER_RUN_INDEX_BITS | i);
+}
+
+/*
+ * Append the timers of level-1 slot `slot` to the run whose last link is
+ * *back, sorted; returns the new last link, or NULL (nothing done) if the
+ * slot holds more than HIER_RUN_MAX. One walk of the slot gathers them (its
+ * list is a chain of loads from memory, walked once). The timers of a
+ * level-1 slot share every digit but digit 0, so digit 0 orders them; with
+ * the timer's index below it every key is distinct, and ranks need no
+ * branch, where an insertion sort of random deadlines mispredicts about
+ * once a timer. A slot of one timer, the most common in a sparse wheel,
+ * needs neither.
+ */
+static void **run_append(struct hier_engine *h, size_t slot, void **back)
+{
+	struct spoke_timer *gathered[HIER_RUN_MAX], *t = h->slots[slot].first;
+	int32_t key[HIER_RUN_MAX] __attribute__((aligned(16)));
 	uint8_t order[HIER_RUN_MAX + 1];
 	unsigned n = 0;
-	void **back;
 
-	h->slots[slot].first = NULL;
-	spoke_bitmap_clear(&h->occupied, slot);
-	for (unsigned v = 0; v < HIER_RUN_MAX / 4; v++)
-		key[v] = (run_keys){INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX};
-	for (; t; t = t->sp_next) {
-		if (n == HIER_RUN_MAX) {
-			for (unsigned i = 0; i < n; i++)
-				place(h, gathered[i]);
-			place_list(h, t);
-			return false;
+	if (t == NULL || t->sp_next == NULL) { /* a stale bit's slot, or one timer */
+		if (t) {
+			*back = t;
+			t->sp_link = back;
+			back = (void **)&t->sp_next;
 		}
+		h->slots[slot].first = NULL;
+		return back;
+	}
+	for (unsigned i = 0; i < HIER_RUN_MAX; i++)
+		key[i] = INT32_MAX;
+	for (; t; t = t->sp_next) {
+		if (n == HIER_RUN_MAX)
+			return NULL;
 		gathered[n] = t;
-		/* digit 0 (B <= 16 bits) and the index: distinct, below INT32_MAX */
-		key[n / 4][n % 4] =
-			(int32_t)((t->sp_deadline & h->slot_mask) << HIER_RUN_INDEX_BITS | n);
+		key[n] = run_key(h, t, n);
 		n++;
 	}
 	if (n <= 4)
 		rank_keys(key, n, 4, order);
 	else if (n <= 8)
 		rank_keys(key, n, 8, order);
+	else if (n <= 12)
+		rank_keys(key, n, 12, order);
 	else
 		rank_keys(key, n, HIER_RUN_MAX, order);
-	back = (void **)&h->run.first;
 	for (unsigned r = 0; r < n; r++) {
 		t = gathered[order[r]];
 		*back = t;
 		t->sp_link = back;
 		back = (void **)&t->sp_next;
 	}
+	h->slots[slot].first = NULL;
+	return back;
+}
+
+/*
+ * A run (engine_hierarchical.h): `slot` and the occupied slots after it in
+ * its bitmap word, up to the last level-1 slot, the last whose span ends by
+ * target, or the first of more than HIER_RUN_MAX timers; their bits are
+ * cleared with one store (a stale bit's slot is taken empty).
+ */
+bool spoke_hier_take_run(struct hier_engine *h, size_t slot, uint64_t target)
+{
+	size_t word = slot >> 6, level1 = h->slot_mask + 1;
+	uint64_t base = h->base.now & h->above[1];
+	/* the last slot index whose span ends by target, and the level's last */
+	uint64_t fit = (target - base - h->slot_mask) >> h->bits;
+	size_t last = fit < h->slot_mask ? level1 + (size_t)fit : 2 * level1 - 1;
+	uint64_t *w = &h->occupied0[word], bits, taken = 0;
+	void **back = (void **)&h->run.first;
+
+	if (last > word * 64 + 63)
+		last = word * 64 + 63;
+	bits = *w & (~0ull << (slot & 63)) & (~0ull >> (63 - (last & 63)));
+	while (bits) {
+		size_t s = word * 64 + (size_t)__builtin_ctzll(bits);
+		void **end = run_append(h, s, back);
+
+		if (!end)
+			break;
+		back = end;
+		taken |= bits & -bits;
+		bits &= bits - 1;
+	}
+	if (!taken)
+		return false;
 	*back = NULL;
+	*w &= ~taken;
+	if (*w == 0)
+		spoke_bitmap_clear_from(&h->occupied, 1, word);
+	h->run_word = w;
+	/* from the first slot to the last taken: the range a new timer may reach */
+	h->run_mask = (~0ull << (slot & 63)) & (~0ull >> __builtin_clzll(taken));
 	return true;
 }
 

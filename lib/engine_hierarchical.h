@@ -42,7 +42,9 @@ struct hier_engine {
 	uint64_t *occupied0;	   /* occupied.word[0], one bit per slot */
 	uint64_t overflow_visit;   /* tick to re-examine overflow (<= the true one) */
 	struct spoke_tlist overflow;
-	struct spoke_tlist run;	  /* a level-1 slot being fired in order, see below */
+	struct spoke_tlist run;	  /* level-1 slots being fired in order, see below */
+	uint64_t *run_word;	  /* the bitmap word of the run's slots, */
+	uint64_t run_mask;	  /* and the bits of their range */
 	const uint64_t *low_word; /* the bitmap word whose low_mask bits cover level 0 */
 	uint64_t low_mask;
 	unsigned bits;		   /* B */
@@ -200,39 +202,53 @@ static inline void spoke_hier_take_whole(struct hier_engine *h, size_t slot,
 }
 
 /*
- * Sorted runs. When the first slot is a level-1 slot of a few timers
- * (HIER_RUN_MAX) whose whole span, 2^B ticks from its first tick, lies
- * within the advance, it is not cascaded: its timers are sorted by deadline
- * onto h->run and fired from there in order (advance_hier, engine.c), with
- * no level-0 placement, bit or scan per timer. While the run lasts it holds
- * the earliest timers of the wheels but for one case: a timer that an
- * expiry function starts (or re-arms) due within the run's span lands on
- * level 0 (it shares every digit above 0 with now). So before each member
- * the run looks at level 0 (spoke_hier_low_empty, one word) and fires a
- * level-0 slot due no later than the member first. Every higher slot comes
- * after the span, and the overflow list after every level. A member is a
- * pending timer on an ordinary list: a stop or re-arm unlinks it like any
- * other (remove() is the unlink, whichever list holds it), and a member
- * due at the tick of the one firing (a tie) waits on the run with its
- * deadline equal to now. A run never outlives its advance (its span is
- * within the target); next() answers its first member when that is
+ * Sorted runs. When the first slot is a level-1 slot whose whole span (2^B
+ * ticks from its first tick) lies within the advance, it is not cascaded,
+ * and neither are the next occupied level-1 slots of its bitmap word that
+ * also lie within it: each one's timers (at most HIER_RUN_MAX; a slot of
+ * more ends the run, and is cascaded when its turn comes) are sorted by
+ * deadline and appended to h->run, slot after slot, and advance_hier
+ * (engine.c) fires them from there in order, with no level-0 placement, bit
+ * or scan per timer, and one bitmap store for all the slots.
+ *
+ * While the run lasts it holds the earliest timers of the wheels but for
+ * what an expiry function starts (or re-arms) meanwhile: a timer due within
+ * the run's slots lands on level 0 or on a level-1 slot of the run's range
+ * (it shares now's digits above 1). So before each member advance_hier
+ * looks at level 0 and at the range's bits (spoke_hier_run_alone, two
+ * words), and when either is set handles the first slot first if it is
+ * due no later than the member. Every other slot and level comes after the
+ * range, and the overflow list after every level.
+ *
+ * A member is a pending timer on an ordinary list: a stop or re-arm unlinks
+ * it like any other (remove() is the unlink, whichever list holds it), and
+ * a member due at the tick of the one firing (a tie) waits on the run with
+ * its deadline equal to now. A run never outlives its advance (its slots
+ * lie within the target); next() answers its first member when that is
  * earliest.
  */
 #define HIER_RUN_INDEX_BITS 4
 #define HIER_RUN_MAX	    (1u << HIER_RUN_INDEX_BITS)
 
 /*
- * Empty a level-1 slot: its timers, if at most HIER_RUN_MAX, sorted onto
- * the empty h->run (true), else cascaded as spoke_hier_cascade (false).
+ * With h->run empty and the clock at the first tick of level-1 slot `slot`,
+ * the first slot, whose span lies within target: fill h->run (true), or,
+ * if that slot holds more than HIER_RUN_MAX timers, do nothing (false).
  */
-bool spoke_hier_sort_or_cascade(struct hier_engine *h, size_t slot);
+bool spoke_hier_take_run(struct hier_engine *h, size_t slot, uint64_t target);
 
-/* Whether the first slot, not whole, with first tick ev may become a run. */
+/* Whether the first slot, not whole, with first tick ev may start a run. */
 static inline bool spoke_hier_run_fits(const struct hier_engine *h, size_t slot, uint64_t ev,
 				       uint64_t target)
 {
 	/* ev is a multiple of 2^B: the span's last tick does not wrap */
 	return (slot >> h->bits) == 1 && ev + h->slot_mask <= target;
+}
+
+/* Whether nothing on the wheels may come before the run's next member (above). */
+static inline bool spoke_hier_run_alone(const struct hier_engine *h)
+{
+	return ((*h->low_word & h->low_mask) | (*h->run_word & h->run_mask)) == 0;
 }
 
 #endif /* SPOKE_LIB_ENGINE_HIERARCHICAL_H */
