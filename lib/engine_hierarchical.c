@@ -80,7 +80,7 @@ static uint64_t clear_below(const struct hier_engine *h, uint64_t now, unsigned 
 /*
  * Level 0 is bits [0, 2^B) of the bitmap: the first word of the first
  * summary level at which they fit in one word (engine_hierarchical.h,
- * spoke_hier_low_empty). That level exists: the bitmap climbs until one
+ * spoke_hier_run_alone). That level exists: the bitmap climbs until one
  * word covers all levels, and level 0 is at most all of them.
  */
 static void set_low_word(struct hier_engine *h)

@@ -136,33 +136,14 @@ static inline void spoke_hier_remove(struct hier_engine *h, struct spoke_timer *
 }
 
 /*
- * Whether level 0 holds nothing, not even a stale bit: one word of the
- * bitmap, the summary word whose low_mask bits stand for level 0's words
- * (level 0's own bits when B <= 6). Exact: a summary bit is set exactly
- * while its word below is not zero.
- */
-static inline bool spoke_hier_low_empty(const struct hier_engine *h)
-{
-	return (*h->low_word & h->low_mask) == 0;
-}
-
-/*
  * The first slot that holds timers, or SPOKE_BITMAP_NONE: the earliest
  * event, as the lowest level comes first and a level's slots in tick order
- * (the top of the .c). Level k holds nothing at or below now's digit k, so
- * the scan starts past now's level-0 digit, or, with level 0 empty (the
- * rule between level-1 slots while one advance drains the wheels), past
- * now's level-1 digit: there the first word read usually has the answer,
- * where a scan from level 0 climbs to a summary word and back. Stale bits
- * on the way are cleared.
+ * (the top of the .c). Level 0 holds nothing at or below now's digit, so
+ * the scan starts there; stale bits on the way are cleared.
  */
 static inline size_t spoke_hier_first_slot(struct hier_engine *h)
 {
-	uint64_t now = h->base.now;
-	size_t from = spoke_hier_low_empty(h)
-			      ? h->slot_mask + 2 + (size_t)((now >> h->bits) & h->slot_mask)
-			      : (size_t)(now & h->slot_mask);
-	size_t slot = spoke_bitmap_next(&h->occupied, from);
+	size_t slot = spoke_bitmap_next(&h->occupied, h->base.now & h->slot_mask);
 
 	if (__builtin_expect(slot != SPOKE_BITMAP_NONE && spoke_tlist_empty(&h->slots[slot]), 0))
 		slot = spoke_hier_skip_stale(h, slot);
