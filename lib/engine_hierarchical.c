@@ -315,6 +315,68 @@ static inline int32_t run_key(const struct hier_engine *h, const struct spoke_ti
 	return (int32_t)((t->sp_deadline & h->slot_mask) << HIER_RUN_INDEX_BITS | i);
 }
 
+/* a if mask is all ones, else b (mask all ones or zero): no branch */
+static inline uintptr_t pick(uintptr_t mask, const void *a, const void *b)
+{
+	return ((uintptr_t)a & mask) | ((uintptr_t)b & ~mask);
+}
+
+/*
+ * Rank the first n of m keys (rank_keys), then link the gathered timers in
+ * rank order after *back; returns the new last link. The link loop runs m
+ * times, a constant, with selects past n (scratch as in pair_append), so
+ * that its end is no branch to mispredict.
+ */
+static inline __attribute__((always_inline)) void **
+rank_link(const int32_t *key, unsigned n, unsigned m, uint8_t *order,
+	  struct spoke_timer *const *gathered, void **back, struct spoke_timer *scratch)
+{
+	rank_keys(key, n, m, order);
+#pragma GCC unroll 16
+	for (unsigned r = 0; r < m; r++) {
+		uintptr_t in = -(uintptr_t)(r < n);
+		struct spoke_timer *x =
+			(struct spoke_timer *)pick(in, gathered[order[r] & in], scratch);
+
+		*back = x;
+		x->sp_link = back;
+		back = (void **)pick(in, &x->sp_next, back);
+	}
+	return back;
+}
+
+/*
+ * Append a slot's list from t, if it holds one or two timers (the most
+ * common in a sparse wheel), sorted, to the run whose last link is **back,
+ * and move *back on; false (nothing done) if it holds more. With selects,
+ * not branches: which of the three a slot is, and which of two timers is
+ * due first, are coin flips to a branch predictor. One timer: its would-be
+ * second link goes to scratch, and *back to it is written over by the next
+ * link appended or the run's end.
+ */
+static inline bool pair_append(struct spoke_timer *t, void ***back, struct spoke_timer *scratch)
+{
+	struct spoke_timer *u = t->sp_next;
+	uintptr_t two = -(uintptr_t)(u != NULL);
+	struct spoke_timer *v = (struct spoke_timer *)pick(two, u, t); /* u, or t again */
+	uintptr_t swap;
+	struct spoke_timer *a, *b;
+	void **link = *back;
+
+	if (v->sp_next != NULL)
+		return false;
+	swap = -(uintptr_t)(v->sp_deadline < t->sp_deadline);
+	a = (struct spoke_timer *)pick(swap, v, t);
+	b = (struct spoke_timer *)pick(two, (void *)pick(swap, t, v), scratch);
+	*link = a;
+	a->sp_link = link;
+	link = (void **)&a->sp_next;
+	*link = b;
+	b->sp_link = link;
+	*back = (void **)pick(two, &b->sp_next, link);
+	return true;
+}
+
 /*
  * Append the timers of level-1 slot `slot` to the run whose last link is
  * *back, sorted; returns the new last link, or NULL (nothing done) if the
@@ -326,19 +388,17 @@ static inline int32_t run_key(const struct hier_engine *h, const struct spoke_ti
  * once a timer. A slot of one timer, the most common in a sparse wheel,
  * needs neither.
  */
-static void **run_append(struct hier_engine *h, size_t slot, void **back)
+static void **run_append(struct hier_engine *h, size_t slot, void **back,
+			 struct spoke_timer *scratch)
 {
 	struct spoke_timer *gathered[HIER_RUN_MAX], *t = h->slots[slot].first;
 	int32_t key[HIER_RUN_MAX] __attribute__((aligned(16)));
 	uint8_t order[HIER_RUN_MAX + 1];
 	unsigned n = 0;
 
-	if (t == NULL || t->sp_next == NULL) { /* a stale bit's slot, or one timer */
-		if (t) {
-			*back = t;
-			t->sp_link = back;
-			back = (void **)&t->sp_next;
-		}
+	if (__builtin_expect(t == NULL, 0)) /* a stale bit's slot */
+		return back;
+	if (__builtin_expect(pair_append(t, &back, scratch), 1)) {
 		h->slots[slot].first = NULL;
 		return back;
 	}
@@ -351,20 +411,15 @@ static void **run_append(struct hier_engine *h, size_t slot, void **back)
 		key[n] = run_key(h, t, n);
 		n++;
 	}
+	memset(order, 0, sizeof(order));
 	if (n <= 4)
-		rank_keys(key, n, 4, order);
+		back = rank_link(key, n, 4, order, gathered, back, scratch);
 	else if (n <= 8)
-		rank_keys(key, n, 8, order);
+		back = rank_link(key, n, 8, order, gathered, back, scratch);
 	else if (n <= 12)
-		rank_keys(key, n, 12, order);
+		back = rank_link(key, n, 12, order, gathered, back, scratch);
 	else
-		rank_keys(key, n, HIER_RUN_MAX, order);
-	for (unsigned r = 0; r < n; r++) {
-		t = gathered[order[r]];
-		*back = t;
-		t->sp_link = back;
-		back = (void **)&t->sp_next;
-	}
+		back = rank_link(key, n, HIER_RUN_MAX, order, gathered, back, scratch);
 	h->slots[slot].first = NULL;
 	return back;
 }
@@ -384,13 +439,14 @@ bool spoke_hier_take_run(struct hier_engine *h, size_t slot, uint64_t target)
 	size_t last = fit < h->slot_mask ? level1 + (size_t)fit : 2 * level1 - 1;
 	uint64_t *w = &h->occupied0[word], bits, taken = 0;
 	void **back = (void **)&h->run.first;
+	struct spoke_timer scratch;
 
 	if (last > word * 64 + 63)
 		last = word * 64 + 63;
 	bits = *w & (~0ull << (slot & 63)) & (~0ull >> (63 - (last & 63)));
 	while (bits) {
 		size_t s = word * 64 + (size_t)__builtin_ctzll(bits);
-		void **end = run_append(h, s, back);
+		void **end = run_append(h, s, back, &scratch);
 
 		if (!end)
 			break;
