@@ -381,7 +381,9 @@ static inline bool pair_append(struct spoke_timer *t, void ***back, struct spoke
  * Append the timers of level-1 slot `slot` to the run whose last link is
  * *back, sorted; returns the new last link, or NULL (nothing done) if the
  * slot holds more than HIER_RUN_MAX. One walk of the slot gathers them (its
- * list is a chain of loads from memory, walked once). The timers of a
+ * list is a chain of loads from memory, walked once); each step of it also
+ * takes one step down the next slot's list from `ahead`, so that the two
+ * chains of cache misses overlap and the next walk finds its timers cached. The timers of a
  * level-1 slot share every digit but digit 0, so digit 0 orders them; with
  * the timer's index below it every key is distinct, and ranks need no
  * branch, where an insertion sort of random deadlines mispredicts about
@@ -389,7 +391,7 @@ static inline bool pair_append(struct spoke_timer *t, void ***back, struct spoke
  * needs neither.
  */
 static void **run_append(struct hier_engine *h, size_t slot, void **back,
-			 struct spoke_timer *scratch)
+			 struct spoke_timer *scratch, const struct spoke_timer *ahead)
 {
 	struct spoke_timer *gathered[HIER_RUN_MAX], *t = h->slots[slot].first;
 	int32_t key[HIER_RUN_MAX] __attribute__((aligned(16)));
@@ -407,6 +409,9 @@ static void **run_append(struct hier_engine *h, size_t slot, void **back,
 	for (; t; t = t->sp_next) {
 		if (n == HIER_RUN_MAX)
 			return NULL;
+		/* a step down the next slot's chain, to be kept, not used */
+		ahead = (ahead ? ahead : scratch)->sp_next;
+		__asm__ volatile("" : : "r"(ahead));
 		gathered[n] = t;
 		key[n] = run_key(h, t, n);
 		n++;
@@ -446,7 +451,13 @@ bool spoke_hier_take_run(struct hier_engine *h, size_t slot, uint64_t target)
 	bits = *w & (~0ull << (slot & 63)) & (~0ull >> (63 - (last & 63)));
 	while (bits) {
 		size_t s = word * 64 + (size_t)__builtin_ctzll(bits);
-		void **end = run_append(h, s, back, &scratch);
+		uint64_t rest = bits & (bits - 1);
+		const struct spoke_timer *ahead =
+			rest ? h->slots[word * 64 + (size_t)__builtin_ctzll(rest)].first : NULL;
+		void **end;
+
+		scratch.sp_next = NULL; /* read as `ahead` once the next chain ends */
+		end = run_append(h, s, back, &scratch, ahead);
 
 		if (!end)
 			break;
