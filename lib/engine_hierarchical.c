@@ -382,7 +382,7 @@ static inline bool pair_append(struct spoke_timer *t, void ***back, struct spoke
  * *back, sorted; returns the new last link, or NULL (nothing done) if the
  * slot holds more than HIER_RUN_MAX. One walk of the slot gathers them (its
  * list is a chain of loads from memory, walked once); each step of it also
- * takes one step down the next slot's list from `ahead`, so that the two
+ * takes one step down the list of slot `next`, so that the two
  * chains of cache misses overlap and the next walk finds its timers cached. The timers of a
  * level-1 slot share every digit but digit 0, so digit 0 orders them; with
  * the timer's index below it every key is distinct, and ranks need no
@@ -391,8 +391,9 @@ static inline bool pair_append(struct spoke_timer *t, void ***back, struct spoke
  * needs neither.
  */
 static void **run_append(struct hier_engine *h, size_t slot, void **back,
-			 struct spoke_timer *scratch, const struct spoke_timer *ahead)
+			 struct spoke_timer *scratch, size_t next)
 {
+	const struct spoke_timer *ahead;
 	struct spoke_timer *gathered[HIER_RUN_MAX], *t = h->slots[slot].first;
 	int32_t key[HIER_RUN_MAX] __attribute__((aligned(16)));
 	uint8_t order[HIER_RUN_MAX + 1];
@@ -406,6 +407,7 @@ static void **run_append(struct hier_engine *h, size_t slot, void **back,
 	}
 	for (unsigned i = 0; i < HIER_RUN_MAX; i++)
 		key[i] = INT32_MAX;
+	ahead = h->slots[next].first;
 	for (; t; t = t->sp_next) {
 		if (n == HIER_RUN_MAX)
 			return NULL;
@@ -451,13 +453,13 @@ bool spoke_hier_take_run(struct hier_engine *h, size_t slot, uint64_t target)
 	bits = *w & (~0ull << (slot & 63)) & (~0ull >> (63 - (last & 63)));
 	while (bits) {
 		size_t s = word * 64 + (size_t)__builtin_ctzll(bits);
-		uint64_t rest = bits & (bits - 1);
-		const struct spoke_timer *ahead =
-			rest ? h->slots[word * 64 + (size_t)__builtin_ctzll(rest)].first : NULL;
+		/* the next slot to take, or this one again if none (no branch) */
+		size_t next =
+			word * 64 + (size_t)__builtin_ctzll((bits & (bits - 1)) | (bits & -bits));
 		void **end;
 
 		scratch.sp_next = NULL; /* read as `ahead` once the next chain ends */
-		end = run_append(h, s, back, &scratch, ahead);
+		end = run_append(h, s, back, &scratch, next);
 
 		if (!end)
 			break;
