@@ -188,18 +188,21 @@ static inline void spoke_hier_take_whole(struct hier_engine *h, size_t slot,
  * and neither are the next occupied level-1 slots of its bitmap word that
  * also lie within it: each one's timers (at most HIER_RUN_MAX; a slot of
  * more ends the run, and is cascaded when its turn comes) are sorted by
- * deadline and appended to h->run, slot after slot, and advance_hier
- * (engine.c) fires them from there in order, with no level-0 placement, bit
- * or scan per timer, and one bitmap store for all the slots.
+ * deadline and appended to h->run, slot after slot, and fire_run (engine.c)
+ * fires them from there in order, with no level-0 placement, bit or scan
+ * per timer, and one bitmap store for all the slots.
  *
  * While the run lasts it holds the earliest timers of the wheels but for
  * what an expiry function starts (or re-arms) meanwhile: a timer due within
  * the run's slots lands on level 0 or on a level-1 slot of the run's range
- * (it shares now's digits above 1). So before each member advance_hier
- * looks at level 0 and at the range's bits (spoke_hier_run_alone, two
- * words), and when either is set handles the first slot first if it is
- * due no later than the member. Every other slot and level comes after the
- * range, and the overflow list after every level.
+ * (it shares now's digits above 1). So before each member fire_run looks at
+ * level 0 and at the range's bits (spoke_hier_run_alone, two words), and
+ * when either is set steps the first slot first if its first tick comes no
+ * later than the member: the clock must not pass a slot's first tick with
+ * the slot in place, even one whose lone timer is due after the member (it
+ * is cascaded at that tick). A stale bit there costs one scan, which clears
+ * it. Every other slot and level comes after the range, and the overflow
+ * list after every level.
  *
  * A member is a pending timer on an ordinary list: a stop or re-arm unlinks
  * it like any other (remove() is the unlink, whichever list holds it), and
