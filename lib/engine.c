@@ -237,15 +237,83 @@ static size_t fire_due(struct spoke_engine *e, spoke_expire_fn *fn, void *ctx)
 	return fire_firing(e, fn, ctx);
 }
 
+static size_t fire_run(struct spoke_engine *e, spoke_expire_fn *fn, void *ctx);
+
 /*
- * `hierarchical`'s advance: advance_ops() (below) for every other scheme, with
- * the scheme's steps inline. Each pass takes the first occupied slot (the
- * earliest event, engine_hierarchical.h): a whole one due by the target is
- * fired at its deadline, straight from the slot; any other whose first
- * tick is due is cascaded at that tick (a whole one too, when its deadline
- * is past the target: the clock may not pass a slot's first tick with the
- * slot still in place), and what that makes due is fired. With the wheels
- * empty, the overflow list is visited at its tick.
+ * One step of `hierarchical`'s advance: the first occupied slot, the
+ * earliest event (engine_hierarchical.h), with the clock allowed up to
+ * limit. A whole slot due by then is fired at its deadline, straight from
+ * the slot; any other whose first tick is due is emptied at that tick (a
+ * whole one too, when its deadline is past the limit: the clock may not
+ * pass a slot's first tick with the slot still in place): into a sorted
+ * run when it is a level-1 slot within the limit and no run is under way,
+ * else by a cascade, after which what that makes due is fired. False if
+ * the slot's first tick is past the limit.
+ */
+static inline __attribute__((always_inline)) bool hier_step(struct spoke_engine *e, size_t slot,
+							    uint64_t limit, spoke_expire_fn *fn,
+							    void *ctx, size_t *fired)
+{
+	struct hier_engine *h = spoke_to_hier(e);
+	struct spoke_timer *first = h->slots[slot].first;
+	uint64_t ev;
+
+	if (spoke_hier_slot_whole(h, slot) && first->sp_deadline <= limit) {
+		e->now = first->sp_deadline;
+		spoke_hier_take_whole(h, slot, &e->firing);
+		*fired += fire_firing(e, fn, ctx);
+		return true;
+	}
+	ev = spoke_hier_slot_tick(h, slot);
+	if (ev > limit)
+		return false;
+	e->now = ev;
+	if (spoke_tlist_empty(&h->run) && spoke_hier_run_fits(h, slot, ev, limit) &&
+	    spoke_hier_take_run(h, slot, limit)) {
+		*fired += fire_run(e, fn, ctx);
+		return true;
+	}
+	spoke_hier_cascade(h, slot);
+	spoke_tlist_move(&e->firing, &e->due);
+	*fired += fire_firing(e, fn, ctx);
+	return true;
+}
+
+/*
+ * Fire h->run member by member, each at its deadline (engine_hierarchical.h,
+ * "Sorted runs"). A slot that an expiry function filled meanwhile is
+ * stepped first if its first tick comes no later than the next member (so
+ * the clock never passes a slot's first tick with the slot in place).
+ * Out of line: once per run, and hier_step, which it calls, calls it.
+ */
+static __attribute__((noinline)) size_t fire_run(struct spoke_engine *e, spoke_expire_fn *fn,
+						 void *ctx)
+{
+	struct hier_engine *h = spoke_to_hier(e);
+	struct spoke_timer *t;
+	size_t fired = 0;
+
+	while ((t = h->run.first) != NULL) {
+		if (__builtin_expect(!spoke_hier_run_alone(h), 0)) {
+			size_t slot = spoke_hier_first_slot(h);
+
+			if (slot != SPOKE_BITMAP_NONE &&
+			    hier_step(e, slot, t->sp_deadline, fn, ctx, &fired))
+				continue;
+		}
+		e->now = t->sp_deadline;
+		spoke_tlist_del(t);
+		e->count--;
+		fired++;
+		fn(ctx, t);
+	}
+	return fired;
+}
+
+/*
+ * `hierarchical`'s advance: advance_ops() (below) for every other scheme,
+ * with the scheme's steps inline (hier_step). With the wheels empty, the
+ * overflow list is visited at its tick.
  */
 static size_t advance_hier(struct spoke_engine *e, uint64_t target, spoke_expire_fn *fn, void *ctx)
 {
@@ -254,7 +322,6 @@ static size_t advance_hier(struct spoke_engine *e, uint64_t target, spoke_expire
 
 	while (e->count > 0) {
 		size_t slot = spoke_hier_first_slot(h);
-		struct spoke_timer *first;
 
 		if (__builtin_expect(slot == SPOKE_BITMAP_NONE, 0)) {
 			uint64_t ev = h->overflow_visit;
@@ -268,20 +335,8 @@ static size_t advance_hier(struct spoke_engine *e, uint64_t target, spoke_expire
 			fired += fire_due(e, fn, ctx);
 			continue;
 		}
-		first = h->slots[slot].first;
-		if (spoke_hier_slot_whole(h, slot) && first->sp_deadline <= target) {
-			e->now = first->sp_deadline;
-			spoke_hier_take_whole(h, slot, &e->firing);
-		} else {
-			uint64_t ev = spoke_hier_slot_tick(h, slot);
-
-			if (ev > target)
-				break;
-			e->now = ev;
-			spoke_hier_cascade(h, slot);
-			spoke_tlist_move(&e->firing, &e->due);
-		}
-		fired += fire_firing(e, fn, ctx);
+		if (!hier_step(e, slot, target, fn, ctx, &fired))
+			break;
 	}
 	return fired;
 }

@@ -58,6 +58,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define DEFAULT_LEVEL_BITS 10
 #define MAX_LEVEL_BITS	   16
@@ -74,6 +75,25 @@ static uint64_t clear_below(const struct hier_engine *h, uint64_t now, unsigned 
 	unsigned s = level_shift(h, k);
 
 	return s >= 64 ? 0 : now & ~((1ull << s) - 1);
+}
+
+/*
+ * Level 0 is bits [0, 2^B) of the bitmap: the first word of the first
+ * summary level at which they fit in one word (engine_hierarchical.h,
+ * spoke_hier_run_alone). That level exists: the bitmap climbs until one
+ * word covers all levels, and level 0 is at most all of them.
+ */
+static void set_low_word(struct hier_engine *h)
+{
+	size_t n = (size_t)1 << h->bits; /* level 0's bits at bitmap level l */
+	unsigned l = 0;
+
+	while (n > 64) {
+		n = (n + 63) / 64;
+		l++;
+	}
+	h->low_word = h->occupied.word[l];
+	h->low_mask = n == 64 ? UINT64_MAX : (1ull << n) - 1;
 }
 
 static int hier_init(struct spoke_engine *e, const struct spoke_engine_params *p)
@@ -109,7 +129,10 @@ static int hier_init(struct spoke_engine *e, const struct spoke_engine_params *p
 		return -ENOMEM;
 	}
 	h->occupied0 = h->occupied.word[0];
+	set_low_word(h);
 	spoke_tlist_init(&h->overflow);
+	spoke_tlist_init(&h->run);
+	h->run_word = h->occupied0;
 	h->overflow_visit = UINT64_MAX;
 	return 0;
 }
@@ -217,12 +240,29 @@ static uint64_t hier_next_event(struct spoke_engine *e)
 {
 	struct hier_engine *h = spoke_to_hier(e);
 	size_t slot = spoke_hier_first_slot(h);
+	uint64_t ev;
 
 	if (slot == SPOKE_BITMAP_NONE)
-		return h->overflow_visit;
-	if (spoke_hier_slot_whole(h, slot))
-		return h->slots[slot].first->sp_deadline;
-	return spoke_hier_slot_tick(h, slot);
+		ev = h->overflow_visit;
+	else if (spoke_hier_slot_whole(h, slot))
+		ev = h->slots[slot].first->sp_deadline;
+	else
+		ev = spoke_hier_slot_tick(h, slot);
+	/* asked from an expiry function while a run is fired: its next member */
+	if (!spoke_tlist_empty(&h->run) && h->run.first->sp_deadline < ev)
+		ev = h->run.first->sp_deadline;
+	return ev;
+}
+
+/* Place each timer of the list from t again (a cascade: see place()). */
+static void place_list(struct hier_engine *h, struct spoke_timer *t)
+{
+	while (t) {
+		struct spoke_timer *next = t->sp_next;
+
+		place(h, t);
+		t = next;
+	}
 }
 
 /*
@@ -236,12 +276,207 @@ void spoke_hier_cascade(struct hier_engine *h, size_t slot)
 
 	h->slots[slot].first = NULL;
 	spoke_bitmap_clear(&h->occupied, slot);
-	while (t) {
-		struct spoke_timer *next = t->sp_next;
+	place_list(h, t);
+}
 
-		place(h, t);
-		t = next;
+/* Four keys of a run (vector compares where the target has them). */
+typedef int32_t run_keys __attribute__((vector_size(16)));
+
+/*
+ * order[r] = the index of the r-th smallest of the first n keys. A key's
+ * rank is the number of keys below it; four keys get theirs at once, one
+ * broadcast compare per key of the first m (m a constant: a fixed sequence
+ * with no branch; keys n to m - 1 are INT32_MAX, below no key). Lanes past
+ * n rank n, hence order[n] to spare.
+ */
+static inline __attribute__((always_inline)) void rank_keys(const int32_t *key, unsigned n,
+							    unsigned m, uint8_t *order)
+{
+	for (unsigned b = 0; b < n; b += 4) {
+		run_keys x, rank = {0, 0, 0, 0};
+
+		memcpy(&x, &key[b], sizeof(x));
+
+#pragma GCC unroll 16
+		for (unsigned j = 0; j < m; j++) {
+			int32_t k = key[j];
+
+			rank -= (run_keys){k, k, k, k} < x; /* -1 where key j is below */
+		}
+#pragma GCC unroll 4
+		for (unsigned l = 0; l < 4; l++)
+			order[rank[l]] = (uint8_t)(b + l);
 	}
+}
+
+/* A run's key: digit 0 (B <= 16 bits) and the index, distinct, below INT32_MAX. */
+static inline int32_t run_key(const struct hier_engine *h, const struct spoke_timer *t, unsigned i)
+{
+	return (int32_t)((t->sp_deadline & h->slot_mask) << HIER_RUN_INDEX_BITS | i);
+}
+
+/* a if mask is all ones, else b (mask all ones or zero): no branch */
+static inline uintptr_t pick(uintptr_t mask, const void *a, const void *b)
+{
+	return ((uintptr_t)a & mask) | ((uintptr_t)b & ~mask);
+}
+
+/*
+ * Rank the first n of m keys (rank_keys), then link the gathered timers in
+ * rank order after *back; returns the new last link. The link loop runs m
+ * times, a constant, with selects past n (scratch as in pair_append), so
+ * that its end is no branch to mispredict.
+ */
+static inline __attribute__((always_inline)) void **
+rank_link(const int32_t *key, unsigned n, unsigned m, uint8_t *order,
+	  struct spoke_timer *const *gathered, void **back, struct spoke_timer *scratch)
+{
+	rank_keys(key, n, m, order);
+#pragma GCC unroll 16
+	for (unsigned r = 0; r < m; r++) {
+		uintptr_t in = -(uintptr_t)(r < n);
+		struct spoke_timer *x =
+			(struct spoke_timer *)pick(in, gathered[order[r] & in], scratch);
+
+		*back = x;
+		x->sp_link = back;
+		back = (void **)pick(in, &x->sp_next, back);
+	}
+	return back;
+}
+
+/*
+ * Append a slot's list from t, if it holds one or two timers (the most
+ * common in a sparse wheel), sorted, to the run whose last link is **back,
+ * and move *back on; false (nothing done) if it holds more. With selects,
+ * not branches: which of the three a slot is, and which of two timers is
+ * due first, are coin flips to a branch predictor. One timer: its would-be
+ * second link goes to scratch, and *back to it is written over by the next
+ * link appended or the run's end.
+ */
+static inline bool pair_append(struct spoke_timer *t, void ***back, struct spoke_timer *scratch)
+{
+	struct spoke_timer *u = t->sp_next;
+	uintptr_t two = -(uintptr_t)(u != NULL);
+	struct spoke_timer *v = (struct spoke_timer *)pick(two, u, t); /* u, or t again */
+	uintptr_t swap;
+	struct spoke_timer *a, *b;
+	void **link = *back;
+
+	if (v->sp_next != NULL)
+		return false;
+	swap = -(uintptr_t)(v->sp_deadline < t->sp_deadline);
+	a = (struct spoke_timer *)pick(swap, v, t);
+	b = (struct spoke_timer *)pick(two, (void *)pick(swap, t, v), scratch);
+	*link = a;
+	a->sp_link = link;
+	link = (void **)&a->sp_next;
+	*link = b;
+	b->sp_link = link;
+	*back = (void **)pick(two, &b->sp_next, link);
+	return true;
+}
+
+/*
+ * Append the timers of level-1 slot `slot` to the run whose last link is
+ * *back, sorted; returns the new last link, or NULL (nothing done) if the
+ * slot holds more than HIER_RUN_MAX. One walk of the slot gathers them (its
+ * list is a chain of loads from memory, walked once); each step of it also
+ * takes one step down the list of slot `next`, so that the two
+ * chains of cache misses overlap and the next walk finds its timers cached. The timers of a
+ * level-1 slot share every digit but digit 0, so digit 0 orders them; with
+ * the timer's index below it every key is distinct, and ranks need no
+ * branch, where an insertion sort of random deadlines mispredicts about
+ * once a timer. A slot of one timer, the most common in a sparse wheel,
+ * needs neither.
+ */
+static void **run_append(struct hier_engine *h, size_t slot, void **back,
+			 struct spoke_timer *scratch, size_t next)
+{
+	const struct spoke_timer *ahead;
+	struct spoke_timer *gathered[HIER_RUN_MAX], *t = h->slots[slot].first;
+	int32_t key[HIER_RUN_MAX] __attribute__((aligned(16)));
+	uint8_t order[HIER_RUN_MAX + 1];
+	unsigned n = 0;
+
+	if (__builtin_expect(t == NULL, 0)) /* a stale bit's slot */
+		return back;
+	if (__builtin_expect(pair_append(t, &back, scratch), 1)) {
+		h->slots[slot].first = NULL;
+		return back;
+	}
+	for (unsigned i = 0; i < HIER_RUN_MAX; i++)
+		key[i] = INT32_MAX;
+	ahead = h->slots[next].first;
+	for (; t; t = t->sp_next) {
+		if (n == HIER_RUN_MAX)
+			return NULL;
+		/* a step down the next slot's chain, to be kept, not used */
+		ahead = (ahead ? ahead : scratch)->sp_next;
+		__asm__ volatile("" : : "r"(ahead));
+		gathered[n] = t;
+		key[n] = run_key(h, t, n);
+		n++;
+	}
+	memset(order, 0, sizeof(order));
+	if (n <= 4)
+		back = rank_link(key, n, 4, order, gathered, back, scratch);
+	else if (n <= 8)
+		back = rank_link(key, n, 8, order, gathered, back, scratch);
+	else if (n <= 12)
+		back = rank_link(key, n, 12, order, gathered, back, scratch);
+	else
+		back = rank_link(key, n, HIER_RUN_MAX, order, gathered, back, scratch);
+	h->slots[slot].first = NULL;
+	return back;
+}
+
+/*
+ * A run (engine_hierarchical.h): `slot` and the occupied slots after it in
+ * its bitmap word, up to the last level-1 slot, the last whose span ends by
+ * target, or the first of more than HIER_RUN_MAX timers; their bits are
+ * cleared with one store (a stale bit's slot is taken empty).
+ */
+bool spoke_hier_take_run(struct hier_engine *h, size_t slot, uint64_t target)
+{
+	size_t word = slot >> 6, level1 = h->slot_mask + 1;
+	uint64_t base = h->base.now & h->above[1];
+	/* the last slot index whose span ends by target, and the level's last */
+	uint64_t fit = (target - base - h->slot_mask) >> h->bits;
+	size_t last = fit < h->slot_mask ? level1 + (size_t)fit : 2 * level1 - 1;
+	uint64_t *w = &h->occupied0[word], bits, taken = 0;
+	void **back = (void **)&h->run.first;
+	struct spoke_timer scratch;
+
+	if (last > word * 64 + 63)
+		last = word * 64 + 63;
+	bits = *w & (~0ull << (slot & 63)) & (~0ull >> (63 - (last & 63)));
+	while (bits) {
+		size_t s = word * 64 + (size_t)__builtin_ctzll(bits);
+		/* the next slot to take, or this one again if none (no branch) */
+		size_t next =
+			word * 64 + (size_t)__builtin_ctzll((bits & (bits - 1)) | (bits & -bits));
+		void **end;
+
+		scratch.sp_next = NULL; /* read as `ahead` once the next chain ends */
+		end = run_append(h, s, back, &scratch, next);
+
+		if (!end)
+			break;
+		back = end;
+		taken |= bits & -bits;
+		bits &= bits - 1;
+	}
+	if (!taken)
+		return false;
+	*back = NULL;
+	*w &= ~taken;
+	if (*w == 0)
+		spoke_bitmap_clear_from(&h->occupied, 1, word);
+	h->run_word = w;
+	/* from the first slot to the last taken: the range a new timer may reach */
+	h->run_mask = (~0ull << (slot & 63)) & (~0ull >> __builtin_clzll(taken));
+	return true;
 }
 
 /*

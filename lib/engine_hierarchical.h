@@ -42,6 +42,11 @@ struct hier_engine {
 	uint64_t *occupied0;	   /* occupied.word[0], one bit per slot */
 	uint64_t overflow_visit;   /* tick to re-examine overflow (<= the true one) */
 	struct spoke_tlist overflow;
+	struct spoke_tlist run;	  /* level-1 slots being fired in order, see below */
+	uint64_t *run_word;	  /* the bitmap word of the run's slots, */
+	uint64_t run_mask;	  /* and the bits of their range */
+	const uint64_t *low_word; /* the bitmap word whose low_mask bits cover level 0 */
+	uint64_t low_mask;
 	unsigned bits;		   /* B */
 	unsigned levels;	   /* levels actually kept: at most ceil(64 / B) */
 	uint32_t place_of_bit[64]; /* highest differing bit -> base << 8 | shift */
@@ -175,6 +180,59 @@ static inline void spoke_hier_take_whole(struct hier_engine *h, size_t slot,
 {
 	spoke_tlist_move(dst, &h->slots[slot]);
 	spoke_bitmap_clear(&h->occupied, slot);
+}
+
+/*
+ * Sorted runs. When the first slot is a level-1 slot whose whole span (2^B
+ * ticks from its first tick) lies within the advance, it is not cascaded,
+ * and neither are the next occupied level-1 slots of its bitmap word that
+ * also lie within it: each one's timers (at most HIER_RUN_MAX; a slot of
+ * more ends the run, and is cascaded when its turn comes) are sorted by
+ * deadline and appended to h->run, slot after slot, and fire_run (engine.c)
+ * fires them from there in order, with no level-0 placement, bit or scan
+ * per timer, and one bitmap store for all the slots.
+ *
+ * While the run lasts it holds the earliest timers of the wheels but for
+ * what an expiry function starts (or re-arms) meanwhile: a timer due within
+ * the run's slots lands on level 0 or on a level-1 slot of the run's range
+ * (it shares now's digits above 1). So before each member fire_run looks at
+ * level 0 and at the range's bits (spoke_hier_run_alone, two words), and
+ * when either is set steps the first slot first if its first tick comes no
+ * later than the member: the clock must not pass a slot's first tick with
+ * the slot in place, even one whose lone timer is due after the member (it
+ * is cascaded at that tick). A stale bit there costs one scan, which clears
+ * it. Every other slot and level comes after the range, and the overflow
+ * list after every level.
+ *
+ * A member is a pending timer on an ordinary list: a stop or re-arm unlinks
+ * it like any other (remove() is the unlink, whichever list holds it), and
+ * a member due at the tick of the one firing (a tie) waits on the run with
+ * its deadline equal to now. A run never outlives its advance (its slots
+ * lie within the target); next() answers its first member when that is
+ * earliest.
+ */
+#define HIER_RUN_INDEX_BITS 4
+#define HIER_RUN_MAX	    (1u << HIER_RUN_INDEX_BITS)
+
+/*
+ * With h->run empty and the clock at the first tick of level-1 slot `slot`,
+ * the first slot, whose span lies within target: fill h->run (true), or,
+ * if that slot holds more than HIER_RUN_MAX timers, do nothing (false).
+ */
+bool spoke_hier_take_run(struct hier_engine *h, size_t slot, uint64_t target);
+
+/* Whether the first slot, not whole, with first tick ev may start a run. */
+static inline bool spoke_hier_run_fits(const struct hier_engine *h, size_t slot, uint64_t ev,
+				       uint64_t target)
+{
+	/* ev is a multiple of 2^B: the span's last tick does not wrap */
+	return (slot >> h->bits) == 1 && ev + h->slot_mask <= target;
+}
+
+/* Whether nothing on the wheels may come before the run's next member (above). */
+static inline bool spoke_hier_run_alone(const struct hier_engine *h)
+{
+	return ((*h->low_word & h->low_mask) | (*h->run_word & h->run_mask)) == 0;
 }
 
 #endif /* SPOKE_LIB_ENGINE_HIERARCHICAL_H */

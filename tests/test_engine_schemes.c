@@ -594,6 +594,183 @@ static void test_lawn_stop_queue_ends(void **state)
 	spoke_engine_free(e);
 }
 
+/* ---- hierarchical: sorted runs ------------------------------------------------ */
+
+/*
+ * One advance over several level-1 slots of a few timers each fires them as
+ * sorted runs (engine_hierarchical.h). What an expiry function does there:
+ * stop a later member of the run (of its slot or of a later one), start a
+ * timer due between two members (on level 0), in a slot of the run already
+ * taken, or in an empty slot between two of the run's, re-arm a later member
+ * to an earlier tick. Each timer must fire once, at its deadline, in order,
+ * with now() equal to it, and next() from inside never later than the
+ * earliest pending deadline.
+ */
+#define RUN_TIMERS  32
+#define RUN_SLOT(k) ((uint64_t)(k) << 10) /* first tick of level-1 slot k (B = 10) */
+
+struct run_act {
+	size_t timer;	   /* the timer acted on */
+	uint64_t deadline; /* 0: stop it; else (re)start it due at this tick */
+};
+
+struct run_probe {
+	struct spoke_engine *e;
+	struct spoke_timer t[RUN_TIMERS];
+	struct run_act act[RUN_TIMERS][4]; /* what timer i's expiry does */
+	size_t nact[RUN_TIMERS];
+	size_t n, idx[2 * RUN_TIMERS];
+};
+
+static void run_probe_fire(void *ctx, struct spoke_timer *t)
+{
+	struct run_probe *p = ctx;
+	size_t i = (size_t)(t - p->t);
+	uint64_t now = spoke_engine_now(p->e), earliest = UINT64_MAX;
+
+	assert_false(spoke_timer_pending(t));
+	assert_int_equal(now, t->sp_deadline);
+	assert_true(p->n < ARRAY_SIZE(p->idx));
+	p->idx[p->n++] = i;
+	for (size_t k = 0; k < p->nact[i]; k++) {
+		const struct run_act *a = &p->act[i][k];
+
+		if (a->deadline == 0)
+			assert_int_equal(spoke_engine_stop(p->e, &p->t[a->timer]), 0);
+		else
+			assert_int_equal(
+				spoke_engine_start(p->e, &p->t[a->timer], a->deadline - now), 0);
+	}
+	for (size_t k = 0; k < RUN_TIMERS; k++)
+		if (spoke_timer_pending(&p->t[k]) && p->t[k].sp_deadline < earliest)
+			earliest = p->t[k].sp_deadline;
+	if (earliest != UINT64_MAX)
+		assert_true(spoke_engine_next(p->e) <= (earliest > now ? earliest - now : 1));
+}
+
+/* Start timer i due at `deadline` (now is 0), with what its expiry does. */
+static void run_arm(struct run_probe *p, size_t i, uint64_t deadline)
+{
+	assert_int_equal(spoke_engine_start(p->e, &p->t[i], deadline), 0);
+}
+
+static void run_on(struct run_probe *p, size_t i, size_t timer, uint64_t deadline)
+{
+	p->act[i][p->nact[i]++] = (struct run_act){timer, deadline};
+}
+
+/* Advance once over everything, then check the order fired against want. */
+static void run_check(struct run_probe *p, const size_t *want, size_t nwant)
+{
+	size_t fired = spoke_engine_advance(p->e, (uint64_t)1 << 20, run_probe_fire, p);
+
+	assert_int_equal(fired, nwant);
+	assert_int_equal(p->n, nwant);
+	for (size_t k = 0; k < nwant; k++) {
+		if (p->idx[k] != want[k])
+			fail_msg("fire %zu: timer %zu, wanted timer %zu", k, p->idx[k], want[k]);
+	}
+	assert_int_equal(spoke_engine_count(p->e), 0);
+	assert_int_equal(spoke_engine_next(p->e), UINT64_MAX);
+	spoke_engine_free(p->e);
+}
+
+static struct run_probe *run_probe_new(void)
+{
+	struct run_probe *p = calloc(1, sizeof(*p));
+
+	assert_non_null(p);
+	assert_int_equal(spoke_engine_new(&p->e, "hierarchical", NULL), 0);
+	return p;
+}
+
+/* Slot 2: deadlines +5, +900, +50 (timers 0-2); slot 3: +7, +1 (3, 4); slot 5: +3 (5). */
+static void run_arm_common(struct run_probe *p)
+{
+	run_arm(p, 0, RUN_SLOT(2) + 5);
+	run_arm(p, 1, RUN_SLOT(2) + 900);
+	run_arm(p, 2, RUN_SLOT(2) + 50);
+	run_arm(p, 3, RUN_SLOT(3) + 7);
+	run_arm(p, 4, RUN_SLOT(3) + 1);
+	run_arm(p, 5, RUN_SLOT(5) + 3);
+}
+
+static void test_hierarchical_run_stops(void **state)
+{
+	struct run_probe *p = run_probe_new();
+	static const size_t want[] = {0, 1, 4, 5};
+
+	(void)state;
+	run_arm_common(p);
+	run_on(p, 0, 2, 0); /* a later member of its own slot */
+	run_on(p, 0, 3, 0); /* a member of a later slot of the run */
+	run_check(p, want, ARRAY_SIZE(want));
+	free(p);
+}
+
+static void test_hierarchical_run_starts(void **state)
+{
+	struct run_probe *p = run_probe_new();
+	static const size_t want[] = {0, 7, 2, 1, 8, 4, 3, 9, 5, 10, 6, 11, 12};
+
+	(void)state;
+	run_arm_common(p);
+	run_arm(p, 6, RUN_SLOT(5) + 900);
+	run_arm(p, 11, RUN_SLOT(8) + 900);
+	run_arm(p, 12, RUN_SLOT(8) + 5);
+	run_on(p, 0, 7, RUN_SLOT(2) + 15);   /* level 0, between two members */
+	run_on(p, 0, 8, RUN_SLOT(3));	     /* a taken slot, before its members */
+	run_on(p, 0, 9, RUN_SLOT(4) + 3);    /* the empty slot between two of the run's */
+	run_on(p, 0, 10, RUN_SLOT(5) + 500); /* a taken slot, alone, between its members */
+	run_on(p, 1, 11, RUN_SLOT(8) + 1);   /* a later member, re-armed earlier */
+	run_check(p, want, ARRAY_SIZE(want));
+	free(p);
+}
+
+/*
+ * A run ends at a slot of more than HIER_RUN_MAX (16) timers, which is
+ * cascaded at its tick; a stale bit (a slot emptied by a stop) inside the
+ * run's word is taken as an empty slot; slots of one timer; every timer in
+ * deadline order.
+ */
+static void test_hierarchical_run_big_slot(void **state)
+{
+	struct run_probe *p = run_probe_new();
+	size_t want[RUN_TIMERS], n = 0;
+
+	(void)state;
+	run_arm(p, 0, RUN_SLOT(2) + 700);
+	run_arm(p, 1, RUN_SLOT(2) + 9);
+	run_arm(p, 2, RUN_SLOT(4) + 1); /* stopped: a stale bit */
+	run_arm(p, 3, RUN_SLOT(6) + 1000);
+	for (size_t i = 4; i < 24; i++) /* 20 in slot 7, deadlines falling */
+		run_arm(p, i, RUN_SLOT(7) + 1000 - 40 * i);
+	run_arm(p, 24, RUN_SLOT(8) + 2);
+	run_arm(p, 25, RUN_SLOT(8) + 1);
+	assert_int_equal(spoke_engine_stop(p->e, &p->t[2]), 0);
+	want[n++] = 1;
+	want[n++] = 0;
+	want[n++] = 3;
+	for (size_t i = 23; i >= 4; i--)
+		want[n++] = i;
+	want[n++] = 25;
+	want[n++] = 24;
+	run_check(p, want, n);
+	free(p);
+}
+
+static int run_hierarchical_runs(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hierarchical_run_stops),
+		cmocka_unit_test(test_hierarchical_run_starts),
+		cmocka_unit_test(test_hierarchical_run_big_slot),
+	};
+
+	print_message("[ GROUP    ] hierarchical sorted runs\n");
+	return cmocka_run_group_tests_name("hierarchical sorted runs", tests, NULL, NULL);
+}
+
 static int run_lawn(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -616,6 +793,7 @@ int main(int argc, char **argv)
 
 	if (!only || strcmp(only, "hierarchical") == 0) {
 		failed += run_hierarchical();
+		failed += run_hierarchical_runs();
 		matched = true;
 	}
 	if (!only || strcmp(only, "hashed") == 0 || strcmp(only, "hashed-sorted") == 0) {
