@@ -45,7 +45,10 @@
  * the clock never goes back. Both hold whenever code outside collect() runs,
  * i.e. in every start and stop, also from inside an expiry function, so
  * unlink_pending() in engine.c knows where a pending timer is from its
- * deadline alone.
+ * deadline alone. `hierarchical` is the one exception, and needs neither
+ * collect() nor this rule: a member of its sorted run that ties the one
+ * firing waits on the run list with sp_deadline == now, and its remove()
+ * is a plain list unlink wherever the timer is (engine_hierarchical.h).
  */
 #ifndef SPOKE_LIB_ENGINE_IMPL_H
 #define SPOKE_LIB_ENGINE_IMPL_H
