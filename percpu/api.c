@@ -205,17 +205,12 @@ static inline int nowait_call_leave(int ret)
 /* Any thread: enter a call that may wait (counted in its arena); -EINVAL for a NULL s. */
 static int call_enter(struct spoke *s, struct arena **out)
 {
-	int err;
+	int err = nowait_call_enter(s, out);
 
-	if (!s)
-		return -EINVAL;
-	spoke_rcu_read_lock();
-	err = guarded_arena(s, out);
-	SPOKE_HOOK(SPOKE_HOOK_CALL_GUARDED);
-	if (!err)
-		in_call_add(*out, 1);
-	spoke_rcu_read_unlock();
-	return err;
+	if (err)
+		return err;
+	in_call_add(*out, 1);
+	return nowait_call_leave(0);
 }
 
 static int call_leave(struct arena *a, int ret)
