@@ -556,7 +556,7 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	if (own) {
 		starter_publish(h, st, true);
 		spoke_count(sh, CTR_STARTED, true);
-		spoke_owner_arm(sh, h, deadline);
+		spoke_owner_arm_new(sh, h, deadline);
 	} else {
 		starter_publish(h, st, false);
 		spoke_any_post(sh, h, deadline);
