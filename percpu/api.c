@@ -10,13 +10,15 @@
  * posts the handle to the owner's inbox, unless INBOX was already set (then
  * the queued message carries the new state too).
  *
- * Shutdown: every call enters through call_enter(), which, inside an RCU
- * read-side section (urcu_bp.h), reads `stopping` and counts itself in the
- * calling thread's arena. spoke_destroy sets `stopping`, waits for a grace
- * period, and then for every arena's count to drain: a call either saw
- * `stopping` (-ESHUTDOWN) or is counted before destroy looks. A second
- * grace period before the free lets calls that began while destroy ran
- * read `stopping` in memory that is still there.
+ * Shutdown: every call reads `stopping` inside an RCU read-side section
+ * (urcu_bp.h). A call that never waits (start, cancel, reset: the hot
+ * paths) stays in that section until it returns; one that may wait
+ * (cancel_sync, poll, attach, ...) counts itself in the calling thread's
+ * arena and leaves the section (call_enter). spoke_destroy sets `stopping`,
+ * waits for a grace period (the sections), and then for every arena's
+ * count to drain: a call either saw `stopping` (-ESHUTDOWN) or is waited
+ * for. A second grace period before the free lets calls that began while
+ * destroy ran read `stopping` in memory that is still there.
  */
 #define _GNU_SOURCE
 #include "probes.h"
@@ -135,33 +137,80 @@ char spoke_rcu_tsan_token;
 #endif
 
 /*
- * Any thread, at the start of every call: -EINVAL for a NULL s; else count
- * the call in the calling thread's arena (its first call on s sets one up:
- * spoke_arena_mine_slow), or refuse it once destroy has begun. Inside the read-side section, s is
- * not freed under us, and destroy's grace period orders our look at
- * `stopping` against its store: either we see it set, or destroy sees our
- * count. The guard costs two thread-local stores here (urcu_bp.h).
+ * Any thread, inside a read-side section: the calling thread's arena for s
+ * (its first call on s sets one up: spoke_arena_mine_slow) in *out, or
+ * -ESHUTDOWN once destroy has begun (*out NULL). Inline: the start path
+ * takes it on every call.
  */
-static int call_enter(struct spoke *s, struct arena **out)
+static inline int guarded_arena(struct spoke *s, struct arena **out)
 {
-	struct arena *a = NULL;
-	int err = 0;
+	if (atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
+		*out = NULL;
+		return -ESHUTDOWN;
+	}
+	if (spoke_tls_arena.serial == s->serial)
+		*out = spoke_tls_arena.arena;
+	else if (!(*out = spoke_arena_mine_slow(s)))
+		return -EAGAIN;
+	return 0;
+}
+
+/*
+ * Two guards, by whether the call may wait for another thread.
+ *
+ * A call that never waits (start, cancel, reset, remaining, set_period,
+ * shards) is one read-side section from its look at `stopping` to its
+ * return: destroy's first grace period waits for it to end, so it needs no
+ * count. It must not wait for anything that may wait for a grace period
+ * (another destroy, a callback: so it never runs one), and it does not.
+ *
+ * A call that may wait (cancel_sync for a run, poll running callbacks that
+ * may destroy other instances, attach and detach joining threads, stats and
+ * dump): a read-side section around it would hold up every destroy in the
+ * process, of any instance, for as long as it waits, and one whose callback
+ * destroys another instance would wait for itself. Such a call counts
+ * itself in its arena's in_call inside a short section and leaves the
+ * section at once; destroy waits for the counts after its grace period.
+ *
+ * Either way the grace period orders our look at `stopping` against
+ * destroy's store: either we see it set, or destroy waits for us.
+ */
+
+/*
+ * Any thread: enter a call that never waits, with the calling thread's
+ * arena in *out (a start takes its handle there; the other calls look it up
+ * only so that a thread whose arena cannot be made gets -EAGAIN from every
+ * call, as spoke.h says). -EINVAL for a NULL s.
+ */
+static inline int nowait_call_enter(struct spoke *s, struct arena **out)
+{
+	int err;
 
 	if (!s)
 		return -EINVAL;
 	spoke_rcu_read_lock();
-	if (atomic_load_explicit(&s->stopping, memory_order_relaxed))
-		err = -ESHUTDOWN;
-	else if (spoke_tls_arena.serial == s->serial)
-		a = spoke_tls_arena.arena;
-	else if (!(a = spoke_arena_mine_slow(s)))
-		err = -EAGAIN;
+	err = guarded_arena(s, out);
 	SPOKE_HOOK(SPOKE_HOOK_CALL_GUARDED);
-	if (a)
-		in_call_add(a, 1);
-	spoke_rcu_read_unlock();
-	*out = a;
+	if (err)
+		spoke_rcu_read_unlock();
 	return err;
+}
+
+static inline int nowait_call_leave(int ret)
+{
+	spoke_rcu_read_unlock();
+	return ret;
+}
+
+/* Any thread: enter a call that may wait (counted in its arena); -EINVAL for a NULL s. */
+static int call_enter(struct spoke *s, struct arena **out)
+{
+	int err = nowait_call_enter(s, out);
+
+	if (err)
+		return err;
+	in_call_add(*out, 1);
+	return nowait_call_leave(0);
 }
 
 static int call_leave(struct arena *a, int ret)
@@ -349,14 +398,14 @@ void spoke_destroy_release(struct spoke *s, spoke_fn *release)
 
 unsigned spoke_shards(const struct spoke *s)
 {
-	struct spoke *me = (struct spoke *)s; /* the call guard counts in the caller's arena */
+	struct spoke *me = (struct spoke *)s; /* the call guard looks up the caller's arena */
 	struct arena *a;
 	unsigned n;
 
-	if (!s || call_enter(me, &a) != 0)
+	if (nowait_call_enter(me, &a) != 0)
 		return 0;
 	n = s->nshards;
-	call_leave(a, 0);
+	nowait_call_leave(0);
 	return n;
 }
 
@@ -410,10 +459,9 @@ struct start_req {
 	void *arg;
 };
 
-/* Inside a call (s is alive): the shard a plain spoke_start uses. */
-static unsigned home_shard(struct spoke *s)
+/* Inside a call (s is alive): the shard a plain spoke_start uses; mine: spoke_shard_mine(s). */
+static unsigned home_shard(struct spoke *s, const struct shard *mine)
 {
-	struct shard *mine = spoke_shard_mine(s);
 	int cpu;
 
 	if (mine)
@@ -430,19 +478,19 @@ static unsigned ttl_shard(struct spoke *s, uint64_t ttl_ns)
 	return s->lawn_shard[(h >> 32) % s->nlawn];
 }
 
-/* Inside a call: the shard index r goes to, or -EINVAL. */
-static int start_shard(struct spoke *s, const struct start_req *r)
+/* Inside a call: the shard index r goes to, or -EINVAL; mine: spoke_shard_mine(s). */
+static int start_shard(struct spoke *s, const struct start_req *r, const struct shard *mine)
 {
 	if (r->shard == SHARD_HOME)
-		return (int)home_shard(s);
+		return (int)home_shard(s, mine);
 	if (r->shard == SHARD_TTL)
 		return s->nlawn ? (int)ttl_shard(s, r->when_ns) : -EINVAL;
 	return r->shard < s->nshards ? (int)r->shard : -EINVAL;
 }
 
 /* A new handle for r in arena a, filled in and not yet published; NULL: -ENOMEM. */
-static struct spoke_handle *start_handle(struct spoke *s, struct arena *a,
-					 const struct start_req *r, uint64_t deadline)
+static inline __attribute__((always_inline)) struct spoke_handle *
+start_handle(struct spoke *s, struct arena *a, const struct start_req *r, uint64_t deadline)
 {
 	struct spoke_handle *h = spoke_handle_alloc(a);
 
@@ -468,27 +516,37 @@ static struct spoke_handle *start_handle(struct spoke *s, struct arena *a,
 	return h;
 }
 
-static int start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
+/*
+ * Inline, with start_handle, into the plain, _at and _on starts: with the
+ * request a constant the choices of shard, deadline and kind fold away, and
+ * the call is one frame (35 instructions less a pair than a call of one
+ * out-of-line start_timer with the request in memory). Periodic and TTL
+ * starts share one copy, start_timer_outlined.
+ */
+static inline __attribute__((always_inline)) int
+start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 {
 	struct spoke_handle *h;
-	struct shard *sh;
+	struct shard *sh, *mine;
 	struct arena *a;
 	uint64_t deadline, st;
 	spoke_id new_id;
 	bool own;
-	int k, err = call_enter(s, &a); /* first: destroy waits for all that follows */
+	int k, err = nowait_call_enter(s, &a); /* first: destroy waits for all that follows */
 
 	if (err)
 		return err;
-	k = start_shard(s, r);
+	/* Once: the atomics below would make the compiler read the thread-locals again. */
+	mine = spoke_shard_mine(s);
+	k = start_shard(s, r, mine);
 	if (k < 0)
-		return call_leave(a, k);
+		return nowait_call_leave(k);
 	sh = &s->shards[k];
-	own = spoke_shard_owned_by_me(sh); /* once: the atomics below make the compiler re-read */
+	own = sh == mine;
 	deadline = r->absolute ? deadline_at(sh, r->when_ns, own) : deadline_on(sh, r->when_ns);
 	h = start_handle(s, a, r, deadline);
 	if (!h)
-		return call_leave(a, -ENOMEM);
+		return nowait_call_leave(-ENOMEM);
 	st = spoke_st_armed(spoke_st_gen(atomic_load_explicit(&h->state, memory_order_relaxed)),
 			    r->kind, (unsigned)k);
 	new_id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h));
@@ -498,12 +556,12 @@ static int start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	if (own) {
 		starter_publish(h, st, true);
 		spoke_count(sh, CTR_STARTED, true);
-		spoke_owner_arm(sh, h, deadline);
+		spoke_owner_arm_new(sh, h, deadline);
 	} else {
 		starter_publish(h, st, false);
 		spoke_any_post(sh, h, deadline);
 	}
-	return call_leave(a, 0);
+	return nowait_call_leave(0);
 }
 
 int spoke_start(struct spoke *s, uint64_t delay_ns, spoke_fn *fn, void *arg, spoke_id *id)
@@ -534,21 +592,26 @@ int spoke_start_on(struct spoke *s, unsigned shard, uint64_t delay_ns, spoke_fn 
 		s, &(struct start_req){shard, SPOKE_KIND_ONESHOT, false, delay_ns, 0, fn, arg}, id);
 }
 
+static int start_timer_outlined(struct spoke *s, const struct start_req *r, spoke_id *id)
+{
+	return start_timer(s, r, id);
+}
+
 int spoke_start_periodic(struct spoke *s, uint64_t period_ns, spoke_fn *fn, void *arg, spoke_id *id)
 {
 	if (!s || !fn || period_ns == 0)
 		return -EINVAL;
-	return start_timer(s,
-			   &(struct start_req){SHARD_HOME, SPOKE_KIND_PERIODIC, false, period_ns,
-					       period_ns, fn, arg},
-			   id);
+	return start_timer_outlined(s,
+				    &(struct start_req){SHARD_HOME, SPOKE_KIND_PERIODIC, false,
+							period_ns, period_ns, fn, arg},
+				    id);
 }
 
 int spoke_start_ttl(struct spoke *s, uint64_t ttl_ns, spoke_fn *fn, void *arg, spoke_id *id)
 {
 	if (!s || !fn)
 		return -EINVAL;
-	return start_timer(
+	return start_timer_outlined(
 		s, &(struct start_req){SHARD_TTL, SPOKE_KIND_TTL, false, ttl_ns, 0, fn, arg}, id);
 }
 
@@ -594,7 +657,7 @@ static int cancel_once(struct spoke *s, struct spoke_handle *h, uint64_t st)
 	int r;
 
 	if (spoke_st_status(st) == SPOKE_ST_ARMED && !(st & (SPOKE_ST_INBOX | SPOKE_ST_WRITING)) &&
-	    spoke_shard_owned_by_me(sh))
+	    spoke_shard_mine(s) == sh)
 		return cancel_direct(sh, h, st);
 	r = any_try_cancel(h, st, &post);
 	if (r == 0 && post)
@@ -602,7 +665,8 @@ static int cancel_once(struct spoke *s, struct spoke_handle *h, uint64_t st)
 	return r;
 }
 
-static int cancel_id(struct spoke *s, spoke_id id)
+/* Inline: spoke_cancel is this and the guard, one frame. */
+static inline __attribute__((always_inline)) int cancel_id(struct spoke *s, spoke_id id)
 {
 	for (;;) {
 		uint64_t st;
@@ -620,14 +684,13 @@ static int cancel_id(struct spoke *s, spoke_id id)
 int spoke_cancel(struct spoke *s, spoke_id id)
 {
 	struct arena *a;
-	int err;
+	int err = nowait_call_enter(s, &a);
 
-	err = call_enter(s, &a);
 	if (err)
 		return err;
 	err = cancel_id(s, id);
 	SPOKE_PROBE2(cancel, id, err);
-	return call_leave(a, err);
+	return nowait_call_leave(err);
 }
 
 /* Sleep until no run of generation `gen` of h is in progress. */
@@ -800,7 +863,7 @@ int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
 	struct arena *a;
 	int err, r;
 
-	err = call_enter(s, &a);
+	err = nowait_call_enter(s, &a);
 	if (err)
 		return err;
 	do {
@@ -813,7 +876,7 @@ int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
 				    spoke_shard_owned_by_me(&s->shards[spoke_st_shard(st)]));
 	} while (r == -EAGAIN);
 	SPOKE_PROBE3(reset, id, delay_ns, r);
-	return call_leave(a, r);
+	return nowait_call_leave(r);
 }
 
 /* --- what a timer has left, and what a callback runs for ------------------- */
@@ -870,14 +933,14 @@ int64_t spoke_remaining(struct spoke *s, spoke_id id)
 	uint64_t st, d, now;
 	int err;
 
-	err = call_enter(s, &a);
+	err = nowait_call_enter(s, &a);
 	if (err)
 		return err;
 	h = resolve(s, id, &st);
 	if (!h || !pending_word(st) || (d = next_run_ns(h, st)) == 0)
-		return call_leave(a, -ENOENT);
+		return nowait_call_leave(-ENOENT);
 	now = spoke_clock_ns();
-	call_leave(a, 0);
+	nowait_call_leave(0);
 	if (d <= now)
 		return 0;
 	return d - now > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)(d - now);
@@ -911,20 +974,20 @@ int spoke_set_period(struct spoke *s, spoke_id id, uint64_t period_ns)
 
 	if (!s || period_ns == 0)
 		return -EINVAL;
-	err = call_enter(s, &a);
+	err = nowait_call_enter(s, &a);
 	if (err)
 		return err;
 	h = resolve(s, id, &st);
 	if (!h || !pending_word(st))
-		return call_leave(a, -ENOENT);
+		return nowait_call_leave(-ENOENT);
 	if (spoke_st_kind(st) != SPOKE_KIND_PERIODIC)
-		return call_leave(a, -EINVAL);
+		return nowait_call_leave(-EINVAL);
 	if (!spoke_running_in_callback(h) &&
 	    !(spoke_st_status(st) == SPOKE_ST_ARMED && !(st & SPOKE_ST_INBOX) &&
 	      spoke_shard_owned_by_me(&s->shards[spoke_st_shard(st)])))
-		return call_leave(a, -EPERM);
+		return nowait_call_leave(-EPERM);
 	atomic_store_explicit(&spoke_periodic_of(h)->period_ns, period_ns, memory_order_relaxed);
-	return call_leave(a, 0);
+	return nowait_call_leave(0);
 }
 
 /* --- attached shards ---------------------------------------------------------- */

@@ -628,6 +628,7 @@ bool spoke_on_pool_thread(void);
 
 /* The owner of sh: its engines and the stage. */
 void spoke_owner_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns);
+void spoke_owner_arm_new(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns);
 void spoke_owner_disarm(struct shard *sh, struct spoke_handle *h);
 void spoke_owner_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool reset);
 int spoke_owner_turn(struct shard *sh, bool all_messages);

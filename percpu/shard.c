@@ -138,17 +138,16 @@ void spoke_owner_disarm(struct shard *sh, struct spoke_handle *h)
 }
 
 /*
- * Owner: put h on the stage or in its engine for deadline_ns (moving it if
- * pending). The stage takes deadlines up to its window's end
+ * Owner: put h, a new timer pending nowhere yet, on the stage or in its
+ * engine for deadline_ns. The stage takes deadlines up to its window's end
  * (spoke_stage_takes): a compare, not the division deadline_tick costs, for
  * what every expiry stages.
  */
-void spoke_owner_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns)
+void spoke_owner_arm_new(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns)
 {
 	struct spoke_engine *e;
 	uint64_t t;
 
-	spoke_owner_disarm(sh, h);
 	if (spoke_stage_takes(&sh->stage, deadline_ns)) {
 		spoke_stage_put(&sh->stage, &h->node, deadline_ns);
 		return;
@@ -160,6 +159,13 @@ void spoke_owner_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline
 	/* Only the lawn can refuse: the wheel takes it, as a one-shot from now on. */
 	owner_make_oneshot(h);
 	(void)spoke_engine_start(sh->wheel, &h->node, t - spoke_engine_now(sh->wheel));
+}
+
+/* Owner: the same for h wherever it is (moved if pending). */
+void spoke_owner_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns)
+{
+	spoke_owner_disarm(sh, h);
+	spoke_owner_arm_new(sh, h, deadline_ns);
 }
 
 /*
@@ -226,7 +232,10 @@ static void handle_message(struct shard *sh, struct spoke_handle *h)
 			uint64_t d = atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
 
 			spoke_handle_set_base(h, s, d);
-			spoke_owner_arm(sh, h, d);
+			if (s & SPOKE_ST_FRESH) /* its start: in no engine yet */
+				spoke_owner_arm_new(sh, h, d);
+			else
+				spoke_owner_arm(sh, h, d);
 		} else if (spoke_st_kind(s) == SPOKE_KIND_PERIODIC &&
 			   !spoke_timer_pending(&h->node)) {
 			spoke_owner_rearm_periodic(sh, h, false);

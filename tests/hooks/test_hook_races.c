@@ -827,9 +827,10 @@ static void *guarded_start_main(void *arg)
 }
 
 /*
- * A start has looked at `stopping` (clear) and stalls before it counts
- * itself in its arena: destroy, begun meanwhile, cannot see it in any
- * count. It must still wait for the call: destroy does not return, and
+ * A start has looked at `stopping` (clear) and stalls inside its read-side
+ * section (a start is never counted in its arena: the section lasts the
+ * whole call): destroy, begun meanwhile, cannot see it in any count. It
+ * must still wait for the call: destroy does not return, and
  * frees nothing, until the call has left (ASan: a use after free of the
  * instance and the arena otherwise; and destroy returning while the call
  * is held would show here). The start itself is allowed through (it began

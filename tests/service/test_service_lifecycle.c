@@ -11,6 +11,8 @@
  *   line8_destroy_waits_nothing_after          8  (+ pitfall) waits, nothing runs after
  *   line8_destroy_shutdown_during_destroy      8, 9  (+ pitfall) -ESHUTDOWN once begun
  *   line8_destroy_after_caller_threads_exit    8  threads that called in have exited
+ *   line8_destroy_waits_only_for_its_own_calls 8  not for a call waiting on another
+ *                                              instance (cancel_sync of a running timer)
  *   line9_inbox_flood_never_drops              9  a full inbox drops nothing
  *                                              (bad input: test_service_errors.c)
  *   line10_huge_delays_never_fire              10 up to UINT64_MAX, every engine
@@ -812,6 +814,76 @@ static void line10_huge_delays_never_fire(void **state)
 	svc_destroy(s);
 }
 
+/* ==== line 8: destroy waits for its own calls only =============================== */
+
+struct l8o_ctx {
+	struct spoke *s1;
+	spoke_id id;
+	atomic_int cb_running, cb_done, gate, sync_returned;
+	int sync_rc;
+};
+
+static struct l8o_ctx l8o;
+
+/* Holds its pool worker until the test opens the gate (HOLD_LIMIT_NS at most). */
+static void l8o_held_cb(void *arg)
+{
+	uint64_t end = mono_ns() + HOLD_LIMIT_NS;
+
+	(void)arg;
+	atomic_store(&l8o.cb_running, 1);
+	while (!atomic_load(&l8o.gate) && mono_ns() < end)
+		sleep_ms(1);
+	atomic_store(&l8o.cb_done, 1);
+}
+
+static void *l8o_sync_main(void *arg)
+{
+	(void)arg;
+	l8o.sync_rc = spoke_cancel_sync(l8o.s1, l8o.id);
+	atomic_store(&l8o.sync_returned, 1);
+	return NULL;
+}
+
+/*
+ * A thread is inside spoke_cancel_sync on instance 1, waiting for a callback
+ * that the test holds; meanwhile the main thread destroys instance 2.
+ * Contract line 8 makes destroy wait for the calls on its own instance, not
+ * for a call on another one: destroy(2) returns while the callback is still
+ * held and the cancel_sync still waits. The call guard holds a process-wide
+ * urcu-bp read-side section for the whole of a call that never waits (a
+ * start, a cancel), and every destroy waits for all such sections: a
+ * waiting call inside one would keep destroy(2) until the callback ended,
+ * and a callback that destroyed another instance would wait for itself.
+ */
+static void line8_destroy_waits_only_for_its_own_calls(void **state)
+{
+	struct spoke *s2;
+	uint64_t t0;
+	pthread_t t;
+
+	(void)state;
+	memset(&l8o, 0, sizeof(l8o));
+	l8o.s1 = svc_new(1, 1 * MS, 1);
+	s2 = svc_new(1, 1 * MS, 1);
+	assert_int_equal(spoke_start_on(s2, 0, 3600 * SEC, never_fn, NULL, NULL), 0);
+	assert_int_equal(spoke_start_on(l8o.s1, 0, 1 * MS, l8o_held_cb, NULL, &l8o.id), 0);
+	ASSERT_EVENTUALLY(atomic_load(&l8o.cb_running), "the held callback to run");
+	t = thread_start(l8o_sync_main, NULL);
+	sleep_ms(50); /* room for the cancel_sync to begin its wait */
+	t0 = mono_ns();
+	svc_destroy(s2);
+	if (atomic_load(&l8o.cb_done))
+		fail_msg("spoke_destroy of one instance waited for a spoke_cancel_sync on another "
+			 "(it returned after %" PRIu64 " ms, once that call's callback had ended)",
+			 (mono_ns() - t0) / MS);
+	assert_int_equal(atomic_load(&l8o.sync_returned), 0);
+	atomic_store(&l8o.gate, 1);
+	pthread_join(t, NULL);
+	assert_int_equal(l8o.sync_rc, -ENOENT); /* its callback had started: nothing to prevent */
+	assert_int_equal(atomic_load(&l8o.cb_done), 1);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest tests[] = {
@@ -822,6 +894,7 @@ int main(int argc, char **argv)
 		SVC_TEST(line8_destroy_waits_nothing_after),
 		SVC_TEST(line8_destroy_shutdown_during_destroy),
 		SVC_TEST(line8_destroy_after_caller_threads_exit),
+		SVC_TEST(line8_destroy_waits_only_for_its_own_calls),
 		SVC_TEST(line9_inbox_flood_never_drops),
 		SVC_TEST(line10_huge_delays_never_fire),
 	};
