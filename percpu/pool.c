@@ -123,9 +123,10 @@ static uint64_t periodic_next_ns(uint64_t base, uint64_t period, uint64_t now)
  * an owner that takes the re-arm message late then runs the next period
  * late instead of skipping it. base_ns is the runner's while RUNNING; the
  * CAS that publishes ARMED hands it to the owner. sh: h's shard (fixed for
- * the generation); direct: the runner owned it when the run began. A callback cannot give its own shard up
- * (spoke_detach refuses inside the turn); a pool callback that attaches
- * its own shard ends its run as any non-owner does, through the inbox.
+ * the generation); direct: the runner owned it when the run began. A
+ * callback cannot give its own shard up (spoke_detach refuses inside the
+ * turn); a pool callback that attaches its own shard ends its run as any
+ * non-owner does, through the inbox.
  */
 static void finish_run(struct shard *sh, struct spoke_handle *h, bool direct)
 {
@@ -258,10 +259,14 @@ static void pool_wake_helper(struct spoke *s, struct pool_queue *q, unsigned n)
 	unsigned k = q->index;
 
 	spoke_full_fence();
+	if (spoke_ec_wake_if_sleeping(&q->wake_seq, &q->sleepers))
+		return;
 	/* n < npools: the ring wraps at most once, without a division. */
-	for (unsigned j = 0; j <= n; j++, k = k + 1 < s->npools ? k + 1 : 0)
+	for (unsigned j = 1; j <= n; j++) {
+		k = k + 1 < s->npools ? k + 1 : 0;
 		if (spoke_ec_wake_if_sleeping(&s->pools[k].wake_seq, &s->pools[k].sleepers))
 			return;
+	}
 }
 
 void spoke_owner_dispatch(struct shard *sh, struct spoke_handle *h)
