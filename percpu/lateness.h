@@ -11,15 +11,23 @@
  * = 496 buckets cover every uint64_t.
  *
  * Who writes: whichever thread runs a callback (pool worker, managed
- * thread, attached thread) adds one to a bucket of the callback's shard
- * with a relaxed atomic add; spoke_stats reads the buckets one by one, so
- * a report may miss or count twice the runs that land while it reads (the
- * same as every other counter of spoke_stats).
+ * thread, attached thread) adds one to a bucket of the callback's shard.
+ * Where pool workers may run the shard's callbacks, two runners can record
+ * at once, so the add is a relaxed atomic add (a locked instruction). In an
+ * instance without a pool the shard's owner runs every one of its
+ * callbacks, and successive owners hand the shard over in order (a join, a
+ * thread start, the mode's compare-and-swap): one writer at a time, so the
+ * runner passes sole and the add is a relaxed load and store, exact, with
+ * no locked instruction on the inline run path (docs/service.md, "The run
+ * path"). Either way spoke_stats reads the buckets one by one with relaxed
+ * loads, so a report may miss the runs that land while it reads (the same
+ * as every other counter of spoke_stats).
  */
 #ifndef SPOKE_PERCPU_LATENESS_H
 #define SPOKE_PERCPU_LATENESS_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define SPOKE_LATE_SUB_BITS 3
@@ -54,10 +62,19 @@ static inline uint64_t spoke_late_bucket_top(unsigned b)
 	return (UINT64_C(1) << e) + ((uint64_t)(sub + 1) << (e - SPOKE_LATE_SUB_BITS)) - 1;
 }
 
-/* Any thread running a callback of the shard: count one lateness. */
-static inline void spoke_late_record(struct spoke_late_hist *h, uint64_t late_ns)
+/*
+ * Any thread running a callback of the shard: count one lateness. sole:
+ * no other thread can record into h meanwhile (see the top of the file).
+ */
+static inline void spoke_late_record(struct spoke_late_hist *h, uint64_t late_ns, bool sole)
 {
-	atomic_fetch_add_explicit(&h->bucket[spoke_late_bucket(late_ns)], 1, memory_order_relaxed);
+	_Atomic uint64_t *b = &h->bucket[spoke_late_bucket(late_ns)];
+
+	if (sole)
+		atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(b, 1, memory_order_relaxed);
 }
 
 #endif /* SPOKE_PERCPU_LATENESS_H */

@@ -74,20 +74,28 @@ bool spoke_on_pool_thread(void)
 	return tls_pool_worker;
 }
 
-/* How late a run of sh due at deadline_ns starts: counted, and returned. */
-static uint64_t note_lateness(struct shard *sh, uint64_t deadline_ns)
+/*
+ * How late a run of sh due at deadline_ns starts: counted in the histogram
+ * and the maximum, and returned. sole: no other thread records sh's runs
+ * meanwhile (lateness.h), so neither needs a locked instruction. In a burst
+ * every run is later than the last, so the maximum moves on every run.
+ */
+static uint64_t note_lateness(struct shard *sh, uint64_t deadline_ns, bool sole)
 {
 	uint64_t now = spoke_clock_ns(), late, cur;
 
 	late = now > deadline_ns ? now - deadline_ns : 0;
-	spoke_late_record(&sh->ctr.late, late);
-	if (late == 0)
-		return 0;
+	spoke_late_record(&sh->ctr.late, late, sole);
 	cur = atomic_load_explicit(&sh->ctr.max_late_ns, memory_order_relaxed);
-	while (late > cur &&
-	       !atomic_compare_exchange_weak_explicit(&sh->ctr.max_late_ns, &cur, late,
-						      memory_order_relaxed, memory_order_relaxed))
-		;
+	if (late <= cur)
+		return late;
+	if (sole)
+		atomic_store_explicit(&sh->ctr.max_late_ns, late, memory_order_relaxed);
+	else
+		while (late > cur && !atomic_compare_exchange_weak_explicit(
+					     &sh->ctr.max_late_ns, &cur, late, memory_order_relaxed,
+					     memory_order_relaxed))
+			;
 	return late;
 }
 
@@ -114,13 +122,16 @@ static uint64_t periodic_next_ns(uint64_t base, uint64_t period, uint64_t now)
  * Which periods were missed is decided here, on the clock of the run's end:
  * an owner that takes the re-arm message late then runs the next period
  * late instead of skipping it. base_ns is the runner's while RUNNING; the
- * CAS that publishes ARMED hands it to the owner.
+ * CAS that publishes ARMED hands it to the owner. sh: h's shard (fixed for
+ * the generation); direct: the runner owned it when the run began. A
+ * callback cannot give its own shard up (spoke_detach refuses inside the
+ * turn); a pool callback that attaches its own shard ends its run as any
+ * non-owner does, through the inbox.
  */
-static void finish_run(struct spoke *s, struct spoke_handle *h)
+static void finish_run(struct shard *sh, struct spoke_handle *h, bool direct)
 {
 	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
-	struct shard *sh = &s->shards[spoke_st_shard(st)];
-	bool direct = spoke_shard_owned_by_me(sh);
+	struct spoke *s = sh->s;
 	enum runner_end end;
 
 	if (spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP)) {
@@ -179,17 +190,23 @@ static bool claim_run(struct shard *sh, struct spoke_handle *h, uint64_t st)
 	return false;
 }
 
-/* Run h's callback on this thread (h is DISPATCHED, taken off any queue); true if it ran. */
+/*
+ * Run h's callback on this thread (h is DISPATCHED, taken off any queue); true if it ran.
+ * Without a pool (nworkers 0) the runner is always the shard's owner, the
+ * only thread that records its runs: the counters take plain adds.
+ */
 bool spoke_runner_run(struct spoke *s, struct spoke_handle *h)
 {
-	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire), due;
+	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire), due, late;
 	struct shard *sh = &s->shards[spoke_st_shard(st)];
 	struct spoke_run run;
+	bool owner;
 	void *arg;
 
 	if (!claim_run(sh, h, st))
 		return false;
-	spoke_count(sh, CTR_FIRED, spoke_shard_owned_by_me(sh));
+	owner = spoke_shard_owned_by_me(sh);
+	spoke_count(sh, CTR_FIRED, owner);
 	if (spoke_st_kind(st) == SPOKE_KIND_PERIODIC) {
 		const struct spoke_periodic *per = spoke_periodic_of(h);
 
@@ -199,17 +216,19 @@ bool spoke_runner_run(struct spoke *s, struct spoke_handle *h)
 		due = atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
 		arg = h->arg;
 	}
-	SPOKE_PROBE3(fire, spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h)), sh->index,
-		     note_lateness(sh, due));
-	run = (struct spoke_run){.s = s,
-				 .h = h,
-				 .id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h)),
-				 .due_ns = due,
-				 .outer = tls_run};
+	/* Outside the probe: without <sys/sdt.h> its arguments are not evaluated. */
+	late = note_lateness(sh, due, owner && s->nworkers == 0);
+	/* The waits_for fields are spoke_waits_enter's to set: nothing reads them before. */
+	run.s = s;
+	run.h = h;
+	run.id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h));
+	run.due_ns = due;
+	run.outer = tls_run;
+	SPOKE_PROBE3(fire, run.id, sh->index, late);
 	tls_run = &run;
 	h->fn(arg);
 	tls_run = run.outer;
-	finish_run(s, h);
+	finish_run(sh, h, owner);
 	return true;
 }
 
@@ -235,15 +254,17 @@ static unsigned pool_neighbours(const struct spoke *s)
  * anywhere near: q's workers are awake and will take it. The full fence
  * pairs with the sleeper's (eventcount.c), whose has_work looks at q.
  */
-static void pool_wake_helper(struct spoke *s, struct pool_queue *q)
+static void pool_wake_helper(struct spoke *s, struct pool_queue *q, unsigned n)
 {
-	unsigned n = pool_neighbours(s);
+	unsigned k = q->index;
 
 	spoke_full_fence();
-	for (unsigned j = 0; j <= n; j++) {
-		struct pool_queue *v = &s->pools[(q->index + j) % s->npools];
-
-		if (spoke_ec_wake_if_sleeping(&v->wake_seq, &v->sleepers))
+	if (spoke_ec_wake_if_sleeping(&q->wake_seq, &q->sleepers))
+		return;
+	/* n < npools: the ring wraps at most once, without a division. */
+	for (unsigned j = 1; j <= n; j++) {
+		k = k + 1 < s->npools ? k + 1 : 0;
+		if (spoke_ec_wake_if_sleeping(&s->pools[k].wake_seq, &s->pools[k].sleepers))
 			return;
 	}
 }
@@ -254,7 +275,7 @@ void spoke_owner_dispatch(struct shard *sh, struct spoke_handle *h)
 
 	cds_wfcq_node_init(&h->qnode);
 	if (!cds_wfcq_enqueue(&q->head, &q->tail, &h->qnode))
-		pool_wake_helper(sh->s, q);
+		pool_wake_helper(sh->s, q, pool_neighbours(sh->s));
 }
 
 /*
@@ -306,8 +327,13 @@ static bool pool_has_work(void *arg)
 	return false;
 }
 
-/* One handle off queue q, or NULL (empty, or a producer still linking). */
-static struct spoke_handle *pool_take(struct spoke *s, struct pool_queue *q, bool *linking)
+/*
+ * One handle off queue q, or NULL (empty, or a producer still linking);
+ * neighbours: pool_neighbours. Inline: it is the whole of a worker's step
+ * between runs.
+ */
+static inline __attribute__((always_inline)) struct spoke_handle *
+pool_take(struct spoke *s, struct pool_queue *q, unsigned neighbours, bool *linking)
 {
 	struct cds_wfcq_node *n;
 	bool more;
@@ -321,7 +347,7 @@ static struct spoke_handle *pool_take(struct spoke *s, struct pool_queue *q, boo
 		return NULL;
 	/* More waiting: wake a helper before this callback perhaps runs long. */
 	if (more)
-		pool_wake_helper(s, q);
+		pool_wake_helper(s, q, neighbours);
 	return caa_container_of(n, struct spoke_handle, qnode);
 }
 
@@ -329,14 +355,14 @@ static struct spoke_handle *pool_take(struct spoke *s, struct pool_queue *q, boo
 static struct spoke_handle *pool_next(struct pool_worker *w, bool *linking)
 {
 	struct spoke *s = w->s;
-	struct spoke_handle *h = pool_take(s, &s->pools[w->home], linking);
 	unsigned n = pool_neighbours(s);
+	struct spoke_handle *h = pool_take(s, &s->pools[w->home], n, linking);
 
 	for (unsigned j = 1; !h && j <= n; j++) {
 		struct pool_queue *v = pool_victim(w, j);
 
 		if (pool_peek(v))
-			h = pool_take(s, v, linking);
+			h = pool_take(s, v, n, linking);
 	}
 	return h;
 }

@@ -30,6 +30,10 @@
  *   stats_lateness_percentiles         spoke_stats' p50/p99/p99.9 lateness:
  *                                      in order, at least the lateness every
  *                                      run had, within a bucket of the worst
+ *   stats_lateness_counts_every_run    inline (no pool: plain adds) and on a
+ *                                      pool, with a reader meanwhile: every
+ *                                      run counted once, in late_runs and
+ *                                      fired
  *   dump_lists_earliest                spoke_dump: a line per shard and its
  *                                      earliest timers, in order, by name
  *   threads_carry_their_names          the service's threads are named
@@ -565,6 +569,58 @@ static void stats_lateness_percentiles(void **state)
 	free(st);
 }
 
+/*
+ * Every run is counted once, whoever records it: a managed shard with no
+ * pool (its owner is the histogram's only writer and adds without a locked
+ * instruction, lateness.h) and one with a pool of two (atomic adds), each
+ * while another thread reads spoke_stats in a loop (under TSan: the plain
+ * adds race with no reader). Once every callback has run, late_runs and
+ * fired are the number of timers, and the worst lateness lies in or above
+ * the p99.9 bucket.
+ */
+#define LATE_N 3000
+
+static atomic_bool late_reading;
+
+static void *late_reader(void *arg)
+{
+	struct spoke_stats *st = stats_new();
+
+	while (atomic_load(&late_reading))
+		spoke_stats(arg, st);
+	free(st);
+	return NULL;
+}
+
+static void stats_lateness_counts_every_run(void **state)
+{
+	(void)state;
+	for (unsigned callbacks = 0; callbacks <= 2; callbacks += 2) {
+		struct spoke *s = svc_new(1, 1 * MS, callbacks);
+		struct spoke_stats *st = stats_new();
+		struct spoke_shard_stats *o = &st->shard[0];
+		atomic_uint runs = 0;
+		pthread_t reader;
+
+		atomic_store(&late_reading, true);
+		reader = thread_start(late_reader, s);
+		for (unsigned i = 0; i < LATE_N; i++)
+			assert_int_equal(spoke_start(s, 2 * MS, count_fn, &runs, NULL), 0);
+		ASSERT_EVENTUALLY(atomic_load(&runs) == LATE_N, "every callback to run");
+		atomic_store(&late_reading, false);
+		pthread_join(reader, NULL);
+		/* Counted before the callback ran. */
+		spoke_stats(s, st);
+		assert_int_equal(o->late_runs, LATE_N);
+		assert_int_equal(o->fired, LATE_N);
+		assert_true(o->late_p50_ns <= o->late_p99_ns && o->late_p99_ns <= o->late_p999_ns);
+		/* A bucket is at most 1/8 of its bottom wide: the worst is at least that bottom. */
+		assert_true(o->max_late_ns + o->max_late_ns / 8 >= o->late_p999_ns);
+		svc_destroy(s);
+		free(st);
+	}
+}
+
 /* ---- spoke_dump ----------------------------------------------------------------------- */
 
 /* Not static, and the program is linked with -rdynamic: the dump names it. */
@@ -750,6 +806,7 @@ int main(int argc, char **argv)
 		SVC_TEST(set_period_from_own_callback),
 		SVC_TEST(set_period_from_attached_owner),
 		SVC_TEST(stats_lateness_percentiles),
+		SVC_TEST(stats_lateness_counts_every_run),
 		SVC_TEST(dump_lists_earliest),
 		SVC_TEST(threads_carry_their_names),
 		SVC_TEST(destroy_release_hands_back_args),
