@@ -12,6 +12,8 @@
  *
  * Who writes: whichever thread runs a callback (pool worker, managed
  * thread, attached thread) adds one to a bucket of the callback's shard.
+ * That add is the run's only count: spoke_stats' `fired` is the total of
+ * the buckets, so a run on a pool pays one locked add, not two.
  * Where pool workers may run the shard's callbacks, two runners can record
  * at once, so the add is a relaxed atomic add (a locked instruction). In an
  * instance without a pool the shard's owner runs every one of its

@@ -206,7 +206,6 @@ bool spoke_runner_run(struct spoke *s, struct spoke_handle *h)
 	if (!claim_run(sh, h, st))
 		return false;
 	owner = spoke_shard_owned_by_me(sh);
-	spoke_count(sh, CTR_FIRED, owner);
 	if (spoke_st_kind(st) == SPOKE_KIND_PERIODIC) {
 		const struct spoke_periodic *per = spoke_periodic_of(h);
 
@@ -216,7 +215,10 @@ bool spoke_runner_run(struct spoke *s, struct spoke_handle *h)
 		due = atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
 		arg = h->arg;
 	}
-	/* Outside the probe: without <sys/sdt.h> its arguments are not evaluated. */
+	/*
+	 * The run's one count: spoke_stats' `fired` is the histogram's total.
+	 * Outside the probe: without <sys/sdt.h> its arguments are not evaluated.
+	 */
 	late = note_lateness(sh, due, owner && s->nworkers == 0);
 	/* The waits_for fields are spoke_waits_enter's to set: nothing reads them before. */
 	run.s = s;

@@ -259,13 +259,13 @@ static inline bool spoke_shard_takes_back_runs(int mode)
  * Counters come in two copies: `own` is bumped only by the shard's owner
  * thread (a plain load and store, no locked instruction on the hot path),
  * `remote` by any other thread (pool workers, resetting threads) with an
- * atomic add. spoke_stats adds them up.
+ * atomic add. spoke_stats adds them up. Runs have no counter here: each is
+ * counted once, in `late` (lateness.h), whose total is spoke_stats' `fired`.
  */
 enum shard_counter {
 	CTR_STARTED,
 	CTR_CANCELLED,
 	CTR_RESET,
-	CTR_FIRED,
 	CTR_COUNT,
 };
 
