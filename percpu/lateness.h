@@ -40,15 +40,16 @@ struct spoke_late_hist {
 	_Atomic uint64_t bucket[SPOKE_LATE_BUCKETS];
 };
 
+/*
+ * With k = msb(v) - 3, v >> k is 8 + sub, so 8 + 8k + sub = 8k + (v >> k). OR-ing
+ * 8 into v makes k 0 below 8, where the same sum is v itself: one formula, no
+ * branch (it runs once per callback).
+ */
 static inline unsigned spoke_late_bucket(uint64_t v)
 {
-	unsigned e;
+	unsigned k = 63u - SPOKE_LATE_SUB_BITS - (unsigned)__builtin_clzll(v | SPOKE_LATE_SUB);
 
-	if (v < SPOKE_LATE_SUB)
-		return (unsigned)v;
-	e = 63u - (unsigned)__builtin_clzll(v);
-	return SPOKE_LATE_SUB + (e - SPOKE_LATE_SUB_BITS) * SPOKE_LATE_SUB +
-	       (unsigned)((v >> (e - SPOKE_LATE_SUB_BITS)) & (SPOKE_LATE_SUB - 1));
+	return k * SPOKE_LATE_SUB + (unsigned)(v >> k);
 }
 
 /* The largest value that falls in bucket b: a percentile is reported as its bucket's top. */
