@@ -23,7 +23,11 @@
  *                                assertion)
  *   arm(), disarm()              shard.c:spoke_owner_arm / spoke_owner_disarm
  *                                (engine and stage folded into one slot:
- *                                eng_on, eng_d)
+ *                                eng_on, eng_d); arm() of a new generation
+ *                                (start(1), a FRESH message) is
+ *                                spoke_owner_arm_new, which skips the
+ *                                disarm: release() asserts such a slot is
+ *                                in no engine
  *   release()                    arena.c:spoke_handle_release (checks: not
  *                                freed twice, not queued, not in an engine)
  *   start(1), start(0)           api.c:start_timer, direct (owner) branch /
@@ -61,7 +65,10 @@
  *                                runner_retire_cancelled)
  *   finish_run                   pool.c:finish_run: runner_finish (+
  *                                periodic_next_ns; not its parked case:
- *                                destroy is not modelled)
+ *                                destroy is not modelled); `direct` is
+ *                                whether the runner owns the shard, which
+ *                                pool.c takes once, before the callback
+ *                                (no thread here attaches or detaches)
  *   proctype owner               shard.c:spoke_owner_turn / shard_main: stage
  *                                and engine expiry (on_expire, stage_run_due),
  *                                take_messages, the clock; and API calls made
