@@ -341,7 +341,10 @@ static void abort_if_destroy_in_callback(struct spoke *s)
 /*
  * In a child of fork(), an instance inherited from the parent has none of
  * its threads (arena.c marked it stopping and forked): free what it holds,
- * waiting for nothing, joining nothing.
+ * waiting for nothing, joining nothing. Also from a callback of it, when
+ * the child was forked inside one: the callback then waits for nothing
+ * either, as no other thread runs there (it must not return into the
+ * freed instance: such a child leaves with _exit or exec).
  */
 static void destroy_in_fork_child(struct spoke *s, spoke_fn *release)
 {
@@ -358,11 +361,12 @@ static void destroy_with(struct spoke *s, spoke_fn *release)
 
 	if (!s)
 		return;
-	abort_if_destroy_in_callback(s);
+	/* First: a child forked inside a callback has that callback on its stack. */
 	if (s->forked) {
 		destroy_in_fork_child(s, release);
 		return;
 	}
+	abort_if_destroy_in_callback(s);
 	/* nanosleep and pthread_join are cancellation points: destroy runs to its end. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
 	atomic_store_explicit(&s->stopping, 1, memory_order_seq_cst);
@@ -886,7 +890,12 @@ int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
  * id), or 0 if h's generation ended while we read: a periodic timer's part
  * lives in its second slot, which is freed only after the first slot's
  * generation has moved on, so an unchanged generation after the (acquire)
- * read says the read was of this timer.
+ * read says the read was of this timer. A reset its owner has not applied
+ * yet (RESET: the owner, or the runner as the run ends, moves the next run
+ * to deadline_ns) decides over a periodic timer's base_ns. While RUNNING,
+ * base_ns is the deadline of the run in progress (pool.c finish_run stores
+ * the next one only after the run has ended), so the next run is a period
+ * on, or earlier if the run ends late and periods are skipped.
  */
 static uint64_t next_run_ns(struct spoke_handle *h, uint64_t st)
 {
@@ -897,7 +906,7 @@ static uint64_t next_run_ns(struct spoke_handle *h, uint64_t st)
 
 	if (!spoke_handle_peek(h, spoke_st_gen(st), &fn, &aux))
 		return 0;
-	if (spoke_st_kind(st) != SPOKE_KIND_PERIODIC) {
+	if (spoke_st_kind(st) != SPOKE_KIND_PERIODIC || (st & SPOKE_ST_RESET)) {
 		d = atomic_load_explicit(&h->deadline_ns, memory_order_acquire);
 	} else {
 		per = &((struct spoke_handle *)aux)->per;

@@ -121,8 +121,12 @@ static uint64_t periodic_next_ns(uint64_t base, uint64_t period, uint64_t now)
  * After the run: free a one-shot (or a stopped periodic), re-arm a periodic.
  * Which periods were missed is decided here, on the clock of the run's end:
  * an owner that takes the re-arm message late then runs the next period
- * late instead of skipping it. base_ns is the runner's while RUNNING; the
- * CAS that publishes ARMED hands it to the owner. sh: h's shard (fixed for
+ * late instead of skipping it. While RUNNING, base_ns stays the deadline of
+ * this run, so that spoke_remaining (api.c next_run_ns) can add a period to
+ * it; the next one is stored only once the CAS has ended the run, before the
+ * re-arm (this thread is the owner) or its message (the owner reads base_ns
+ * after taking it): until then a reader sees this run's deadline, which is
+ * past (due), never a period too far. sh: h's shard (fixed for
  * the generation); direct: the runner owned it when the run began. A
  * callback cannot give its own shard up (spoke_detach refuses inside the
  * turn); a pool callback that attaches its own shard ends its run as any
@@ -130,19 +134,19 @@ static uint64_t periodic_next_ns(uint64_t base, uint64_t period, uint64_t now)
  */
 static void finish_run(struct shard *sh, struct spoke_handle *h, bool direct)
 {
-	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
+	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire), next_ns = 0;
 	struct spoke *s = sh->s;
 	enum runner_end end;
 
 	if (spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP)) {
 		struct spoke_periodic *per = spoke_periodic_of(h);
 
-		spoke_periodic_set_base(per,
-					periodic_next_ns(spoke_periodic_base(per),
-							 atomic_load_explicit(&per->period_ns,
-									      memory_order_relaxed),
-							 spoke_clock_ns()));
+		next_ns = periodic_next_ns(
+			spoke_periodic_base(per),
+			atomic_load_explicit(&per->period_ns, memory_order_relaxed),
+			spoke_clock_ns());
 	}
+	SPOKE_HOOK(SPOKE_HOOK_RUN_FINISHING);
 	/*
 	 * Once destroy has begun nothing is re-armed; a periodic timer that
 	 * would run again is parked ARMED in no engine (protocol.h runner_finish).
@@ -159,9 +163,11 @@ static void finish_run(struct shard *sh, struct spoke_handle *h, bool direct)
 		spoke_handle_retired(s, h, st);
 		break;
 	case RUNNER_END_REARM:
+		spoke_periodic_set_base(spoke_periodic_of(h), next_ns);
 		spoke_owner_rearm_periodic(sh, h, (st & SPOKE_ST_RESET) != 0);
 		break;
 	case RUNNER_END_POST:
+		spoke_periodic_set_base(spoke_periodic_of(h), next_ns);
 		spoke_any_post(sh, h, 0); /* next run: let the owner see it now */
 		break;
 	}

@@ -9,8 +9,9 @@
  *                        Its 64-bit state word (state.h) is the only field
  *                        any thread may touch at any time; the engine node
  *                        and a periodic timer's base_ns belong to the owner
- *                        shard (base_ns to the runner while RUNNING, which
- *                        hands the next deadline back with the re-arm); fn,
+ *                        shard (base_ns to the runner from RUNNING until
+ *                        it stores the next deadline, after the CAS that
+ *                        ends the run, before the re-arm); fn,
  *                        arg and the periodic part are written by the
  *                        starting thread before the handle is published and
  *                        read only by threads that received it through a
@@ -72,8 +73,9 @@ enum spoke_kind {
  * slot of its own (state SPOKE_ST_AUX, so no id ever acts on it), which the
  * timer's handle points at in place of the caller's arg: a one-shot, by far
  * the common timer, pays nothing for it. base_ns, the deadline of the run
- * due or running, has the owner of `node` as its owner, the runner while
- * RUNNING (it sets the next one and hands it back with the re-arm).
+ * due or running, has the owner of `node` as its owner, the runner from
+ * RUNNING until it stores the next one (pool.c finish_run: after the CAS
+ * that ends the run, before the re-arm or its message).
  *
  * A slot that has been a second slot stays one (arena.c keeps them on a
  * list of their own): spoke_remaining and spoke_dump read period_ns and

@@ -253,21 +253,81 @@ static void handle_message(struct shard *sh, struct spoke_handle *h)
 }
 
 /*
+ * A thread waiting for another that only has a few instructions left to run
+ * (a producer between its tail swap and its link, a detach about to record
+ * its new thread): yield at first, then sleep 20 us at a time, so that a
+ * waiter of a higher real-time priority on the same CPU lets it run.
+ */
+static void yield_to_other_thread(unsigned attempt)
+{
+	const struct timespec pause = {.tv_nsec = 20000};
+
+	if (attempt < 16)
+		sched_yield();
+	else
+		nanosleep(&pause, NULL);
+}
+
+/* The last node of the inbox (its tail), or NULL if it is empty. */
+static struct cds_wfcq_node *inbox_last(struct shard *sh)
+{
+	struct cds_wfcq_node *tail = uatomic_read(&sh->inbox_tail.p);
+
+	return tail == &sh->inbox_head.node ? NULL : tail;
+}
+
+/* spoke_poll, waiting for a message queued before it behind a missing link. */
+static void wait_for_producer(unsigned *attempt)
+{
+	SPOKE_HOOK(SPOKE_HOOK_POLL_WAITS_FOR_LINK);
+	yield_to_other_thread((*attempt)++);
+}
+
+/*
+ * Owner: move the inbox onto the private `taken` queue. The splice cannot
+ * take a queue whose first node a producer has swapped in and not yet
+ * linked; must_take (spoke_poll) waits for that producer, else the inbox
+ * stays for a later turn.
+ */
+static void splice_inbox(struct shard *sh, bool must_take)
+{
+	unsigned attempt = 0;
+
+	while (!cds_wfcq_empty(&sh->inbox_head, &sh->inbox_tail) &&
+	       __cds_wfcq_splice_nonblocking(&sh->taken_head, &sh->taken_tail, &sh->inbox_head,
+					     &sh->inbox_tail) == CDS_WFCQ_RET_WOULDBLOCK &&
+	       must_take)
+		wait_for_producer(&attempt);
+}
+
+/*
  * Owner: handle the queued messages: at most inbox_batch of them, or, with
- * all, every message queued before the splice (so a spoke_poll runs what was
- * queued before it began, and producers cannot keep it running).
+ * all (spoke_poll), every message queued before the splice, so that a poll
+ * runs what was queued before it began, and producers cannot keep it
+ * running. A producer preempted between its tail swap and its link hides
+ * the messages queued behind it (look_at_queue): the managed thread leaves
+ * them for its next turn, but a poll waits for that producer to link until
+ * it has taken the inbox's last message as it was when the poll began to
+ * take them, since the starts queued behind it have returned to their
+ * callers before the poll and are due to it. The producer runs nothing but
+ * the one store it has left, so that wait waits for no one else.
  */
 static void take_messages(struct shard *sh, bool all)
 {
-	unsigned limit = all ? 0 : sh->s->cfg.inbox_batch, n = 0;
-	struct cds_wfcq_node *node;
+	unsigned limit = all ? 0 : sh->s->cfg.inbox_batch, n = 0, attempt = 0;
+	struct cds_wfcq_node *node, *last = all ? inbox_last(sh) : NULL;
 
-	if (!cds_wfcq_empty(&sh->inbox_head, &sh->inbox_tail))
-		(void)__cds_wfcq_splice_nonblocking(&sh->taken_head, &sh->taken_tail,
-						    &sh->inbox_head, &sh->inbox_tail);
-	while ((limit == 0 || n < limit) &&
-	       (node = __cds_wfcq_dequeue_nonblocking(&sh->taken_head, &sh->taken_tail)) != NULL &&
-	       node != CDS_WFCQ_WOULDBLOCK) {
+	splice_inbox(sh, last != NULL);
+	while (limit == 0 || n < limit) {
+		node = __cds_wfcq_dequeue_nonblocking(&sh->taken_head, &sh->taken_tail);
+		if (node == CDS_WFCQ_WOULDBLOCK && last) {
+			wait_for_producer(&attempt);
+			continue;
+		}
+		if (!node || node == CDS_WFCQ_WOULDBLOCK)
+			break;
+		if (node == last)
+			last = NULL;
 		handle_message(sh, caa_container_of(node, struct spoke_handle, qnode));
 		n++;
 	}
@@ -731,15 +791,9 @@ int64_t spoke_owner_next_ns(struct shard *sh)
  */
 static void wait_detach_done(struct shard *sh)
 {
-	const struct timespec pause = {.tv_nsec = 20000};
-
 	for (unsigned i = 0;
-	     atomic_load_explicit(&sh->mode, memory_order_acquire) == SHARD_DETACHING; i++) {
-		if (i < 16)
-			sched_yield();
-		else
-			nanosleep(&pause, NULL);
-	}
+	     atomic_load_explicit(&sh->mode, memory_order_acquire) == SHARD_DETACHING; i++)
+		yield_to_other_thread(i);
 }
 
 static void *shard_main(void *arg)

@@ -43,6 +43,14 @@
  *   SPOKE_HOOK_SHARDS_STOPPED spoke_destroy has stopped every shard (all
  *                             STOPPING) and not yet the pool (api.c
  *                             stop_threads)
+ *   SPOKE_HOOK_RUN_FINISHING  a callback has returned, and its runner has
+ *                             computed a periodic timer's next deadline and
+ *                             not yet ended the run (pool.c finish_run)
+ *   SPOKE_HOOK_POLL_WAITS_FOR_LINK  a spoke_poll found a message it must
+ *                             take behind a producer that has swapped the
+ *                             inbox tail and not yet linked its node, and
+ *                             is about to yield to it (shard.c
+ *                             wait_for_producer)
  */
 #ifndef SPOKE_PERCPU_TEST_HOOKS_H
 #define SPOKE_PERCPU_TEST_HOOKS_H
@@ -59,6 +67,8 @@ enum spoke_hook {
 	SPOKE_HOOK_EXPIRY_CLAIMED,
 	SPOKE_HOOK_RUN_LOADED,
 	SPOKE_HOOK_DETACH_LAUNCHED,
+	SPOKE_HOOK_RUN_FINISHING,
+	SPOKE_HOOK_POLL_WAITS_FOR_LINK,
 };
 
 #ifdef SPOKE_TEST_HOOKS

@@ -53,6 +53,15 @@
  *                        handle). The owner cannot take the messages behind
  *                        the missing link; it must look again within 50 us,
  *                        not spin (next deadline 0) and not sleep on.
+ *   poll_waits_for_unlinked_producer  the same stuck producer, with starts
+ *                        that returned before a spoke_poll queued behind it
+ *                        (behind the inbox's first node, and behind a
+ *                        linked start): the poll runs them all, waiting for
+ *                        that producer's link (contract line 11).
+ *   remaining_as_periodic_run_ends  a periodic run's runner is held as it
+ *                        ends the run (next deadline computed, run not yet
+ *                        ended), pool and inline: spoke_remaining asked then
+ *                        must not pass the second run's deadline.
  *   later_reset_writing_vs_expiry  a foreign reset that moves a one-shot
  *                        later sends no message (api.c reset_is_later); it
  *                        holds WRITING when the timer's place in the wheel
@@ -137,11 +146,16 @@ static _Thread_local int tl_stall_at = -1;
  */
 static atomic_int stall_any_at = -1;
 static sem_t stalled, resume, any_stalled, any_resume;
+/* The first thread that reaches this point posts `signalled`, and goes on without stalling. */
+static atomic_int signal_any_at = -1;
+static sem_t signalled;
 
 static void stall_hook(enum spoke_hook point)
 {
-	int any = (int)point;
+	int any = (int)point, signal = (int)point;
 
+	if (atomic_compare_exchange_strong(&signal_any_at, &signal, -1))
+		sem_post(&signalled);
 	if ((int)point == tl_stall_at) {
 		tl_stall_at = -1;
 		sem_post(&stalled);
@@ -169,6 +183,8 @@ static void sem_wait_or_fail(sem_t *sem, const char *what)
 static int hooks_setup(void **state)
 {
 	atomic_store(&stall_any_at, -1);
+	atomic_store(&signal_any_at, -1);
+	sem_init(&signalled, 0, 0);
 	sem_init(&stalled, 0, 0);
 	sem_init(&resume, 0, 0);
 	sem_init(&any_stalled, 0, 0);
@@ -180,6 +196,7 @@ static int hooks_setup(void **state)
 static int hooks_teardown(void **state)
 {
 	atomic_store(&spoke_test_hook, NULL);
+	sem_destroy(&signalled);
 	sem_destroy(&stalled);
 	sem_destroy(&resume);
 	sem_destroy(&any_stalled);
@@ -1334,8 +1351,8 @@ static void *start_on_shard0(void *arg)
 	return (void *)(uintptr_t)id;
 }
 
-/* The attached owner's view while the inbox is blocked: poll, then the next deadline. */
-static int64_t blocked_next_deadline(struct spoke *s)
+/* The attached owner's next deadline once a poll took what it could. */
+static int64_t polled_next_deadline(struct spoke *s)
 {
 	assert_true(spoke_poll(s) >= 0);
 	return spoke_next_deadline(s);
@@ -1355,28 +1372,155 @@ static void blocked_inbox_caps_the_wait(void **state)
 	(void)state;
 	assert_non_null(dummy);
 	assert_int_equal(spoke_attach(s, 0), 0);
-	/* A start linked in the inbox, then a producer stuck behind it. */
+	/*
+	 * A start linked in the inbox, then a producer stuck behind it (this
+	 * thread, which therefore does not poll: a poll would wait for it).
+	 */
 	pthread_join(thread_start(start_on_shard0, s), &ret);
 	first = (spoke_id)(uintptr_t)ret;
 	assert_true(first != 0);
 	old = enqueue_half(sh, dummy);
-	nd = blocked_next_deadline(s);
+	nd = spoke_next_deadline(s);
 	assert_true(nd > 0 && nd <= 50 * (int64_t)US);
-	assert_true(blocked_next_deadline(s) > 0);
+	assert_true(spoke_next_deadline(s) > 0);
 	enqueue_finish(old, dummy);
-	nd = blocked_next_deadline(s); /* took both: only the 10 s timer is left */
+	nd = polled_next_deadline(s); /* took both: only the 10 s timer is left */
 	assert_true(nd > 5 * (int64_t)SEC);
 	/* An inbox holding nothing but the unlinked node. */
 	old = enqueue_half(sh, dummy);
-	nd = blocked_next_deadline(s);
+	nd = spoke_next_deadline(s);
 	assert_true(nd > 0 && nd <= 50 * (int64_t)US);
 	enqueue_finish(old, dummy);
-	nd = blocked_next_deadline(s);
+	nd = polled_next_deadline(s);
 	assert_true(nd > 5 * (int64_t)SEC);
 	assert_int_equal(spoke_cancel(s, first), 0);
 	assert_int_equal(spoke_detach(s), 0);
 	svc_destroy(s);
 	free(dummy);
+}
+
+/*
+ * Starts that returned before a spoke_poll, queued behind a producer
+ * preempted between its tail swap and its link (held there by this
+ * thread doing that first step by hand): the poll must run them, waiting
+ * for that producer to link (an agent links once the poll says it waits,
+ * or once the poll has returned without waiting). Behind the inbox's first
+ * node (the splice cannot take the inbox), and behind a linked start (the
+ * dequeue stops at the missing link).
+ */
+static struct {
+	struct spoke_handle *dummy;
+	struct cds_wfcq_node *old_tail;
+	atomic_uint runs;
+} pw;
+
+static void *start_due_soon(void *s)
+{
+	return (void *)(intptr_t)spoke_start_on(s, 0, 1 * MS, count_fn, &pw.runs, NULL);
+}
+
+static void start_due_soon_joined(struct spoke *s)
+{
+	void *rc;
+
+	pthread_join(thread_start(start_due_soon, s), &rc);
+	assert_int_equal((intptr_t)rc, 0);
+}
+
+static void pw_link(void *arg)
+{
+	(void)arg;
+	while (sem_wait(&signalled) != 0)
+		;
+	enqueue_finish(pw.old_tail, pw.dummy);
+}
+
+static void poll_behind_unlinked_producer(unsigned linked_before)
+{
+	struct spoke *s = svc_new(1, 1 * MS, 0);
+	struct agent linker;
+	int n;
+
+	memset(&pw, 0, sizeof(pw));
+	pw.dummy = calloc(1, sizeof(*pw.dummy));
+	assert_non_null(pw.dummy);
+	agent_begin(&linker);
+	assert_int_equal(spoke_attach(s, 0), 0);
+	for (unsigned i = 0; i < linked_before; i++)
+		start_due_soon_joined(s);
+	pw.old_tail = enqueue_half(&s->shards[0], pw.dummy);
+	start_due_soon_joined(s);
+	sleep_ms(3); /* every start is due */
+	atomic_store(&signal_any_at, SPOKE_HOOK_POLL_WAITS_FOR_LINK);
+	agent_post(&linker, pw_link, NULL);
+	n = spoke_poll(s);
+	sem_post(&signalled); /* the poll returned: link now if it did not wait */
+	agent_wait(&linker);
+	agent_end(&linker);
+	if (n != (int)linked_before + 1 || atomic_load(&pw.runs) != linked_before + 1)
+		fail_msg("%u due starts returned before the poll (%u before the unlinked node); it "
+			 "ran %d",
+			 linked_before + 1, linked_before, n);
+	assert_int_equal(spoke_poll(s), 0);
+	assert_int_equal(spoke_detach(s), 0);
+	svc_destroy(s);
+	free(pw.dummy);
+}
+
+static void poll_waits_for_unlinked_producer(void **state)
+{
+	(void)state;
+	poll_behind_unlinked_producer(0);
+	poll_behind_unlinked_producer(1);
+}
+
+/* --- spoke_remaining while a periodic run ends ---------------------------------- */
+
+#define RF_PERIOD (50 * MS)
+
+static struct due_log rf;
+
+static void rf_fn(void *arg)
+{
+	(void)arg;
+	(void)due_log_run(&rf);
+}
+
+/*
+ * The runner of a periodic timer's first run is held after the callback
+ * returned, as it ends the run (finish_run, the next deadline computed):
+ * spoke_remaining asked then must not pass the deadline the second run
+ * came at (it once said a period more: the next deadline plus a period).
+ */
+static void remaining_as_run_ends_on(unsigned callback_threads)
+{
+	struct spoke *s = svc_new(1, 1 * MS, callback_threads);
+	uint64_t asked;
+	int64_t left;
+	spoke_id p;
+
+	memset(&rf, 0, sizeof(rf));
+	atomic_store(&stall_any_at, SPOKE_HOOK_RUN_FINISHING);
+	assert_int_equal(spoke_start_periodic(s, RF_PERIOD, rf_fn, NULL, &p), 0);
+	sem_wait_or_fail(&any_stalled, "the end of the first run");
+	asked = spoke_now_ns();
+	left = spoke_remaining(s, p);
+	sem_post(&any_resume);
+	ASSERT_EVENTUALLY(atomic_load(&rf.runs) >= 2, "the second run");
+	if (left < 0 || asked + (uint64_t)left > atomic_load(&rf.due[1]))
+		fail_msg("%s: spoke_remaining said %" PRId64 " ns as the first run ended; the "
+			 "second was due %" PRId64 " ns after it was asked",
+			 callback_threads ? "pool" : "inline", left,
+			 (int64_t)(atomic_load(&rf.due[1]) - asked));
+	assert_int_equal(spoke_cancel_sync(s, p), 0);
+	svc_destroy(s);
+}
+
+static void remaining_as_periodic_run_ends(void **state)
+{
+	(void)state;
+	remaining_as_run_ends_on(1);
+	remaining_as_run_ends_on(0);
 }
 
 /* --- memory layout ------------------------------------------------------------ */
@@ -1771,6 +1915,8 @@ int main(int argc, char **argv)
 		HOOK_TEST(arena_ids_across_spill),
 		HOOK_TEST(fork_while_lock_held_child_creates),
 		HOOK_TEST(fork_child_leaves_parent_instances_alone),
+		HOOK_TEST(poll_waits_for_unlinked_producer),
+		HOOK_TEST(remaining_as_periodic_run_ends),
 	};
 
 	return svc_main(argc, argv, "hook_races", all, ARRAY_SIZE(all));

@@ -548,6 +548,25 @@ static inline void count_fn(void *arg)
 	atomic_fetch_add((atomic_uint *)arg, 1);
 }
 
+/* A periodic timer's first runs, as its callback records them: the deadline each was due at. */
+#define DUE_LOG_RUNS 2
+struct due_log {
+	_Atomic uint64_t due[DUE_LOG_RUNS];
+	atomic_uint runs;
+};
+
+/* From inside the timer's callback: count this run and keep its deadline; returns its index. */
+static inline unsigned due_log_run(struct due_log *l)
+{
+	unsigned k = atomic_fetch_add(&l->runs, 1);
+	uint64_t due = 0;
+
+	(void)spoke_self(&due);
+	if (k < DUE_LOG_RUNS)
+		atomic_store(&l->due[k], due);
+	return k;
+}
+
 #define assert_never_early()                                                                       \
 	do {                                                                                       \
 		unsigned e_ = atomic_load(&trec_early);                                            \

@@ -28,6 +28,9 @@
  *   line12_fork_child_inherited_shutdown  in a fork child, calls on the
  *                                      parent's instance say -ESHUTDOWN, its
  *                                      destroy returns, a new instance works
+ *   line12_fork_child_in_callback_destroys  a child forked inside a pool or
+ *                                      inline callback destroys the inherited
+ *                                      instance: it returns, no abort
  */
 #include "service_util.h"
 
@@ -412,6 +415,57 @@ static void line12_fork_child_inherited_shutdown(void **state)
 	svc_destroy(s);
 }
 
+/*
+ * A child forked inside a callback (pool or inline) has that callback on
+ * its stack: its destroy of the inherited instance is still the fork
+ * child's (it frees and returns), not a destroy from inside a callback of
+ * the same instance (which aborts). The child leaves with _exit, as a
+ * child forked inside a callback must: it never returns into the freed
+ * instance.
+ */
+static struct {
+	struct spoke *s;
+	atomic_int pid; /* the child's, once forked; -1: fork failed */
+} fc;
+
+static void fork_in_callback_fn(void *arg)
+{
+	pid_t pid;
+
+	(void)arg;
+	pid = fork();
+	if (pid == 0) {
+		alarm(60);
+		if (spoke_start(fc.s, 1 * MS, never_fn, NULL, NULL) != -ESHUTDOWN)
+			_exit(10);
+		spoke_destroy(fc.s);
+		_exit(0);
+	}
+	atomic_store(&fc.pid, pid > 0 ? pid : -1);
+}
+
+static void line12_fork_child_in_callback_destroys(void **state)
+{
+	static const unsigned pools[] = {1, 0};
+	int status;
+
+	(void)state;
+	for (unsigned i = 0; i < ARRAY_SIZE(pools); i++) {
+		fc.s = svc_new(1, 1 * MS, pools[i]);
+		atomic_store(&fc.pid, 0);
+		assert_int_equal(spoke_start(fc.s, 1 * MS, fork_in_callback_fn, NULL, NULL), 0);
+		ASSERT_EVENTUALLY(atomic_load(&fc.pid) != 0, "the callback's fork");
+		assert_true(atomic_load(&fc.pid) > 0);
+		assert_int_equal(waitpid(atomic_load(&fc.pid), &status, 0), atomic_load(&fc.pid));
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			fail_msg("the child forked in a %s callback %s %d",
+				 pools[i] ? "pool" : "inline",
+				 WIFEXITED(status) ? "exited with" : "died of signal",
+				 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+		svc_destroy(fc.s);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest all[] = {
@@ -424,6 +478,7 @@ int main(int argc, char **argv)
 		SVC_TEST(line9_first_start_under_address_limit),
 		SVC_TEST(line11_poll_runs_all_queued),
 		SVC_TEST(line12_fork_child_inherited_shutdown),
+		SVC_TEST(line12_fork_child_in_callback_destroys),
 	};
 
 	return svc_main(argc, argv, "misuse", all, ARRAY_SIZE(all));
