@@ -356,6 +356,7 @@ static void destroy_in_fork_child(struct spoke *s, spoke_fn *release)
 
 static void destroy_with(struct spoke *s, spoke_fn *release)
 {
+	struct spoke_wait wait = {.kind = SPOKE_WAIT_DESTROY, .s = s};
 	struct timespec pause = {0, 100000};
 	int cancel_state;
 
@@ -367,6 +368,8 @@ static void destroy_with(struct spoke *s, spoke_fn *release)
 		return;
 	}
 	abort_if_destroy_in_callback(s);
+	/* A cycle through this destroy aborts, or a cancel_sync in it is broken (waits.c). */
+	spoke_waits_enter_destroy(&wait);
 	/* nanosleep and pthread_join are cancellation points: destroy runs to its end. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
 	atomic_store_explicit(&s->stopping, 1, memory_order_seq_cst);
@@ -382,6 +385,7 @@ static void destroy_with(struct spoke *s, spoke_fn *release)
 	while (spoke_arenas_busy(s))
 		nanosleep(&pause, NULL);
 	stop_threads(s);
+	spoke_waits_leave(&wait);
 	if (release)
 		spoke_arenas_release_pending(s, release);
 	/* Calls that began while we ran have read `stopping` and left. */
@@ -697,14 +701,19 @@ int spoke_cancel(struct spoke *s, spoke_id id)
 	return nowait_call_leave(err);
 }
 
-/* Sleep until no run of generation `gen` of h is in progress. */
-static void wait_not_running(struct spoke_handle *h, uint32_t gen)
+/*
+ * Sleep until no run of generation `gen` of h is in progress: 0, or
+ * -EDEADLK once a destroy has broken the wait w (waits.c).
+ */
+static int wait_not_running(struct spoke_handle *h, uint32_t gen, const struct spoke_wait *w)
 {
 	for (;;) {
 		uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
 
 		if (spoke_st_gen(st) != gen || spoke_st_status(st) != SPOKE_ST_RUNNING)
-			return;
+			return 0;
+		if (spoke_wait_broken(w))
+			return -EDEADLK;
 		if (!(st & SPOKE_ST_WAITERS) && !waiter_set_waiters(h, &st))
 			continue;
 		/* Bounded sleep: a missed wake-up costs at most a millisecond. */
@@ -714,24 +723,23 @@ static void wait_not_running(struct spoke_handle *h, uint32_t gen)
 }
 
 /*
- * Sleep until the run of (h, id) ends; -EDEADLK, without waiting, if it is
- * the caller's own run or the wait would close a cycle of callbacks.
+ * Sleep until the run of (h, id) of s ends; -EDEADLK, without waiting, if
+ * it is the caller's own run or the wait would close a cycle (waits.c),
+ * and as soon as a destroy closing one breaks it.
  */
-static int wait_run_end(struct spoke_handle *h, spoke_id id)
+static int wait_run_end(struct spoke *s, struct spoke_handle *h, spoke_id id)
 {
-	struct spoke_run *me = spoke_current_run();
+	struct spoke_wait w = {.kind = SPOKE_WAIT_RUN, .s = s, .h = h, .id = id, .in_call = s};
+	int err;
 
 	if (spoke_running_in_callback(h))
 		return -EDEADLK;
-	if (!me) { /* not a callback: nothing can be waiting for this thread */
-		wait_not_running(h, spoke_st_gen(id));
-		return 0;
-	}
-	if (spoke_waits_enter(me, h, id) != 0)
-		return -EDEADLK;
-	wait_not_running(h, spoke_st_gen(id));
-	spoke_waits_leave(me);
-	return 0;
+	err = spoke_waits_enter(&w);
+	if (err)
+		return err;
+	err = wait_not_running(h, spoke_st_gen(id), &w);
+	spoke_waits_leave(&w);
+	return err;
 }
 
 int spoke_cancel_sync(struct spoke *s, spoke_id id)
@@ -747,7 +755,7 @@ int spoke_cancel_sync(struct spoke *s, spoke_id id)
 	r = cancel_id(s, id);
 	h = resolve(s, id, &st);
 	if (h && spoke_st_status(st) == SPOKE_ST_RUNNING) {
-		err = wait_run_end(h, id);
+		err = wait_run_end(s, h, id);
 		if (err)
 			r = err;
 	}
@@ -1017,6 +1025,34 @@ static bool owns_shard_elsewhere(const struct spoke *s)
 	       (spoke_tls_owner.managed || spoke_instance_live(serial));
 }
 
+/*
+ * spoke_shard_attach as a wait of the wait-for graph (waits.c): -EDEADLK if
+ * waiting for the shard's managed thread (and, from outside the pool, for
+ * its runs on the pool) would close a cycle. The wait is recorded before
+ * the mode changes, since an attach from a pool callback lets the managed
+ * thread go at once; a shard another attach or detach holds says -EBUSY
+ * first, so that only an attach that waits shows as one (a race with
+ * another attach can still show it for the moment its CAS takes).
+ */
+static int attach_waiting(struct spoke *s, unsigned k, bool from_pool)
+{
+	struct spoke_wait w = {.kind = SPOKE_WAIT_ATTACH,
+			       .s = s,
+			       .shard = k,
+			       .pool_too = !from_pool,
+			       .in_call = s};
+	int mode = atomic_load_explicit(&s->shards[k].mode, memory_order_relaxed), err;
+
+	if (mode != SHARD_MANAGED && mode != SHARD_UNOWNED)
+		return -EBUSY;
+	err = spoke_waits_enter(&w);
+	if (err)
+		return err;
+	err = spoke_shard_attach(&s->shards[k], from_pool);
+	spoke_waits_leave(&w);
+	return err;
+}
+
 int spoke_attach(struct spoke *s, unsigned shard)
 {
 	struct arena *a;
@@ -1031,7 +1067,7 @@ int spoke_attach(struct spoke *s, unsigned shard)
 		return call_leave(a, -EBUSY);
 	/* It joins the managed thread, a cancellation point; no call may be cut short. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
-	err = spoke_shard_attach(&s->shards[shard], spoke_on_pool_thread());
+	err = attach_waiting(s, shard, spoke_on_pool_thread());
 	pthread_setcancelstate(cancel_state, NULL);
 	return call_leave(a, err);
 }

@@ -44,7 +44,7 @@
 
 /* The run in progress on this thread, innermost first (spoke_runner_run). */
 static _Thread_local struct spoke_run *tls_run;
-static _Thread_local bool tls_pool_worker; /* this thread is a pool worker */
+static _Thread_local const struct spoke *tls_pool_of; /* this thread is a worker of its pool */
 
 struct spoke_run *spoke_current_run(void)
 {
@@ -71,7 +71,13 @@ bool spoke_in_callback_of(const struct spoke *s)
  */
 bool spoke_on_pool_thread(void)
 {
-	return tls_pool_worker;
+	return tls_pool_of != NULL;
+}
+
+/* The instance whose pool worker the calling thread is, or NULL. */
+const struct spoke *spoke_pool_of_thread(void)
+{
+	return tls_pool_of;
 }
 
 /*
@@ -226,7 +232,6 @@ bool spoke_runner_run(struct spoke *s, struct spoke_handle *h)
 	 * Outside the probe: without <sys/sdt.h> its arguments are not evaluated.
 	 */
 	late = note_lateness(sh, due, owner && s->nworkers == 0);
-	/* The waits_for fields are spoke_waits_enter's to set: nothing reads them before. */
 	run.s = s;
 	run.h = h;
 	run.id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h));
@@ -425,7 +430,7 @@ static void *worker_main(void *arg)
 	struct pool_worker *w = arg;
 	struct spoke *s = w->s;
 
-	tls_pool_worker = true;
+	tls_pool_of = s;
 	spoke_thread_name("pool", (unsigned)(w - s->workers));
 	spoke_thread_adopt_sched(s);
 	while (!atomic_load_explicit(&s->pool_stop, memory_order_acquire)) {

@@ -520,8 +520,8 @@ void spoke_ec_wake_word(_Atomic uint32_t *word);
 
 /*
  * A callback run in progress on a thread (pool.c spoke_runner_run, on its
- * stack): what spoke_self reports, and what a cancel_sync from inside it
- * waits for (waits.c: the wait-for graph that refuses cycles).
+ * stack): what spoke_self reports, and how the wait-for graph (waits.c)
+ * knows the thread that runs it.
  */
 struct spoke_run {
 	struct spoke *s;
@@ -529,10 +529,34 @@ struct spoke_run {
 	spoke_id id; /* h's id for this run's generation */
 	uint64_t due_ns;
 	struct spoke_run *outer; /* a run this one is nested in, or NULL */
-	/* While its callback waits in spoke_cancel_sync: the run it waits for (waits.c). */
-	spoke_id waits_for;
-	const struct spoke_handle *waits_for_h;
-	struct spoke_run *next_waiting;
+};
+
+/*
+ * A wait a call is in, on its stack, recorded in the wait-for graph
+ * (waits.c) for as long as it waits: what it waits for (set by the
+ * caller), and who waits (set by waits.c).
+ */
+enum spoke_wait_kind {
+	SPOKE_WAIT_RUN,	    /* spoke_cancel_sync: the run (h, id) to end */
+	SPOKE_WAIT_ATTACH,  /* spoke_attach: shard `shard`'s managed thread to leave */
+	SPOKE_WAIT_DESTROY, /* spoke_destroy: s's calls, callbacks and threads */
+};
+
+struct spoke_wait {
+	enum spoke_wait_kind kind;
+	const struct spoke *s; /* the instance it waits on */
+	const struct spoke_handle *h;
+	spoke_id id;	/* RUN */
+	unsigned shard; /* ATTACH */
+	bool pool_too;	/* ATTACH: and for its runs on the pool (not from a pool callback) */
+	const struct spoke *in_call; /* the instance of the waiting call (RUN, ATTACH), or NULL */
+	/* Who waits, as waits.c finds the thread: */
+	const struct spoke_run *runs;
+	const struct shard *managed; /* it is this shard's managed thread */
+	const struct spoke *pool_of; /* it is a pool worker of this instance */
+	_Atomic int broken;	     /* RUN: a destroy opened a cycle through it: -EDEADLK */
+	struct spoke_wait *next, *cycle_next;
+	unsigned mark;
 };
 
 /* --- platform.c: the ground floor (calls nothing above it) ----------------- */
@@ -602,10 +626,12 @@ void spoke_thread_name(const char *kind, unsigned index);
 void spoke_thread_pin(int cpu);
 void spoke_thread_adopt_sched(const struct spoke *s);
 
-/* --- waits.c: the wait-for graph of cancel_sync (any callback) -------------- */
+/* --- waits.c: the wait-for graph (any thread about to wait in a call) ------- */
 
-int spoke_waits_enter(struct spoke_run *me, const struct spoke_handle *h, spoke_id id);
-void spoke_waits_leave(struct spoke_run *me);
+int spoke_waits_enter(struct spoke_wait *me); /* 0, or -EDEADLK: it would close a cycle */
+void spoke_waits_enter_destroy(struct spoke_wait *me);
+void spoke_waits_leave(struct spoke_wait *me);
+bool spoke_wait_broken(const struct spoke_wait *me);
 
 /*
  * Shards (shard.c) and the pool (pool.c), by the thread that may call them.
@@ -627,6 +653,7 @@ struct spoke_run *spoke_current_run(void);
 bool spoke_running_in_callback(const struct spoke_handle *h);
 bool spoke_in_callback_of(const struct spoke *s);
 bool spoke_on_pool_thread(void);
+const struct spoke *spoke_pool_of_thread(void);
 
 /* The owner of sh: its engines and the stage. */
 void spoke_owner_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns);

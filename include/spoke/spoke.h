@@ -154,6 +154,13 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg);
  * running callbacks, joins its threads, and frees everything. Pending timers
  * never run. Called from inside a callback of the same instance it aborts
  * the process with a message naming the misuse (it would wait for itself).
+ * Called from a callback of another instance, where waiting would close a
+ * cycle of threads waiting for each other (a callback of s waits for the
+ * destroying one), it makes a spoke_cancel_sync waiting in that cycle return
+ * -EDEADLK, and goes on; a cycle without one (callbacks destroying each
+ * other's instances, or attaching a shard whose callback destroys) aborts
+ * the process with a message naming the cycle: it can neither return early
+ * nor wait.
  * In a child of fork(), on an instance inherited from the parent, it frees
  * what it can without waiting for threads that do not exist there.
  */
@@ -213,11 +220,13 @@ int spoke_cancel(struct spoke *s, spoke_id id);
 /*
  * As spoke_cancel, and on return no run of the timer is in progress.
  * -EDEADLK, without waiting, from inside that timer's own callback, and
- * from a callback whose wait would close a cycle of callbacks waiting for
- * each other (A's callback waits for B's run while B's waits for A's, or a
- * longer chain, across instances too); the cancel itself still takes
- * effect. Only a cancel_sync that must wait takes a lock (process-wide,
- * held to check for a cycle, never while waiting).
+ * where the wait would close a cycle of threads waiting for each other
+ * (A's callback waits for B's run while B's waits for A's, or a longer
+ * chain, across instances too, also through spoke_attach and spoke_destroy,
+ * which wait as well); and while it waits, once a spoke_destroy closes
+ * such a cycle through it. The cancel itself still takes effect. Only a
+ * cancel_sync that must wait takes a lock (process-wide, held to check for
+ * a cycle, never while waiting).
  */
 int spoke_cancel_sync(struct spoke *s, spoke_id id);
 
@@ -258,7 +267,9 @@ unsigned spoke_shards(const struct spoke *s);
  * -EINVAL (k out of range), -EBUSY (shard already attached, or being handed
  * over by another thread's attach or detach at this moment, or this thread
  * already owns a shard, of this or of another live instance: a thread owns
- * at most one shard at a time).
+ * at most one shard at a time), -EDEADLK (without waiting, nothing changed:
+ * waiting for the shard's thread would close a cycle of threads waiting for
+ * each other, as for spoke_cancel_sync).
  */
 int spoke_attach(struct spoke *s, unsigned shard);
 
