@@ -462,6 +462,12 @@ static int create_service_spread(struct spoke **s, unsigned shards, unsigned cal
 	cfg.callback_threads = callbacks;
 	cfg.callback_threads_per_shard = per_shard;
 	cfg.tick_ns = tick_ns;
+	/*
+	 * No backpressure: a producer that outruns its shard for a whole window
+	 * (a loaded machine, or T above the CPUs) would meet the default limit
+	 * and see -ENOBUFS. Its check costs the same with any limit.
+	 */
+	cfg.inbox_limit = 0;
 	err = spoke_create(s, &cfg);
 	if (err)
 		return fail(out, err, "spoke_create(%u shards, %u callback threads): %s",

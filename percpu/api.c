@@ -38,10 +38,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_TICK_NS	     1000000ull
-#define MIN_TICK_NS	     1000ull
-#define MAX_TICK_NS	     3600000000000ull
-#define DEFAULT_INBOX_BATCH  4096
+#define DEFAULT_TICK_NS	    1000000ull
+#define MIN_TICK_NS	    1000ull
+#define MAX_TICK_NS	    3600000000000ull
+#define DEFAULT_INBOX_BATCH 4096
+/*
+ * Messages a shard's inbox may hold before other threads' starts to it are
+ * refused. Each is a queued handle: 64 bytes (128 for a periodic start), so
+ * a stalled shard holds at most 64 MiB of its senders' memory (128 MiB),
+ * and its owner handles the backlog in about 0.1-0.7 s when it comes back
+ * (docs/api.md has the figures). A healthy owner takes its inbox at least
+ * every two ticks and never nears it: that would take 500 M starts/s.
+ */
+#define DEFAULT_INBOX_LIMIT  (1u << 20)
 #define MAX_CALLBACK_THREADS 1024
 
 static _Atomic uint64_t next_serial = 1;
@@ -62,6 +71,7 @@ void spoke_config_init(struct spoke_config *cfg)
 	cfg->callback_threads = cfg->shards;
 	cfg->pin_threads = true;
 	cfg->inbox_batch = DEFAULT_INBOX_BATCH;
+	cfg->inbox_limit = DEFAULT_INBOX_LIMIT;
 }
 
 /*
@@ -525,6 +535,17 @@ start_handle(struct spoke *s, struct arena *a, const struct start_req *r, uint64
 }
 
 /*
+ * A start whose shard's inbox is full (spoke_any_admit): its handle, filled
+ * in and never published (word st, the kind's), goes back, and the start
+ * fails with nothing done.
+ */
+static int start_refused(struct spoke *s, struct spoke_handle *h, uint64_t st)
+{
+	spoke_handle_release(s, h, st);
+	return -ENOBUFS;
+}
+
+/*
  * Inline, with start_handle, into the plain, _at and _on starts: with the
  * request a constant the choices of shard, deadline and kind fold away, and
  * the call is one frame (35 instructions less a pair than a call of one
@@ -558,6 +579,8 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	st = spoke_st_armed(spoke_st_gen(atomic_load_explicit(&h->state, memory_order_relaxed)),
 			    r->kind, (unsigned)k);
 	new_id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h));
+	if (!own && !spoke_any_admit(sh))
+		return nowait_call_leave(start_refused(s, h, st));
 	if (id)
 		*id = new_id;
 	SPOKE_PROBE3(start, new_id, k, deadline);
@@ -567,7 +590,7 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 		spoke_owner_arm_new(sh, h, deadline);
 	} else {
 		starter_publish(h, st, false);
-		spoke_any_post(sh, h, deadline);
+		spoke_any_post_admitted(sh, h, deadline);
 	}
 	return nowait_call_leave(0);
 }
@@ -1221,6 +1244,8 @@ static void shard_stats(struct shard *sh, struct spoke_shard_stats *o, uint64_t 
 	o->tick_ns = sh->tick_ns;
 	o->slack_ns = sh->stage.width_ns;
 	o->attached = atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHED;
+	o->inbox_queued = atomic_load_explicit(&sh->inbox_queued, memory_order_relaxed);
+	o->refused = counter(sh, CTR_REFUSED);
 	for (unsigned i = 0; i < SPOKE_LATE_BUCKETS; i++) {
 		counts[i] = atomic_load_explicit(&sh->ctr.late.bucket[i], memory_order_relaxed);
 		sum[i] += counts[i];
@@ -1249,6 +1274,8 @@ void spoke_stats(struct spoke *s, struct spoke_stats *out)
 		t->reset += o->reset;
 		t->fired += o->fired;
 		t->pending += o->pending;
+		t->inbox_queued += o->inbox_queued;
+		t->refused += o->refused;
 		if (o->inbox_hwm > t->inbox_hwm)
 			t->inbox_hwm = o->inbox_hwm;
 		if (o->max_late_ns > t->max_late_ns)

@@ -268,6 +268,7 @@ enum shard_counter {
 	CTR_STARTED,
 	CTR_CANCELLED,
 	CTR_RESET,
+	CTR_REFUSED, /* starts refused: the inbox was at its limit (remote only) */
 	CTR_COUNT,
 };
 
@@ -306,6 +307,15 @@ struct shard {
 	/* Producers: the inbox tail and the sleeper's wake word. */
 	struct cds_wfcq_head inbox_head __attribute__((aligned(SPOKE_CACHELINE)));
 	struct cds_wfcq_tail inbox_tail __attribute__((aligned(SPOKE_CACHELINE)));
+	/*
+	 * On the tail's line, which every producer writes anyway: the messages
+	 * queued and not yet handled (each producer adds one before it
+	 * enqueues, the owner subtracts what it handled once a turn), and the
+	 * limit a foreign start is refused at (spoke_any_admit; UINT64_MAX:
+	 * none; set before the shard's threads start, then read only).
+	 */
+	_Atomic uint64_t inbox_queued;
+	uint64_t inbox_limit;
 	_Atomic uint32_t wake_seq __attribute__((aligned(SPOKE_CACHELINE)));
 	_Atomic uint64_t sleep_until_ns; /* owner asleep until then; 0 = awake */
 	_Atomic uint32_t long_sleep;	 /* ... for longer than two ticks */
@@ -644,6 +654,27 @@ bool spoke_wait_broken(const struct spoke_wait *me);
 
 /* Any thread. */
 void spoke_any_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns);
+void spoke_any_post_admitted(struct shard *sh, struct spoke_handle *h, uint64_t due_ns);
+void spoke_any_refuse(struct shard *sh);
+
+/*
+ * Any thread but sh's owner, about to post a start: may sh's inbox take one
+ * more message? If so it is counted (then spoke_any_post_admitted); if the
+ * inbox holds inbox_limit messages its owner has not handled, the start is
+ * refused (-ENOBUFS), counted in `refused`. One atomic add on the tail's
+ * line, which the enqueue writes next. Cancels, resets and a runner's
+ * messages are never refused: each rides on a handle already counted among
+ * the live timers (spoke_any_post counts them without a limit).
+ */
+static inline bool spoke_any_admit(struct shard *sh)
+{
+	if (__builtin_expect(atomic_fetch_add_explicit(&sh->inbox_queued, 1, memory_order_relaxed) <
+				     sh->inbox_limit,
+			     1))
+		return true;
+	spoke_any_refuse(sh);
+	return false;
+}
 void spoke_any_nudge(struct shard *sh, uint64_t due_ns);
 uint64_t spoke_shard_next_tick_ns(const struct shard *sh, uint64_t now_ns); /* pure */
 /* Any thread that owns no shard (spoke_attach); from_pool: a pool callback. */

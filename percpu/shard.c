@@ -331,6 +331,8 @@ static void take_messages(struct shard *sh, bool all)
 		handle_message(sh, caa_container_of(node, struct spoke_handle, qnode));
 		n++;
 	}
+	if (n)
+		atomic_fetch_sub_explicit(&sh->inbox_queued, n, memory_order_relaxed);
 	sh->took_messages = n;
 	if (n > atomic_load_explicit(&sh->ctr.inbox_hwm, memory_order_relaxed))
 		atomic_store_explicit(&sh->ctr.inbox_hwm, n, memory_order_relaxed);
@@ -443,13 +445,28 @@ static void wake_owner(struct shard *sh)
  * Any thread: hand h (its INBOX bit just set by the caller) to the owner:
  * enqueue it on the inbox, then spoke_any_nudge. due_ns is the earliest
  * time the message matters: the deadline of a start or reset, 0 for "as
- * soon as possible", UINT64_MAX for a cancel.
+ * soon as possible", UINT64_MAX for a cancel. The message is counted in the
+ * inbox's backlog first (a start was counted by spoke_any_admit), so that
+ * the owner, which subtracts what it handled, never counts below zero.
  */
-void spoke_any_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns)
+void spoke_any_post_admitted(struct shard *sh, struct spoke_handle *h, uint64_t due_ns)
 {
 	cds_wfcq_node_init(&h->qnode);
 	cds_wfcq_enqueue(&sh->inbox_head, &sh->inbox_tail, &h->qnode);
 	spoke_any_nudge(sh, due_ns);
+}
+
+void spoke_any_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns)
+{
+	atomic_fetch_add_explicit(&sh->inbox_queued, 1, memory_order_relaxed);
+	spoke_any_post_admitted(sh, h, due_ns);
+}
+
+/* Any thread: spoke_any_admit refused a start; take back its count. */
+void spoke_any_refuse(struct shard *sh)
+{
+	atomic_fetch_sub_explicit(&sh->inbox_queued, 1, memory_order_relaxed);
+	spoke_count(sh, CTR_REFUSED, false);
 }
 
 /*
@@ -846,6 +863,9 @@ int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index)
 	sh->index = index;
 	sh->cpu = o && o->cpu >= 0 ? o->cpu : (int)(index % s->ncpus);
 	sh->tick_ns = o && o->tick_ns ? o->tick_ns : cfg->tick_ns;
+	sh->inbox_limit = o && o->inbox_limit ? o->inbox_limit : cfg->inbox_limit;
+	if (sh->inbox_limit == 0)
+		sh->inbox_limit = UINT64_MAX;
 	sh->epoch_ns = spoke_clock_ns();
 	spoke_stage_init(&sh->stage, sh->tick_ns, o && o->slack_ns ? o->slack_ns : cfg->slack_ns,
 			 sh->epoch_ns);

@@ -197,7 +197,8 @@ enum tally_kind {
 	TK_SYNC_DEADLK,
 	TK_RESET_OK,
 	TK_RESET_NOENT,
-	TK_TIMER_OPS,		    /* kinds above are timer operations (what --ops counts) */
+	TK_START_REFUSED, /* starts refused with -ENOBUFS: the shard's inbox at its limit */
+	TK_TIMER_OPS,	  /* kinds above are timer operations (what --ops counts) */
 	TK_SHUTDOWN = TK_TIMER_OPS, /* calls that returned -ESHUTDOWN */
 	TK_POLL,
 	TK_PROBE,	/* calls made only to learn of a shutdown (not operations) */
@@ -229,6 +230,8 @@ extern _Thread_local bool tl_saw_shutdown;
 
 /* Check a call's return code against what the contract allows for it. */
 void check_rc(const char *call, int rc, bool enoent_ok);
+/* check_rc for a start, which may also be refused (-ENOBUFS: counted, not a violation). */
+void check_start_rc(const char *call, int rc);
 
 /* ---- threads (util_threads.c) -------------------------------------------------------- */
 
@@ -277,6 +280,7 @@ struct svc_shape {
 	uint64_t tick_ns;
 	unsigned pool;	      /* callback threads; 0 = inline on the shard threads */
 	uint64_t lawn_shards; /* 0 = all */
+	unsigned inbox_limit; /* 0 = spoke_config_init's */
 };
 
 /* One configuration of a program's rounds: the service, and its worker threads. */
@@ -594,7 +598,7 @@ bool per_settle(struct spoke *s, size_t idx);
 /* ---- settling and spoke_stats (util_settle.c) ------------------------------------------------ */
 
 struct expect {
-	uint64_t started, fired, cancelled;
+	uint64_t started, fired, cancelled, refused;
 	bool oneshot_only; /* per shard: started == fired + cancelled + pending */
 };
 

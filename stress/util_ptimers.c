@@ -75,7 +75,7 @@ int per_start(struct spoke *s, size_t idx, uint64_t period_ns, unsigned plan, un
 	} else {
 		atomic_store(&p->stops, 1); /* never ran: settled */
 		atomic_store(&p->max_runs, 0);
-		check_rc("spoke_start_periodic", rc, false);
+		check_start_rc("spoke_start_periodic", rc);
 	}
 	return rc;
 }

@@ -140,7 +140,7 @@ int rec_start(struct spoke *s, size_t idx, enum start_how how, unsigned shard, u
 		tally(TK_START);
 	} else {
 		atomic_store_explicit(&r->word, rec_word(gen, REC_IDLE), memory_order_release);
-		check_rc(how_name(how), rc, false);
+		check_start_rc(how_name(how), rc);
 	}
 	return rc;
 }

@@ -18,6 +18,8 @@ static struct spoke *svc_make(const struct svc_shape *sh)
 	c.tick_ns = sh->tick_ns;
 	c.callback_threads = sh->pool;
 	c.lawn_shards = sh->lawn_shards;
+	if (sh->inbox_limit)
+		c.inbox_limit = sh->inbox_limit;
 	rc = spoke_create(&s, &c);
 	if (rc != 0) {
 		fprintf(stderr, "%s: spoke_create: %d (%s)\n", g_name, rc, strerror(-rc));

@@ -62,13 +62,14 @@ struct spoke;
  * except cpu, where -1 is the default (0 pins the shard to CPU 0).
  */
 struct spoke_shard_config {
-	int cpu;	     /* CPU to pin the managed thread to; -1 = shard index mod CPUs */
-	uint64_t tick_ns;    /* tick length of this shard (1 us .. 1 h) */
-	uint64_t slack_ns;   /* expiry slack of this shard (see struct spoke_config) */
-	const char *engine;  /* engine scheme for one-shot and periodic timers */
-	unsigned level_bits; /* wheel geometry (hierarchical): bits per level */
-	unsigned levels;     /* wheel geometry (hierarchical): number of levels */
-	size_t table_size;   /* hashed schemes: buckets */
+	int cpu;	      /* CPU to pin the managed thread to; -1 = shard index mod CPUs */
+	uint64_t tick_ns;     /* tick length of this shard (1 us .. 1 h) */
+	uint64_t slack_ns;    /* expiry slack of this shard (see struct spoke_config) */
+	const char *engine;   /* engine scheme for one-shot and periodic timers */
+	unsigned level_bits;  /* wheel geometry (hierarchical): bits per level */
+	unsigned levels;      /* wheel geometry (hierarchical): number of levels */
+	size_t table_size;    /* hashed schemes: buckets */
+	unsigned inbox_limit; /* backpressure (see struct spoke_config); 0 = the global one */
 };
 
 struct spoke_config {
@@ -103,6 +104,13 @@ struct spoke_config {
 	/* Optional: overrides for shards 0 .. n_shard_overrides-1 (NULL = none). */
 	const struct spoke_shard_config *shard_overrides;
 	unsigned n_shard_overrides;
+	/*
+	 * Backpressure: a start from a thread that does not own the shard is
+	 * refused with -ENOBUFS while the shard's inbox holds this many messages
+	 * its owner has not handled (default 1048576: 64 MiB of queued handles;
+	 * 0 = no limit). Cancels and resets are never refused.
+	 */
+	unsigned inbox_limit;
 };
 
 struct spoke_shard_stats {
@@ -123,6 +131,14 @@ struct spoke_shard_stats {
 	uint64_t tick_ns;
 	uint64_t slack_ns; /* the slack in effect: tick / ceil(tick / asked slack), rounded up */
 	bool attached;
+	/*
+	 * Messages other threads have queued to the shard (starts, resets,
+	 * cancels) that its owner has not handled yet: read live, also while
+	 * the owner is stalled. Starts refused with -ENOBUFS because it had
+	 * reached inbox_limit.
+	 */
+	uint64_t inbox_queued;
+	uint64_t refused;
 };
 
 struct spoke_stats {
@@ -182,7 +198,10 @@ void spoke_destroy_release(struct spoke *s, spoke_fn *release);
  * period), -ESHUTDOWN (destroy has begun), -EAGAIN (a thread's first call:
  * no arena for it, see above), -ENOMEM (no memory or address space for more
  * handles: a thread's first start reserves 64 MiB of address space for its
- * handles, and each further 512 KiB of them is made read/write as needed).
+ * handles, and each further 512 KiB of them is made read/write as needed),
+ * -ENOBUFS (the caller does not own the shard, and the shard's inbox holds
+ * inbox_limit messages its owner has not handled: a stalled or overrun
+ * owner; nothing was started, try again later or elsewhere).
  */
 
 /* One-shot timer on the caller's shard (its attached shard, else its CPU's). */

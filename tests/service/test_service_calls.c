@@ -292,10 +292,13 @@ static void ur_begin(unsigned callback_threads, bool reset_in_run)
 	ur.s = svc_new(1, 1 * MS, callback_threads);
 }
 
-/* The answer asked at asked_ns did not pass the deadline of the run that came next. */
+/*
+ * The answer of a call made at asked_ns or later did not pass the deadline of the
+ * run that came next (0 if that was due already).
+ */
 static void assert_left_within(int64_t left, uint64_t asked_ns, uint64_t next_due, const char *who)
 {
-	if (left < 0 || asked_ns + (uint64_t)left > next_due)
+	if (left < 0 || (left > 0 && asked_ns + (uint64_t)left > next_due))
 		fail_msg("%s: spoke_remaining said %" PRId64 " ns; the next run was due %" PRId64
 			 " ns after it was asked",
 			 who, left, (int64_t)(next_due - asked_ns));

@@ -14,6 +14,8 @@
  *   line8_destroy_waits_only_for_its_own_calls 8  not for a call waiting on another
  *                                              instance (cancel_sync of a running timer)
  *   line9_inbox_flood_never_drops              9  a full inbox drops nothing
+ *   line9_inbox_limit_refuses_starts           9  backpressure: starts past inbox_limit
+ *                                              get -ENOBUFS, cancels and resets never
  *                                              (bad input: test_service_errors.c)
  *   line10_huge_delays_never_fire              10 up to UINT64_MAX, every engine
  *
@@ -730,6 +732,151 @@ static void line9_inbox_flood_never_drops(void **state)
 	free(l9f.rec);
 }
 
+/*
+ * Line 9 with backpressure: a shard whose owner takes no message (attached,
+ * not polling) and an inbox_limit of BP_LIMIT. Other threads' starts fill
+ * the inbox to the limit, and spoke_stats shows the backlog while the owner
+ * is stalled; the next start of every kind is refused with -ENOBUFS, with
+ * *id untouched, and counted in `refused`. Cancels and resets are never
+ * refused, also past the limit, and neither is the owner's own start. Once
+ * a poll has taken the backlog, starts go through again, and the stats add
+ * up: nothing refused was started. Then threads race for the last places:
+ * exactly the limit's worth get in. A per-shard override limits only its
+ * shard.
+ */
+#define BP_LIMIT   1000u
+#define BP_ARMED   100u /* the owner's own timers, in its wheel: a cancel of one is a message */
+#define BP_THREADS 4
+
+static struct {
+	struct spoke *s;
+	spoke_id armed[BP_ARMED], queued[BP_LIMIT];
+	atomic_uint admitted, refused;
+} bp;
+
+/* Another thread: fill shard 0's inbox with BP_LIMIT starts, then try each start kind past it. */
+static void *bp_fill(void *arg)
+{
+	spoke_id id = SENTINEL_ID;
+
+	(void)arg;
+	for (unsigned i = 0; i < BP_LIMIT; i++)
+		BG_CHECK_INT(spoke_start_on(bp.s, 0, 10 * SEC, never_fn, NULL, &bp.queued[i]), ==,
+			     0);
+	BG_CHECK_INT(spoke_start_on(bp.s, 0, 10 * SEC, never_fn, NULL, &id), ==, -ENOBUFS);
+	BG_CHECK_INT(spoke_start(bp.s, 10 * SEC, never_fn, NULL, &id), ==, -ENOBUFS);
+	BG_CHECK_INT(spoke_start_at(bp.s, spoke_now_ns() + SEC, never_fn, NULL, &id), ==, -ENOBUFS);
+	BG_CHECK_INT(spoke_start_periodic(bp.s, 10 * SEC, never_fn, NULL, &id), ==, -ENOBUFS);
+	BG_CHECK_INT(spoke_start_ttl(bp.s, 10 * SEC, never_fn, NULL, &id), ==, -ENOBUFS);
+	BG_CHECK(id == SENTINEL_ID);
+	return NULL;
+}
+
+/* Another thread: cancel and reset past the limit. */
+static void *bp_cancel_reset(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; i < BP_ARMED; i++) {
+		BG_CHECK_INT(spoke_reset(bp.s, bp.armed[i], 20 * SEC), ==, 0);
+		BG_CHECK_INT(spoke_cancel(bp.s, bp.armed[i]), ==, 0);
+	}
+	for (unsigned i = 0; i < BP_LIMIT; i++) {
+		BG_CHECK_INT(spoke_reset(bp.s, bp.queued[i], 20 * SEC), ==, 0);
+		BG_CHECK_INT(spoke_cancel(bp.s, bp.queued[i]), ==, 0);
+	}
+	return NULL;
+}
+
+static void bp_race(unsigned idx, void *ctx)
+{
+	(void)idx;
+	(void)ctx;
+	for (unsigned i = 0; i < BP_LIMIT; i++) {
+		int rc = spoke_start_on(bp.s, 0, 10 * SEC, never_fn, NULL, NULL);
+
+		if (rc == 0)
+			atomic_fetch_add(&bp.admitted, 1);
+		else if (rc == -ENOBUFS)
+			atomic_fetch_add(&bp.refused, 1);
+		else
+			BG_CHECK_INT(rc, ==, -ENOBUFS);
+	}
+}
+
+/* Another thread: shard 1 (limit 10, stalled) takes 10; shard 0 (global limit) more. */
+static void *bp_override(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; i < 10; i++)
+		BG_CHECK_INT(spoke_start_on(bp.s, 1, 10 * SEC, never_fn, NULL, NULL), ==, 0);
+	BG_CHECK_INT(spoke_start_on(bp.s, 1, 10 * SEC, never_fn, NULL, NULL), ==, -ENOBUFS);
+	for (unsigned i = 0; i < 20; i++)
+		BG_CHECK_INT(spoke_start_on(bp.s, 0, 10 * SEC, never_fn, NULL, NULL), ==, 0);
+	return NULL;
+}
+
+static struct spoke_shard_stats bp_shard0(void)
+{
+	return stats_of(bp.s, 0);
+}
+
+static void line9_inbox_limit_refuses_starts(void **state)
+{
+	struct spoke_shard_config o[2] = {{.cpu = -1}, {.cpu = -1, .inbox_limit = 10}};
+	struct spoke_shard_stats t;
+	struct spoke_config c;
+	spoke_id own;
+
+	(void)state;
+	memset(&bp, 0, sizeof(bp));
+	svc_config(&c, 1, 1 * MS, 0);
+	c.inbox_limit = BP_LIMIT;
+	bp.s = svc_create_cfg(&c);
+	assert_int_equal(spoke_attach(bp.s, 0), 0);
+	for (unsigned i = 0; i < BP_ARMED; i++)
+		assert_int_equal(spoke_start(bp.s, 10 * SEC, never_fn, NULL, &bp.armed[i]), 0);
+	pthread_join(thread_start(bp_fill, NULL), NULL);
+	assert_no_bg_failures();
+	t = bp_shard0();
+	assert_int_equal(t.inbox_queued, BP_LIMIT);
+	assert_int_equal(t.refused, 5);
+	assert_int_equal(t.started, BP_ARMED); /* the queued starts are not taken yet */
+	pthread_join(thread_start(bp_cancel_reset, NULL), NULL);
+	assert_no_bg_failures();
+	assert_true(bp_shard0().inbox_queued >= BP_LIMIT + BP_ARMED);
+	assert_int_equal(spoke_start(bp.s, 10 * SEC, never_fn, NULL, &own), 0); /* the owner's */
+	spoke_poll(bp.s);
+	t = bp_shard0();
+	assert_int_equal(t.inbox_queued, 0);
+	assert_int_equal(t.started, BP_ARMED + BP_LIMIT + 1);
+	assert_int_equal(t.cancelled, BP_ARMED + BP_LIMIT);
+	assert_int_equal(t.pending, 1);
+	assert_int_equal(spoke_cancel(bp.s, own), 0);
+	/* Threads racing for the places: exactly the limit's worth get in. */
+	run_workers(BP_THREADS, bp_race, NULL);
+	assert_no_bg_failures();
+	assert_int_equal(atomic_load(&bp.admitted), BP_LIMIT);
+	assert_int_equal(atomic_load(&bp.refused), (BP_THREADS - 1) * BP_LIMIT);
+	assert_int_equal(bp_shard0().refused, 5 + (BP_THREADS - 1) * BP_LIMIT);
+	spoke_poll(bp.s);
+	assert_int_equal(bp_shard0().pending, BP_LIMIT);
+	assert_int_equal(spoke_detach(bp.s), 0);
+	svc_destroy(bp.s);
+	/* An override: shard 1 takes 10, shard 0 the global limit. */
+	svc_config(&c, 2, 1 * MS, 0);
+	c.inbox_limit = BP_LIMIT;
+	c.shard_overrides = o;
+	c.n_shard_overrides = 2;
+	bp.s = svc_create_cfg(&c);
+	assert_int_equal(spoke_attach(bp.s, 1), 0); /* shard 1 stalls */
+	pthread_join(thread_start(bp_override, NULL), NULL);
+	assert_no_bg_failures();
+	assert_int_equal(stats_of(bp.s, 1).refused, 1);
+	assert_int_equal(stats_of(bp.s, 0).refused, 0);
+	assert_int_equal(spoke_detach(bp.s), 0);
+	svc_destroy(bp.s);
+}
+
 /* ==== line 10: delays up to UINT64_MAX
  * ============================================================ */
 
@@ -896,6 +1043,7 @@ int main(int argc, char **argv)
 		SVC_TEST(line8_destroy_after_caller_threads_exit),
 		SVC_TEST(line8_destroy_waits_only_for_its_own_calls),
 		SVC_TEST(line9_inbox_flood_never_drops),
+		SVC_TEST(line9_inbox_limit_refuses_starts),
 		SVC_TEST(line10_huge_delays_never_fire),
 	};
 
