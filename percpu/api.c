@@ -535,14 +535,15 @@ start_handle(struct spoke *s, struct arena *a, const struct start_req *r, uint64
 }
 
 /*
- * A start whose shard's inbox is full (spoke_any_admit): its handle, filled
- * in and never published (word st, the kind's), goes back, and the start
- * fails with nothing done.
+ * A start that got no handle: its place in the inbox, taken by
+ * spoke_any_admit before the handle (so that a refused start touches no
+ * arena), goes back.
  */
-static int start_refused(struct spoke *s, struct spoke_handle *h, uint64_t st)
+static int start_no_handle(struct shard *sh, bool own)
 {
-	spoke_handle_release(s, h, st);
-	return -ENOBUFS;
+	if (!own)
+		spoke_any_unadmit(sh);
+	return -ENOMEM;
 }
 
 /*
@@ -572,15 +573,15 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 		return nowait_call_leave(k);
 	sh = &s->shards[k];
 	own = sh == mine;
+	if (!own && !spoke_any_admit(sh))
+		return nowait_call_leave(-ENOBUFS);
 	deadline = r->absolute ? deadline_at(sh, r->when_ns, own) : deadline_on(sh, r->when_ns);
 	h = start_handle(s, a, r, deadline);
 	if (!h)
-		return nowait_call_leave(-ENOMEM);
+		return nowait_call_leave(start_no_handle(sh, own));
 	st = spoke_st_armed(spoke_st_gen(atomic_load_explicit(&h->state, memory_order_relaxed)),
 			    r->kind, (unsigned)k);
 	new_id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h));
-	if (!own && !spoke_any_admit(sh))
-		return nowait_call_leave(start_refused(s, h, st));
 	if (id)
 		*id = new_id;
 	SPOKE_PROBE3(start, new_id, k, deadline);

@@ -24,9 +24,10 @@
  * its first handle (a thread that only cancels never reserves one) and made
  * read/write 512 KiB at a time (SPOKE_REGION_STEP_SLOTS) as fresh slots reach
  * it, so strict overcommit charges only what the steps cover and pages are
- * resident only once written. Nothing is returned before spoke_destroy, so
- * memory is type-stable: a stale id always resolves to a handle, whose
- * generation then tells it apart. Lookups read only slots below the
+ * resident only once written. The region stays mapped until spoke_destroy,
+ * so memory is type-stable: a stale id always resolves to a handle, whose
+ * generation then tells it apart; whole steps no handle uses can give their
+ * pages back (arena_trim, below), and read as zeros meanwhile. Lookups read only slots below the
  * published read/write limit (`ready`), never a PROT_NONE page; a slot there
  * that was never handed out still has the zero word of a fresh mapping,
  * generation 0, which no id carries.
@@ -165,23 +166,135 @@ static void free_list_push(struct arena *a, struct spoke_handle *h)
 }
 
 /*
+ * Giving memory back. A shard that was stalled or outrun leaves its
+ * senders' arenas with as many handles as its backlog held (up to its
+ * inbox_limit), all free once it has caught up. They come back to each
+ * sender on its return queue, and the sender takes them all at once when
+ * its free list has run dry (take_returned): at that moment its free list
+ * holds every free handle of the arena, so a step (512 KiB) all of whose
+ * slots are on it is in use by no one, and arena_trim gives its pages back
+ * to the kernel (MADV_DONTNEED: the step stays mapped read/write, and reads
+ * as zeros until written). Its slots leave the free list, and are handed
+ * out again (arena_refill) before the region grows by another step. A slot's
+ * generation must not start over (an old id would name its next timer), so
+ * a trimmed step remembers the highest generation on it: its slots start
+ * there, past every id they were given. Meanwhile a lookup reads a zero
+ * word (generation 0, in no id). Step 0 holds the region's header and is
+ * never trimmed; nor is a step with a periodic timer's second slot (its
+ * free second slots are on aux_list, not the free list), which keeps the
+ * rule that such a slot stays one. Only small batches leave trimming out:
+ * a trim walks the free list once, and is worth it once it is two steps
+ * long.
+ */
+#define TRIM_MIN_HANDLES (2 * SPOKE_REGION_STEP_SLOTS)
+
+static unsigned step_of(const struct arena *a, const struct spoke_handle *h)
+{
+	return (unsigned)(((const char *)h - a->base) / SPOKE_SLOT_BYTES / SPOKE_REGION_STEP_SLOTS);
+}
+
+/*
+ * Owner, right after take_returned refilled an empty free list: give back
+ * every step whose slots are all on it. Out of line, as arena_refill: rare,
+ * and with its counts on the stack it would weigh on every slow allocation.
+ */
+static __attribute__((noinline)) void arena_trim(struct arena *a)
+{
+	uint16_t free_on_step[SPOKE_REGION_STEPS] = {0};
+	struct spoke_handle *h, **link;
+	bool any = false;
+
+	for (h = a->free_list; h; h = (struct spoke_handle *)h->qnode.next)
+		free_on_step[step_of(a, h)]++;
+	for (unsigned k = 1; k < SPOKE_REGION_STEPS; k++) {
+		if (free_on_step[k] != SPOKE_REGION_STEP_SLOTS)
+			continue;
+		a->trimmed_gen[k] = 1;
+		any = true;
+	}
+	if (!any)
+		return;
+	for (link = &a->free_list; (h = *link) != NULL;) {
+		unsigned k = step_of(a, h);
+		uint32_t gen = spoke_st_gen(atomic_load_explicit(&h->state, memory_order_relaxed));
+
+		if (free_on_step[k] != SPOKE_REGION_STEP_SLOTS) {
+			link = (struct spoke_handle **)&h->qnode.next;
+			continue;
+		}
+		*link = (struct spoke_handle *)h->qnode.next;
+		if (gen > a->trimmed_gen[k])
+			a->trimmed_gen[k] = gen;
+	}
+	for (unsigned k = 1; k < SPOKE_REGION_STEPS; k++) {
+		if (free_on_step[k] != SPOKE_REGION_STEP_SLOTS)
+			continue;
+		(void)madvise(a->base + (size_t)k * REGION_STEP_BYTES, REGION_STEP_BYTES,
+			      MADV_DONTNEED);
+		a->trimmed[k / 64] |= UINT64_C(1) << (k % 64);
+	}
+}
+
+/*
  * Take back what other threads returned (owner only, never blocks): splice
  * the return queue onto the private `taken` queue, then move what is fully
- * linked onto the free list. A node a preempted producer has not linked yet
- * stays on `taken` for the next time.
+ * linked onto the free list, and trim. A node a preempted producer has not
+ * linked yet stays on `taken` for the next time.
  */
 static void take_returned(struct arena *a)
 {
 	struct cds_wfcq_node *n;
+	size_t taken = 0;
 
 	if (!cds_wfcq_empty(&a->ret_head, &a->ret_tail))
 		(void)__cds_wfcq_splice_nonblocking(&a->taken_head, &a->taken_tail, &a->ret_head,
 						    &a->ret_tail);
 	while ((n = __cds_wfcq_dequeue_nonblocking(&a->taken_head, &a->taken_tail)) != NULL &&
-	       n != CDS_WFCQ_WOULDBLOCK)
+	       n != CDS_WFCQ_WOULDBLOCK) {
 		free_list_push(a, caa_container_of(n, struct spoke_handle, qnode));
+		taken++;
+	}
+	if (taken >= TRIM_MIN_HANDLES)
+		arena_trim(a);
 }
 
+/* Owner: has a a trimmed step whose slots it has not begun to hand out again? */
+static bool arena_any_trimmed(const struct arena *a)
+{
+	uint64_t any = 0;
+
+	for (unsigned w = 0; w < SPOKE_REGION_STEPS / 64; w++)
+		any |= a->trimmed[w];
+	return any != 0;
+}
+
+/* Owner, a trimmed step to hand out (refill, or one in trimmed): its next slot, FREE. */
+static __attribute__((noinline)) struct spoke_handle *arena_refill(struct arena *a)
+{
+	struct spoke_handle *h;
+
+	if (a->refill == a->refill_end) { /* begin the lowest trimmed step */
+		unsigned w = 0, k;
+
+		while (!a->trimmed[w])
+			w++;
+		k = w * 64 + (unsigned)__builtin_ctzll(a->trimmed[w]);
+		a->trimmed[w] &= a->trimmed[w] - 1;
+		a->refill = (size_t)k * SPOKE_REGION_STEP_SLOTS;
+		a->refill_end = a->refill + SPOKE_REGION_STEP_SLOTS;
+		a->refill_gen = a->trimmed_gen[k];
+	}
+	h = spoke_arena_slot(a, a->refill++);
+	starter_init_fresh(h, a->refill_gen);
+	return h;
+}
+
+/*
+ * Owner: a handle from a's free list, or what other threads returned, or a
+ * slot no timer uses: the next fresh slot of those made read/write, else a
+ * trimmed step's (before the region grows by a step); NULL: none left, or
+ * no memory.
+ */
 static struct spoke_handle *arena_take(struct arena *a)
 {
 	struct spoke_handle *h = spoke_arena_pop_free(a);
@@ -192,17 +305,21 @@ static struct spoke_handle *arena_take(struct arena *a)
 	}
 	if (h)
 		return h;
-	if (a->fresh >= atomic_load_explicit(&a->ready, memory_order_relaxed) && !region_grow(a))
-		return NULL;
+	if (a->fresh >= atomic_load_explicit(&a->ready, memory_order_relaxed)) {
+		if (a->refill < a->refill_end || arena_any_trimmed(a))
+			return arena_refill(a);
+		if (!region_grow(a))
+			return NULL;
+	}
 	h = spoke_arena_slot(a, a->fresh++);
-	starter_init_fresh(h); /* generation 1, FREE */
+	starter_init_fresh(h, 1);
 	return h;
 }
 
 /* Has a handed out every slot it has? (Only its free lists can give more.) */
 static bool arena_full(const struct arena *a)
 {
-	return a->fresh >= SPOKE_ARENA_SLOTS;
+	return a->fresh >= SPOKE_ARENA_SLOTS && a->refill == a->refill_end && !arena_any_trimmed(a);
 }
 
 static struct arena *arena_new(struct spoke *s, struct arena *home);

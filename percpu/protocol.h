@@ -490,11 +490,16 @@ static inline enum runner_end runner_finish(struct spoke_handle *h, uint64_t *st
 
 /* --- words no id names: a fresh slot, a periodic timer's second slot ------ */
 
-/* Starter (arena.c arena_take): a slot handed out for the first time: FREE, generation 1. */
-static inline void starter_init_fresh(struct spoke_handle *h)
+/*
+ * Starter (arena.c arena_take): a slot handed out for the first time, or
+ * for the first time since its step was given back to the kernel: FREE,
+ * generation gen (1 for a new slot; a given-back step's slots start past
+ * every generation they had, arena.c arena_trim).
+ */
+static inline void starter_init_fresh(struct spoke_handle *h, uint32_t gen)
 {
 	/* A lookup may read the word meanwhile (the slot is below `ready`). */
-	atomic_store_explicit(&h->state, spoke_st_freed(0), memory_order_relaxed);
+	atomic_store_explicit(&h->state, (uint64_t)gen << SPOKE_ST_GEN_SHIFT, memory_order_relaxed);
 }
 
 /* Starter (arena.c spoke_handle_alloc_aux): the slot is a periodic timer's second (AUX). */

@@ -170,6 +170,7 @@ static inline void spoke_handle_set_base(struct spoke_handle *h, uint64_t st, ui
 #define SPOKE_REGION_BYTES ((size_t)SPOKE_ARENA_SLOTS * SPOKE_SLOT_BYTES)
 /* Slots made read/write at a time, as the arena's fresh slots reach them (512 KiB). */
 #define SPOKE_REGION_STEP_SLOTS 8192u
+#define SPOKE_REGION_STEPS	(SPOKE_ARENA_SLOTS / SPOKE_REGION_STEP_SLOTS)
 _Static_assert(sizeof(struct spoke_handle) <= SPOKE_SLOT_BYTES, "a handle fits its slot");
 _Static_assert(SPOKE_ARENA_SLOTS % SPOKE_REGION_STEP_SLOTS == 0, "steps tile a region");
 
@@ -207,6 +208,12 @@ struct arena {
 	size_t fresh;			 /* slots below it handed out (1: none; 0: no region) */
 	struct cds_wfcq_head taken_head; /* spliced from ret, not yet on free_list */
 	struct cds_wfcq_tail taken_tail;
+
+	/* Owner only: steps given back to the kernel, and their reuse (arena.c arena_trim). */
+	uint64_t trimmed[SPOKE_REGION_STEPS / 64]; /* bit k: step k, no slot of it in use */
+	uint32_t trimmed_gen[SPOKE_REGION_STEPS];  /* step k's first generation from now on */
+	size_t refill, refill_end;		   /* slots of a trimmed step handed out again */
+	uint32_t refill_gen;
 	/* Other threads return freed handles here (wfcqueue, MPSC). */
 	struct cds_wfcq_head ret_head __attribute__((aligned(SPOKE_CACHELINE)));
 	struct cds_wfcq_tail ret_tail __attribute__((aligned(SPOKE_CACHELINE)));
@@ -656,10 +663,12 @@ bool spoke_wait_broken(const struct spoke_wait *me);
 void spoke_any_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns);
 void spoke_any_post_admitted(struct shard *sh, struct spoke_handle *h, uint64_t due_ns);
 void spoke_any_refuse(struct shard *sh);
+void spoke_any_unadmit(struct shard *sh);
 
 /*
- * Any thread but sh's owner, about to post a start: may sh's inbox take one
- * more message? If so it is counted (then spoke_any_post_admitted); if the
+ * Any thread but sh's owner, starting a timer there: may sh's inbox take one
+ * more message? If so it is counted (then spoke_any_post_admitted, or
+ * spoke_any_unadmit if the start fails after all); if the
  * inbox holds inbox_limit messages its owner has not handled, the start is
  * refused (-ENOBUFS), counted in `refused`. One atomic add on the tail's
  * line, which the enqueue writes next. Cancels, resets and a runner's

@@ -220,7 +220,8 @@ static void run_or_dispatch(struct shard *sh, struct spoke_handle *h)
  * started, and its runner hands it back armed for the reset's deadline
  * (protocol.h runner_undispatch) instead of running it.
  */
-static void handle_message(struct shard *sh, struct spoke_handle *h)
+static inline __attribute__((always_inline)) void handle_message(struct shard *sh,
+								 struct spoke_handle *h)
 {
 	uint64_t after, s = owner_take_message(h, &after);
 
@@ -301,6 +302,30 @@ static void splice_inbox(struct shard *sh, bool must_take)
 }
 
 /*
+ * spoke_poll: handle the messages on `taken` up to and including last (the
+ * inbox's tail when the poll began to take), waiting for the producer of a
+ * missing link on the way. Returns how many.
+ */
+static unsigned take_through(struct shard *sh, struct cds_wfcq_node *last)
+{
+	struct cds_wfcq_node *node;
+	unsigned n = 0, attempt = 0;
+
+	do {
+		node = __cds_wfcq_dequeue_nonblocking(&sh->taken_head, &sh->taken_tail);
+		if (node == CDS_WFCQ_WOULDBLOCK) {
+			wait_for_producer(&attempt);
+			continue;
+		}
+		if (!node) /* cannot be: last was spliced onto `taken` */
+			break;
+		handle_message(sh, caa_container_of(node, struct spoke_handle, qnode));
+		n++;
+	} while (node != last);
+	return n;
+}
+
+/*
  * Owner: handle the queued messages: at most inbox_batch of them, or, with
  * all (spoke_poll), every message queued before the splice, so that a poll
  * runs what was queued before it began, and producers cannot keep it
@@ -314,20 +339,15 @@ static void splice_inbox(struct shard *sh, bool must_take)
  */
 static void take_messages(struct shard *sh, bool all)
 {
-	unsigned limit = all ? 0 : sh->s->cfg.inbox_batch, n = 0, attempt = 0;
+	unsigned limit = all ? 0 : sh->s->cfg.inbox_batch, n = 0;
 	struct cds_wfcq_node *node, *last = all ? inbox_last(sh) : NULL;
 
 	splice_inbox(sh, last != NULL);
-	while (limit == 0 || n < limit) {
-		node = __cds_wfcq_dequeue_nonblocking(&sh->taken_head, &sh->taken_tail);
-		if (node == CDS_WFCQ_WOULDBLOCK && last) {
-			wait_for_producer(&attempt);
-			continue;
-		}
-		if (!node || node == CDS_WFCQ_WOULDBLOCK)
-			break;
-		if (node == last)
-			last = NULL;
+	if (last)
+		n = take_through(sh, last);
+	while ((limit == 0 || n < limit) &&
+	       (node = __cds_wfcq_dequeue_nonblocking(&sh->taken_head, &sh->taken_tail)) != NULL &&
+	       node != CDS_WFCQ_WOULDBLOCK) {
 		handle_message(sh, caa_container_of(node, struct spoke_handle, qnode));
 		n++;
 	}
@@ -462,10 +482,16 @@ void spoke_any_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns)
 	spoke_any_post_admitted(sh, h, due_ns);
 }
 
-/* Any thread: spoke_any_admit refused a start; take back its count. */
-void spoke_any_refuse(struct shard *sh)
+/* Any thread: a start spoke_any_admit counted posts nothing after all (no handle). */
+void spoke_any_unadmit(struct shard *sh)
 {
 	atomic_fetch_sub_explicit(&sh->inbox_queued, 1, memory_order_relaxed);
+}
+
+/* Any thread: spoke_any_admit refused a start; take back its count, and count the refusal. */
+void spoke_any_refuse(struct shard *sh)
+{
+	spoke_any_unadmit(sh);
 	spoke_count(sh, CTR_REFUSED, false);
 }
 

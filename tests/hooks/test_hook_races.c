@@ -116,6 +116,12 @@
  *                        slots never handed out and of slots past the
  *                        read/write limit name nothing (-ENOENT), and
  *                        resolving them reads no page that is not mapped.
+ *   arena_trims_drained_backlog  a sender's backlog to a shard that does
+ *                        not poll, then drained: the sender's next start
+ *                        takes its handles back and the steps of its arena
+ *                        none of them is used in leave memory (mincore);
+ *                        the old ids name none of the timers that reuse
+ *                        the slots.
  *   every_handle_comes_back  once every timer of a mixed load is over
  *                        (one-shots fired and cancelled, periodic timers
  *                        reset and cancelled while armed, queued or running,
@@ -132,6 +138,7 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1599,6 +1606,107 @@ static void assert_names_nothing(struct spoke *s, spoke_id id)
  * limit (still PROT_NONE: reading one would fault) name nothing, and the
  * lookup does not touch what is past the limit.
  */
+/* --- a drained backlog gives its memory back ---------------------------------- */
+
+#define BL_STEPS 8
+#define BL_PAIRS (BL_STEPS * SPOKE_REGION_STEP_SLOTS)
+
+static struct {
+	struct spoke *s;
+	struct arena *arena;   /* the sender's */
+	spoke_id *old, *young; /* the first batch's ids, and the new timers' */
+	unsigned young_n;
+} bl;
+
+/* The sender: BL_PAIRS start + cancel pairs queued to shard 0 (its owner takes none). */
+static void bl_backlog(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; i < BL_PAIRS; i++) {
+		BG_CHECK_INT(spoke_start_on(bl.s, 0, 10 * SEC, never_fn, NULL, &bl.old[i]), ==, 0);
+		BG_CHECK_INT(spoke_cancel(bl.s, bl.old[i]), ==, 0);
+	}
+	bl.arena = spoke_tls_arena.arena;
+}
+
+/* The sender again, once the owner took them: new timers, as many. */
+static void bl_restart(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; i < bl.young_n; i++)
+		BG_CHECK_INT(spoke_start_on(bl.s, 0, 10 * SEC, never_fn, NULL, &bl.young[i]), ==,
+			     0);
+}
+
+/* Pages of steps 1 .. BL_STEPS - 1 of the sender's region that are resident. */
+static unsigned bl_resident_pages(void)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE),
+	       step = SPOKE_REGION_STEP_SLOTS * SPOKE_SLOT_BYTES, bytes = (BL_STEPS - 1) * step;
+	unsigned char *vec = calloc(bytes / page, 1);
+	unsigned n = 0;
+
+	assert_non_null(vec);
+	assert_int_equal(mincore(bl.arena->base + step, bytes, vec), 0);
+	for (size_t i = 0; i < bytes / page; i++)
+		n += vec[i] & 1;
+	free(vec);
+	return n;
+}
+
+/*
+ * A sender queues BL_STEPS steps' worth (512 KiB each) of start + cancel
+ * pairs to an attached shard that does not poll: its arena's steps are
+ * resident. The owner polls them all and hands the handles back; the
+ * sender's next start takes them back at once, and the steps none of them
+ * is used in are given back to the kernel (mincore: not resident), where
+ * before they stayed until destroy. Ids keep their meaning (line 6): when
+ * the sender's new timers reuse those slots, no old id cancels one of them.
+ */
+static void arena_trims_drained_backlog(void **state)
+{
+	size_t step_pages =
+		SPOKE_REGION_STEP_SLOTS * SPOKE_SLOT_BYTES / (size_t)sysconf(_SC_PAGESIZE);
+	struct agent sender;
+	unsigned resident;
+
+	(void)state;
+	memset(&bl, 0, sizeof(bl));
+	bl.old = calloc(BL_PAIRS, sizeof(*bl.old));
+	bl.young = calloc(BL_PAIRS, sizeof(*bl.young));
+	assert_true(bl.old && bl.young);
+	bl.s = svc_new(1, 1 * MS, 0);
+	assert_int_equal(spoke_attach(bl.s, 0), 0);
+	agent_begin(&sender);
+	agent_call(&sender, bl_backlog, NULL);
+	assert_no_bg_failures();
+	resident = bl_resident_pages();
+	assert_true(resident > (BL_STEPS - 2) * step_pages); /* the backlog's handles */
+	assert_int_equal(stats_of(bl.s, 0).inbox_queued, BL_PAIRS);
+	spoke_poll(bl.s);
+	assert_int_equal(stats_of(bl.s, 0).inbox_queued, 0);
+	bl.young_n = 1;
+	agent_call(&sender, bl_restart, NULL);
+	resident = bl_resident_pages();
+	if (resident > step_pages)
+		fail_msg("%u pages of the drained backlog's steps still resident (of %zu)",
+			 resident, (BL_STEPS - 1) * step_pages);
+	/* New timers in every slot the backlog used: the old ids name none of them. */
+	bl.young_n = BL_PAIRS;
+	agent_call(&sender, bl_restart, NULL);
+	assert_no_bg_failures();
+	for (unsigned i = 0; i < BL_PAIRS; i++)
+		assert_int_equal(spoke_cancel(bl.s, bl.old[i]), -ENOENT);
+	for (unsigned i = 0; i < BL_PAIRS; i++)
+		assert_int_equal(spoke_cancel(bl.s, bl.young[i]), 0);
+	agent_end(&sender);
+	spoke_poll(bl.s);
+	assert_int_equal(spoke_detach(bl.s), 0);
+	svc_destroy(bl.s);
+	free(bl.old);
+	free(bl.young);
+}
+
 static void arena_ids_across_region_step(void **state)
 {
 	struct spoke *s = svc_new(1, 1 * MS, 0);
@@ -1921,6 +2029,7 @@ int main(int argc, char **argv)
 		HOOK_TEST(fork_child_leaves_parent_instances_alone),
 		HOOK_TEST(poll_waits_for_unlinked_producer),
 		HOOK_TEST(remaining_as_periodic_run_ends),
+		HOOK_TEST(arena_trims_drained_backlog),
 	};
 
 	return svc_main(argc, argv, "hook_races", all, ARRAY_SIZE(all));
