@@ -40,6 +40,7 @@
 #include "test_hooks.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* The run in progress on this thread, innermost first (spoke_runner_run). */
@@ -49,6 +50,45 @@ static _Thread_local const struct spoke *tls_pool_of; /* this thread is a worker
 struct spoke_run *spoke_current_run(void)
 {
 	return tls_run;
+}
+
+/*
+ * A callback that never returns to its run (pthread_exit inside it, or a
+ * cancellation acted on there) leaves the service waiting for that run for
+ * ever: a spoke_poll's call never ends, so destroy hangs; a shard or pool
+ * thread is gone, so its timers never run again. No error can be returned
+ * to anyone, so it stops the process, naming the misuse. Seen at the
+ * thread's exit, at no cost to the runs: every thread that runs callbacks
+ * holds a value under this key (set once, as it begins to), whose
+ * destructor finds the thread still inside a run.
+ */
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+static bool exit_key_once_failed; /* no key (EAGAIN): such an exit goes unseen */
+
+static void abort_if_exit_in_run(void *unused)
+{
+	(void)unused;
+	if (!tls_run)
+		return;
+	fprintf(stderr, "spoke: a thread exited inside a timer callback (pthread_exit, or a "
+			"cancellation acted on in it; misuse: a callback must return, or spoke "
+			"would wait for that run for ever); aborting\n");
+	abort();
+}
+
+static void exit_key_create(void)
+{
+	if (pthread_key_create(&exit_key, abort_if_exit_in_run) != 0)
+		exit_key_once_failed = true;
+}
+
+/* The calling thread runs callbacks from now on (a shard or pool thread, an attached one). */
+void spoke_runner_watch_exit(void)
+{
+	(void)pthread_once(&exit_key_once, exit_key_create);
+	if (!exit_key_once_failed)
+		(void)pthread_setspecific(exit_key, &exit_key);
 }
 
 bool spoke_running_in_callback(const struct spoke_handle *h)
@@ -431,6 +471,7 @@ static void *worker_main(void *arg)
 	struct spoke *s = w->s;
 
 	tls_pool_of = s;
+	spoke_runner_watch_exit();
 	spoke_thread_name("pool", (unsigned)(w - s->workers));
 	spoke_thread_adopt_sched(s);
 	while (!atomic_load_explicit(&s->pool_stop, memory_order_acquire)) {

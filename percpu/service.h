@@ -714,6 +714,7 @@ bool spoke_owner_pool_busy_with(const struct shard *sh);
 
 /* The runner: a pool worker, or the owner running a callback inline. */
 bool spoke_runner_run(struct spoke *s, struct spoke_handle *h);
+void spoke_runner_watch_exit(void);
 void spoke_runner_recall(struct shard *sh, struct spoke_handle *h);
 
 /* Create and destroy (the thread in spoke_create / spoke_destroy). */

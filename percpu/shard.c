@@ -849,6 +849,7 @@ static void *shard_main(void *arg)
 	/* Wake at the tick, not up to 50 us later (Linux's default timer slack). */
 	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	spoke_thread_adopt_sched(sh->s);
+	spoke_runner_watch_exit();
 	wait_detach_done(sh);
 	become_owner(sh, true);
 	while (!managed_may_leave(sh)) {
@@ -981,6 +982,7 @@ int spoke_shard_attach(struct shard *sh, bool from_pool)
 	atomic_store_explicit(&sh->attach_fenced, 0, memory_order_relaxed);
 	atomic_store_explicit(&sh->mode, SHARD_ATTACHED, memory_order_release);
 	become_owner(sh, false);
+	spoke_runner_watch_exit(); /* its spoke_poll runs callbacks */
 	return 0;
 }
 

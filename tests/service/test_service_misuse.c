@@ -31,6 +31,10 @@
  *   line7_destroys_of_each_other_abort X destroys B while Y destroys A: the
  *                                      second destroy aborts, naming the
  *                                      cycle (a child process runs it)
+ *   misuse_thread_exit_in_callback_aborts  a callback ends its thread with
+ *                                      pthread_exit (pool, inline, poll): the
+ *                                      process aborts naming it (before, the
+ *                                      shard's timers stopped, or destroy hung)
  *   line9_first_start_under_address_limit  a thread's first start reserves
  *                                      its 64 MiB of handle space, no more:
  *                                      under RLIMIT_AS of what the process
@@ -258,6 +262,68 @@ static void line7_destroy_in_poll_callback_aborts(void **state)
 {
 	(void)state;
 	assert_destroy_in_callback_aborts(FROM_POLL);
+}
+
+/* ---- a thread that exits inside a callback --------------------------------------------- */
+
+#define EXIT_MSG "spoke: a thread exited inside a timer callback"
+
+static void exit_thread_fn(void *arg)
+{
+	(void)arg;
+	pthread_exit(NULL);
+}
+
+static void *exit_in_poll_main(void *arg)
+{
+	(void)arg;
+	if (spoke_attach(child_s, 0) != 0 ||
+	    spoke_start(child_s, 1 * MS, exit_thread_fn, NULL, NULL) != 0)
+		_exit(5);
+	for (;;) {
+		spoke_poll(child_s);
+		sleep_ms(1);
+	}
+	return NULL;
+}
+
+/*
+ * The child: a callback (on the pool, inline on the shard thread, or in an
+ * attached thread's poll) ends its thread with pthread_exit. Before that
+ * was seen, a later timer of the shard never ran (pool, inline), and a
+ * destroy waited for the poll for ever: either way the child exits 7.
+ */
+static void exit_in_callback_child(int where)
+{
+	struct spoke_config c;
+	atomic_uint runs = 0;
+	pthread_t t;
+
+	svc_config(&c, 1, 1 * MS, where == FROM_POOL ? 1 : 0);
+	if (spoke_create(&child_s, &c) != 0)
+		_exit(4);
+	if (where == FROM_POLL) {
+		if (pthread_create(&t, NULL, exit_in_poll_main, NULL) != 0)
+			_exit(6);
+		pthread_join(t, NULL);
+		spoke_destroy(child_s);
+		_exit(7);
+	}
+	if (spoke_start(child_s, 1 * MS, exit_thread_fn, NULL, NULL) != 0)
+		_exit(6);
+	sleep_ms(20);
+	if (spoke_start(child_s, 1 * MS, count_fn, &runs, NULL) != 0)
+		_exit(6);
+	WAIT_UNTIL(atomic_load(&runs) != 0, HOLD_LIMIT_NS);
+	_exit(7);
+}
+
+static void misuse_thread_exit_in_callback_aborts(void **state)
+{
+	(void)state;
+	assert_child_aborts(exit_in_callback_child, FROM_POOL, EXIT_MSG);
+	assert_child_aborts(exit_in_callback_child, FROM_INLINE, EXIT_MSG);
+	assert_child_aborts(exit_in_callback_child, FROM_POLL, EXIT_MSG);
 }
 
 /* ---- waits across instances: attach, destroy, cancel_sync ------------------------------ */
@@ -658,6 +724,7 @@ int main(int argc, char **argv)
 		SVC_TEST(line7_attach_vs_cancel_sync_across_instances),
 		SVC_TEST(line7_destroy_vs_cancel_sync_across_instances),
 		SVC_TEST(line7_destroys_of_each_other_abort),
+		SVC_TEST(misuse_thread_exit_in_callback_aborts),
 		SVC_TEST(line9_first_start_under_address_limit),
 		SVC_TEST(line11_poll_runs_all_queued),
 		SVC_TEST(line12_fork_child_inherited_shutdown),
