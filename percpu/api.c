@@ -539,10 +539,10 @@ start_handle(struct spoke *s, struct arena *a, const struct start_req *r, uint64
  * spoke_any_admit before the handle (so that a refused start touches no
  * arena), goes back.
  */
-static int start_no_handle(struct shard *sh, bool own)
+static int start_no_handle(struct shard *sh, struct arena *a, bool own)
 {
 	if (!own)
-		spoke_any_unadmit(sh);
+		spoke_any_unadmit(sh, a);
 	return -ENOMEM;
 }
 
@@ -573,12 +573,12 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 		return nowait_call_leave(k);
 	sh = &s->shards[k];
 	own = sh == mine;
-	if (!own && !spoke_any_admit(sh))
+	if (!own && !spoke_any_admit(sh, a))
 		return nowait_call_leave(-ENOBUFS);
 	deadline = r->absolute ? deadline_at(sh, r->when_ns, own) : deadline_on(sh, r->when_ns);
 	h = start_handle(s, a, r, deadline);
 	if (!h)
-		return nowait_call_leave(start_no_handle(sh, own));
+		return nowait_call_leave(start_no_handle(sh, a, own));
 	st = spoke_st_armed(spoke_st_gen(atomic_load_explicit(&h->state, memory_order_relaxed)),
 			    r->kind, (unsigned)k);
 	new_id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h));
@@ -1232,6 +1232,19 @@ static void late_percentiles(const uint64_t *counts, struct spoke_shard_stats *o
 	}
 }
 
+/*
+ * The messages queued to sh and not handled yet: its count, less the places
+ * threads have taken in it and not used (spoke_any_admit). Read while both
+ * move, it can be off by a few; 0 rather than below.
+ */
+static uint64_t inbox_backlog(struct shard *sh)
+{
+	uint64_t counted = atomic_load_explicit(&sh->inbox_queued, memory_order_relaxed),
+		 places = spoke_arenas_places(sh->s, sh->index);
+
+	return counted > places ? counted - places : 0;
+}
+
 static void shard_stats(struct shard *sh, struct spoke_shard_stats *o, uint64_t *sum)
 {
 	uint64_t counts[SPOKE_LATE_BUCKETS];
@@ -1245,7 +1258,7 @@ static void shard_stats(struct shard *sh, struct spoke_shard_stats *o, uint64_t 
 	o->tick_ns = sh->tick_ns;
 	o->slack_ns = sh->stage.width_ns;
 	o->attached = atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHED;
-	o->inbox_queued = atomic_load_explicit(&sh->inbox_queued, memory_order_relaxed);
+	o->inbox_queued = inbox_backlog(sh);
 	o->refused = counter(sh, CTR_REFUSED);
 	for (unsigned i = 0; i < SPOKE_LATE_BUCKETS; i++) {
 		counts[i] = atomic_load_explicit(&sh->ctr.late.bucket[i], memory_order_relaxed);

@@ -147,6 +147,7 @@ static bool region_grow(struct arena *a)
 		a->fresh = 1; /* slot 0 is the header's */
 	}
 	atomic_store_explicit(&a->ready, ready + SPOKE_REGION_STEP_SLOTS, memory_order_release);
+	a->grown_ns = spoke_clock_ns();
 	return true;
 }
 
@@ -184,9 +185,17 @@ static void free_list_push(struct arena *a, struct spoke_handle *h)
  * free second slots are on aux_list, not the free list), which keeps the
  * rule that such a slot stays one. Only small batches leave trimming out:
  * a trim walks the free list once, and is worth it once it is two steps
- * long.
+ * long. And only memory the arena has not grown into lately is given back
+ * (the last step it took, fresh or trimmed, is TRIM_AFTER_NS old): a
+ * thread that takes its handles back right after a burst is likely to
+ * need them again at once, and would pay a page fault per 64 handles to
+ * get them back (a burst, a drain, and the same burst again: spoke-bench's
+ * cross-start row is that); a backlog that built up while a shard was
+ * stalled is given back once the sender's free handles next run dry after
+ * that, two seconds after the backlog stopped growing at the earliest.
  */
 #define TRIM_MIN_HANDLES (2 * SPOKE_REGION_STEP_SLOTS)
+#define TRIM_AFTER_NS	 (2 * 1000000000ull)
 
 static unsigned step_of(const struct arena *a, const struct spoke_handle *h)
 {
@@ -254,7 +263,7 @@ static void take_returned(struct arena *a)
 		free_list_push(a, caa_container_of(n, struct spoke_handle, qnode));
 		taken++;
 	}
-	if (taken >= TRIM_MIN_HANDLES)
+	if (taken >= TRIM_MIN_HANDLES && spoke_clock_ns() - a->grown_ns >= TRIM_AFTER_NS)
 		arena_trim(a);
 }
 
@@ -283,6 +292,7 @@ static __attribute__((noinline)) struct spoke_handle *arena_refill(struct arena 
 		a->refill = (size_t)k * SPOKE_REGION_STEP_SLOTS;
 		a->refill_end = a->refill + SPOKE_REGION_STEP_SLOTS;
 		a->refill_gen = a->trimmed_gen[k];
+		a->grown_ns = spoke_clock_ns();
 	}
 	h = spoke_arena_slot(a, a->refill++);
 	starter_init_fresh(h, a->refill_gen);
@@ -720,6 +730,21 @@ void spoke_arenas_each(struct spoke *s, void (*fn)(struct spoke_handle *h, uint6
 				fn(h, st, ctx);
 		}
 	}
+}
+
+/* Any thread inside a call: the places threads have taken in shard k's inbox and not used. */
+uint64_t spoke_arenas_places(struct spoke *s, unsigned k)
+{
+	unsigned n = atomic_load_explicit(&s->narenas, memory_order_acquire);
+	uint64_t places = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct arena *a = atomic_load_explicit(&s->arenas[i], memory_order_acquire);
+
+		if (a && a->home == a)
+			places += atomic_load_explicit(&a->inbox_places[k], memory_order_relaxed);
+	}
+	return places;
 }
 
 static void release_if_pending(struct spoke_handle *h, uint64_t st, void *release)

@@ -482,17 +482,26 @@ void spoke_any_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns)
 	spoke_any_post_admitted(sh, h, due_ns);
 }
 
-/* Any thread: a start spoke_any_admit counted posts nothing after all (no handle). */
-void spoke_any_unadmit(struct shard *sh)
+/*
+ * spoke_any_admit, the thread's places in sh's inbox used up: take
+ * SPOKE_INBOX_PLACES more (this start uses one) while they fit under the
+ * limit, else the one this start needs, else refuse it (counted). A CAS,
+ * so that threads racing near the limit refuse nothing that fits.
+ */
+bool spoke_any_admit_slow(struct shard *sh, _Atomic uint16_t *places)
 {
-	atomic_fetch_sub_explicit(&sh->inbox_queued, 1, memory_order_relaxed);
-}
+	uint64_t had = atomic_load_explicit(&sh->inbox_queued, memory_order_relaxed), take;
 
-/* Any thread: spoke_any_admit refused a start; take back its count, and count the refusal. */
-void spoke_any_refuse(struct shard *sh)
-{
-	spoke_any_unadmit(sh);
-	spoke_count(sh, CTR_REFUSED, false);
+	do {
+		if (had >= sh->inbox_limit) {
+			spoke_count(sh, CTR_REFUSED, false);
+			return false;
+		}
+		take = sh->inbox_limit - had >= SPOKE_INBOX_PLACES ? SPOKE_INBOX_PLACES : 1;
+	} while (!atomic_compare_exchange_weak_explicit(
+		&sh->inbox_queued, &had, had + take, memory_order_relaxed, memory_order_relaxed));
+	atomic_store_explicit(places, (uint16_t)(take - 1), memory_order_relaxed);
+	return true;
 }
 
 /*

@@ -107,8 +107,9 @@ struct spoke_config {
 	/*
 	 * Backpressure: a start from a thread that does not own the shard is
 	 * refused with -ENOBUFS while the shard's inbox holds this many messages
-	 * its owner has not handled (default 1048576: 64 MiB of queued handles;
-	 * 0 = no limit). Cancels and resets are never refused.
+	 * its owner has not handled, counting the places starting threads have
+	 * taken and not used yet (up to 63 each; default 1048576: 64 MiB of
+	 * queued handles; 0 = no limit). Cancels and resets are never refused.
 	 */
 	unsigned inbox_limit;
 };

@@ -740,8 +740,8 @@ static void line9_inbox_flood_never_drops(void **state)
  * *id untouched, and counted in `refused`. Cancels and resets are never
  * refused, also past the limit, and neither is the owner's own start. Once
  * a poll has taken the backlog, starts go through again, and the stats add
- * up: nothing refused was started. Then threads race for the last places:
- * exactly the limit's worth get in. A per-shard override limits only its
+ * up: nothing refused was started. Then threads race for the places: at
+ * most the limit's worth get in. A per-shard override limits only its
  * shard.
  */
 #define BP_LIMIT   1000u
@@ -852,14 +852,21 @@ static void line9_inbox_limit_refuses_starts(void **state)
 	assert_int_equal(t.cancelled, BP_ARMED + BP_LIMIT);
 	assert_int_equal(t.pending, 1);
 	assert_int_equal(spoke_cancel(bp.s, own), 0);
-	/* Threads racing for the places: exactly the limit's worth get in. */
+	/*
+	 * Threads racing for the places: never more than the limit's worth get
+	 * in, and no fewer than that less the places a thread took for starts
+	 * it then did not make (up to 63 each: docs/api.md, Backpressure).
+	 */
 	run_workers(BP_THREADS, bp_race, NULL);
 	assert_no_bg_failures();
-	assert_int_equal(atomic_load(&bp.admitted), BP_LIMIT);
-	assert_int_equal(atomic_load(&bp.refused), (BP_THREADS - 1) * BP_LIMIT);
-	assert_int_equal(bp_shard0().refused, 5 + (BP_THREADS - 1) * BP_LIMIT);
+	assert_in_range(atomic_load(&bp.admitted), BP_LIMIT - BP_THREADS * 63, BP_LIMIT);
+	assert_int_equal(atomic_load(&bp.admitted) + atomic_load(&bp.refused),
+			 BP_THREADS * BP_LIMIT);
+	t = bp_shard0();
+	assert_int_equal(t.refused, 5 + atomic_load(&bp.refused));
+	assert_int_equal(t.inbox_queued, atomic_load(&bp.admitted));
 	spoke_poll(bp.s);
-	assert_int_equal(bp_shard0().pending, BP_LIMIT);
+	assert_int_equal(bp_shard0().pending, atomic_load(&bp.admitted));
 	assert_int_equal(spoke_detach(bp.s), 0);
 	svc_destroy(bp.s);
 	/* An override: shard 1 takes 10, shard 0 the global limit. */
