@@ -365,6 +365,14 @@ static struct pool_queue *pool_victim(struct pool_worker *w, unsigned j)
 	return &s->pools[(w->home + s->npools - j) % s->npools];
 }
 
+/* A worker's nap while a producer links its node: only destroy ends it early. */
+static bool pool_stopping(void *arg)
+{
+	const struct pool_worker *w = arg;
+
+	return atomic_load_explicit(&w->s->pool_stop, memory_order_acquire);
+}
+
 static bool pool_has_work(void *arg)
 {
 	struct pool_worker *w = arg;
@@ -482,9 +490,16 @@ static void *worker_main(void *arg)
 			worker_run(w, h);
 			continue;
 		}
-		/* Asleep until work; 50 us when a producer is still linking its node. */
+		/*
+		 * Asleep until work; 50 us when a producer is still linking its
+		 * node (only a new enqueue or destroy wakes it sooner: the
+		 * queue it is stuck on counts as work to pool_has_work, which
+		 * would let it spin on it instead).
+		 */
+		if (linking)
+			SPOKE_HOOK(SPOKE_HOOK_POOL_LINK_NAP);
 		spoke_ec_sleep(&s->pools[w->home].wake_seq, &s->pools[w->home].sleepers,
-			       pool_has_work, w, linking ? 50000 : -1);
+			       linking ? pool_stopping : pool_has_work, w, linking ? 50000 : -1);
 	}
 	return NULL;
 }

@@ -51,6 +51,9 @@
  *                             inbox tail and not yet linked its node, and
  *                             is about to yield to it (shard.c
  *                             wait_for_producer)
+ *   SPOKE_HOOK_POOL_LINK_NAP  a pool worker found nothing to take but a
+ *                             node a producer has not linked yet, and is
+ *                             about to nap (pool.c worker_main)
  */
 #ifndef SPOKE_PERCPU_TEST_HOOKS_H
 #define SPOKE_PERCPU_TEST_HOOKS_H
@@ -69,6 +72,7 @@ enum spoke_hook {
 	SPOKE_HOOK_DETACH_LAUNCHED,
 	SPOKE_HOOK_RUN_FINISHING,
 	SPOKE_HOOK_POLL_WAITS_FOR_LINK,
+	SPOKE_HOOK_POOL_LINK_NAP,
 };
 
 #ifdef SPOKE_TEST_HOOKS

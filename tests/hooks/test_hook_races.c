@@ -58,6 +58,9 @@
  *                        (behind the inbox's first node, and behind a
  *                        linked start): the poll runs them all, waiting for
  *                        that producer's link (contract line 11).
+ *   pool_naps_behind_unlinked_producer  a pool queue blocked by a producer
+ *                        preempted inside its enqueue (held there by hand):
+ *                        its worker naps 50 us between looks, no spin.
  *   remaining_as_periodic_run_ends  a periodic run's runner is held as it
  *                        ends the run (next deadline computed, run not yet
  *                        ended), pool and inline: spoke_remaining asked then
@@ -157,9 +160,15 @@ static sem_t stalled, resume, any_stalled, any_resume;
 static atomic_int signal_any_at = -1;
 static sem_t signalled;
 
+/* How many times any thread reached each point (while the hook is set). */
+static atomic_uint hook_hits[32];
+
 static void stall_hook(enum spoke_hook point)
 {
 	int any = (int)point, signal = (int)point;
+
+	if ((unsigned)point < ARRAY_SIZE(hook_hits))
+		atomic_fetch_add(&hook_hits[point], 1);
 
 	if (atomic_compare_exchange_strong(&signal_any_at, &signal, -1))
 		sem_post(&signalled);
@@ -1485,6 +1494,41 @@ static void poll_waits_for_unlinked_producer(void **state)
 	poll_behind_unlinked_producer(1);
 }
 
+/*
+ * A pool worker whose only work is a node a producer has swapped in and not
+ * linked (held there by this thread doing that first step by hand on the
+ * pool queue) must nap 50 us between looks, not spin: it once counted that
+ * node as work and never slept, taking a CPU from the preempted producer.
+ */
+#define NAPS 200
+
+static void pool_naps_behind_unlinked_producer(void **state)
+{
+	struct spoke *s = svc_new(1, 1 * MS, 1);
+	struct pool_queue *q = &s->pools[0];
+	struct spoke_handle *dummy = calloc(1, sizeof(*dummy));
+	struct cds_wfcq_node *old;
+	uint64_t t0, took;
+
+	(void)state;
+	assert_non_null(dummy);
+	cds_wfcq_node_init(&dummy->qnode);
+	old = uatomic_xchg(&q->tail.p, &dummy->qnode);
+	atomic_store(&hook_hits[SPOKE_HOOK_POOL_LINK_NAP], 0);
+	t0 = spoke_now_ns();
+	spoke_ec_kick(&q->wake_seq);
+	ASSERT_EVENTUALLY(atomic_load(&hook_hits[SPOKE_HOOK_POOL_LINK_NAP]) >= NAPS,
+			  "the worker's looks at the blocked queue");
+	took = spoke_now_ns() - t0;
+	uatomic_set(&q->tail.p, old); /* no node was linked: the queue is empty again */
+	if (took < NAPS * 50 * US)
+		fail_msg("%u looks at a queue blocked by an unlinked node in %.3f ms: the worker "
+			 "spins instead of napping 50 us",
+			 NAPS, (double)took / 1e6);
+	svc_destroy(s);
+	free(dummy);
+}
+
 /* --- spoke_remaining while a periodic run ends ---------------------------------- */
 
 #define RF_PERIOD (50 * MS)
@@ -2033,6 +2077,7 @@ int main(int argc, char **argv)
 		HOOK_TEST(poll_waits_for_unlinked_producer),
 		HOOK_TEST(remaining_as_periodic_run_ends),
 		HOOK_TEST(arena_trims_drained_backlog),
+		HOOK_TEST(pool_naps_behind_unlinked_producer),
 	};
 
 	return svc_main(argc, argv, "hook_races", all, ARRAY_SIZE(all));
