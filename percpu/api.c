@@ -539,10 +539,10 @@ start_handle(struct spoke *s, struct arena *a, const struct start_req *r, uint64
  * spoke_any_admit before the handle (so that a refused start touches no
  * arena), goes back.
  */
-static int start_no_handle(struct shard *sh, struct arena *a, bool own)
+static int start_no_handle(unsigned k, struct arena *a, bool own)
 {
 	if (!own)
-		spoke_any_unadmit(sh, a);
+		spoke_any_unadmit(k, a);
 	return -ENOMEM;
 }
 
@@ -573,12 +573,12 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 		return nowait_call_leave(k);
 	sh = &s->shards[k];
 	own = sh == mine;
-	if (!own && !spoke_any_admit(sh, a))
+	if (!own && !spoke_any_admit(sh, (unsigned)k, a))
 		return nowait_call_leave(-ENOBUFS);
 	deadline = r->absolute ? deadline_at(sh, r->when_ns, own) : deadline_on(sh, r->when_ns);
 	h = start_handle(s, a, r, deadline);
 	if (!h)
-		return nowait_call_leave(start_no_handle(sh, a, own));
+		return nowait_call_leave(start_no_handle((unsigned)k, a, own));
 	st = spoke_st_armed(spoke_st_gen(atomic_load_explicit(&h->state, memory_order_relaxed)),
 			    r->kind, (unsigned)k);
 	new_id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h));

@@ -183,9 +183,13 @@ static void free_list_push(struct arena *a, struct spoke_handle *h)
  * word (generation 0, in no id). Step 0 holds the region's header and is
  * never trimmed; nor is a step with a periodic timer's second slot (its
  * free second slots are on aux_list, not the free list), which keeps the
- * rule that such a slot stays one. Only small batches leave trimming out:
- * a trim walks the free list once, and is worth it once it is two steps
- * long. And only memory the arena has not grown into lately is given back
+ * rule that such a slot stays one. Only memory beyond what the thread
+ * needs is given back: it used at least the handles the last take left on
+ * its free list (last_taken: the list has run dry since), and a trim keeps
+ * that many free, giving back only whole steps beyond them, two at least
+ * (a thread that keeps going at a steady rate takes back each time about
+ * what it used since, and keeps it all). And only memory the arena has not
+ * grown into lately is given back
  * (the last step it took, fresh or trimmed, is TRIM_AFTER_NS old): a
  * thread that takes its handles back right after a burst is likely to
  * need them again at once, and would pay a page fault per 64 handles to
@@ -207,27 +211,30 @@ static unsigned step_of(const struct arena *a, const struct spoke_handle *h)
  * every step whose slots are all on it. Out of line, as arena_refill: rare,
  * and with its counts on the stack it would weigh on every slow allocation.
  */
-static __attribute__((noinline)) void arena_trim(struct arena *a)
+static __attribute__((noinline)) size_t arena_trim(struct arena *a, size_t n)
 {
 	uint16_t free_on_step[SPOKE_REGION_STEPS] = {0};
+	size_t spare = n > a->last_taken ? (n - a->last_taken) / SPOKE_REGION_STEP_SLOTS : 0;
 	struct spoke_handle *h, **link;
-	bool any = false;
+	size_t trimmed = 0;
 
 	for (h = a->free_list; h; h = (struct spoke_handle *)h->qnode.next)
 		free_on_step[step_of(a, h)]++;
-	for (unsigned k = 1; k < SPOKE_REGION_STEPS; k++) {
+	/* Mark the steps to give back (UINT16_MAX), spare of them at most. */
+	for (unsigned k = 1; k < SPOKE_REGION_STEPS && trimmed < spare; k++) {
 		if (free_on_step[k] != SPOKE_REGION_STEP_SLOTS)
 			continue;
+		free_on_step[k] = UINT16_MAX;
 		a->trimmed_gen[k] = 1;
-		any = true;
+		trimmed++;
 	}
-	if (!any)
-		return;
+	if (!trimmed)
+		return 0;
 	for (link = &a->free_list; (h = *link) != NULL;) {
 		unsigned k = step_of(a, h);
 		uint32_t gen = spoke_st_gen(atomic_load_explicit(&h->state, memory_order_relaxed));
 
-		if (free_on_step[k] != SPOKE_REGION_STEP_SLOTS) {
+		if (free_on_step[k] != UINT16_MAX) {
 			link = (struct spoke_handle **)&h->qnode.next;
 			continue;
 		}
@@ -236,12 +243,13 @@ static __attribute__((noinline)) void arena_trim(struct arena *a)
 			a->trimmed_gen[k] = gen;
 	}
 	for (unsigned k = 1; k < SPOKE_REGION_STEPS; k++) {
-		if (free_on_step[k] != SPOKE_REGION_STEP_SLOTS)
+		if (free_on_step[k] != UINT16_MAX)
 			continue;
 		(void)madvise(a->base + (size_t)k * REGION_STEP_BYTES, REGION_STEP_BYTES,
 			      MADV_DONTNEED);
 		a->trimmed[k / 64] |= UINT64_C(1) << (k % 64);
 	}
+	return trimmed * SPOKE_REGION_STEP_SLOTS;
 }
 
 /*
@@ -263,8 +271,10 @@ static void take_returned(struct arena *a)
 		free_list_push(a, caa_container_of(n, struct spoke_handle, qnode));
 		taken++;
 	}
-	if (taken >= TRIM_MIN_HANDLES && spoke_clock_ns() - a->grown_ns >= TRIM_AFTER_NS)
-		arena_trim(a);
+	if (taken >= TRIM_MIN_HANDLES + a->last_taken &&
+	    spoke_clock_ns() - a->grown_ns >= TRIM_AFTER_NS)
+		taken -= arena_trim(a, taken);
+	a->last_taken = taken;
 }
 
 /* Owner: has a a trimmed step whose slots it has not begun to hand out again? */

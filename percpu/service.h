@@ -215,6 +215,7 @@ struct arena {
 	size_t refill, refill_end;		   /* slots of a trimmed step handed out again */
 	uint32_t refill_gen;
 	uint64_t grown_ns; /* when the arena last took a step to hand out: fresh, or trimmed */
+	size_t last_taken; /* handles the last take_returned left on the free list */
 	/* Owner only, read by spoke_stats: places taken in each shard's inbox, not used yet. */
 	_Atomic uint16_t inbox_places[SPOKE_MAX_SHARDS];
 	/* Other threads return freed handles here (wfcqueue, MPSC). */
@@ -673,8 +674,9 @@ void spoke_any_post_admitted(struct shard *sh, struct spoke_handle *h, uint64_t 
 bool spoke_any_admit_slow(struct shard *sh, _Atomic uint16_t *places);
 
 /*
- * Any thread but sh's owner, starting a timer there (home: its arena): may
- * sh's inbox take one more message? If so it is counted (then
+ * Any thread but sh's owner, starting a timer there (sh is shard k, passed
+ * as well: the line sh->index is on is the owner's, written every turn;
+ * home: the thread's arena): may sh's inbox take one more message? If so it is counted (then
  * spoke_any_post_admitted, or spoke_any_unadmit if the start fails after
  * all); if the inbox holds inbox_limit messages its owner has not handled,
  * the start is refused (-ENOBUFS), counted in `refused`. Cancels, resets and
@@ -688,9 +690,9 @@ bool spoke_any_admit_slow(struct shard *sh, _Atomic uint16_t *places);
  * on the 2-vCPU VM of docs/service.md). The backlog spoke_stats shows
  * leaves the unused places out (spoke_arenas_places).
  */
-static inline bool spoke_any_admit(struct shard *sh, struct arena *home)
+static inline bool spoke_any_admit(struct shard *sh, unsigned k, struct arena *home)
 {
-	_Atomic uint16_t *places = &home->inbox_places[sh->index];
+	_Atomic uint16_t *places = &home->inbox_places[k];
 	uint16_t n = atomic_load_explicit(places, memory_order_relaxed);
 
 	if (__builtin_expect(n != 0, 1)) {
@@ -701,9 +703,9 @@ static inline bool spoke_any_admit(struct shard *sh, struct arena *home)
 }
 
 /* The start spoke_any_admit let in posts nothing after all (no handle): its place is kept. */
-static inline void spoke_any_unadmit(struct shard *sh, struct arena *home)
+static inline void spoke_any_unadmit(unsigned k, struct arena *home)
 {
-	_Atomic uint16_t *places = &home->inbox_places[sh->index];
+	_Atomic uint16_t *places = &home->inbox_places[k];
 
 	atomic_store_explicit(places,
 			      (uint16_t)(atomic_load_explicit(places, memory_order_relaxed) + 1),
