@@ -44,7 +44,10 @@
 # instructions: the `harness` row counts it); the same in every column.
 # Single-threaded rows count the same on every run; cross-start and
 # reset-foreign can move by a few instructions with how a compare-and-swap
-# meets the shard's thread.
+# meets the shard's thread. callgrind counts user space only: under valgrind
+# a clock read is a system call (no vDSO), so the clock read that every
+# service start and reset makes, and that the engine-clock-* rows add,
+# counts ~20 instructions, not what it costs natively.
 #
 # Output: a Markdown table, a line per row and event, a column per tree,
 # and each later tree's ratio to the first. Needs valgrind (the test set of
@@ -58,7 +61,7 @@ usage() {
 }
 
 rows=own-pair,reset-own,cross-start,cross-cancel,fire-inline
-ops=2000 pending= cache=yes trees=()
+ops=2000 pending='' cache=yes trees=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	-h | --help) usage 0 ;;
