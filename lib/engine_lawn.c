@@ -570,13 +570,10 @@ static __attribute__((noinline)) int start_slow(struct spoke_engine *e, struct s
 	struct lawn_queue *q;
 	size_t b;
 
-	if (ttl_ticks == 0) {
-		/* the end of time: due at once, as engine.c's start does */
+	if (ttl_ticks == 0) { /* the end of time: due at once */
 		if (spoke_timer_pending(t))
-			(void)spoke_engine_stop(e, t);
-		t->sp_deadline = e->now;
-		e->count++;
-		spoke_due_push(e, t);
+			spoke_unlink_pending(e, t);
+		(void)spoke_arm(e, t, e->now);
 		return 0;
 	}
 	b = bucket_of(l, ttl_ticks);
@@ -591,7 +588,7 @@ static __attribute__((noinline)) int start_slow(struct spoke_engine *e, struct s
 			b = bucket_of(l, ttl_ticks);
 	}
 	if (spoke_timer_pending(t)) {
-		(void)spoke_engine_stop(e, t);
+		spoke_unlink_pending(e, t);
 		if (q && q->ttl_ticks != ttl_ticks)
 			q = NULL;
 	}

@@ -44,8 +44,8 @@ static int sorted_init(struct spoke_engine *e, const struct spoke_engine_params 
 	struct sorted_list_engine *s = to_sorted(e);
 
 	(void)p;
-	spoke_timer_init(&s->sentinel);
 	spoke_clist_init(&s->sentinel);
+	s->sentinel.sp_deadline = 0;
 	return 0;
 }
 
