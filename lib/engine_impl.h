@@ -223,6 +223,22 @@ spoke_advance_with(struct spoke_engine *e, uint64_t ticks, spoke_expire_fn *fn, 
 }
 
 /*
+ * Whether an advance by ticks has nothing to do: not re-entered, nothing on
+ * the due list, and its target before work_tick, the first tick at which
+ * the scheme has anything to fire or to cascade. If so the clock moves to
+ * the target (true), and the scheme's advance returns 0 with no more work.
+ */
+static inline bool spoke_advance_idle(struct spoke_engine *e, uint64_t ticks, uint64_t work_tick)
+{
+	uint64_t target = spoke_deadline_after(e->now, ticks);
+
+	if (ticks == 0 || e->advancing || !spoke_tlist_empty(&e->due) || work_tick <= target)
+		return false;
+	e->now = target;
+	return true;
+}
+
+/*
  * Fire t, a timer the scheme has just taken out (not pending), at now: a
  * scheme's advance that fires a lone due timer with no due list.
  */

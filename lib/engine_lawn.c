@@ -15,30 +15,52 @@
  * tick): with a different TTL per timer that is an unsorted list. Here each
  * live queue carries a key timer at the deadline of its head, in the Lawn's
  * own wheel of heads (below), so the next queue to expire is found by a bit
- * scan, and collect() visits only the queues whose key is due at this
- * tick: O(1) per fired timer and per key move, whatever the number of TTLs
- * (docs/engines.md measures it). A start into an existing queue leaves its
- * key alone (the head does not change); a start that opens a queue places
- * its key (O(1)). A stop of a head that leaves the queue non-empty moves
- * the key to the new head (O(1)), so next() stays exact; t's own back
- * link is tagged iff t was the head (see the queue list). A stop that
- * empties the queue unlinks its key and closes the queue. So start and
- * stop stay O(1). A key found due whose head is not (none is, today:
- * every key sits at its head's deadline) would be moved to its head.
+ * scan, whatever the number of TTLs. A start into an existing queue leaves
+ * its key alone (the head does not change); a start that opens a queue
+ * places its key (O(1)). A stop of a head that leaves the queue non-empty
+ * moves the key to the new head (O(1)), so next() stays exact; t's own
+ * back link is tagged iff t was the head (see the queue list below). A
+ * stop that empties the queue unlinks its key and closes the queue. So
+ * start and stop stay O(1).
  *
- * The wheel of heads. HEADS_LEVELS levels of 2^HEADS_BITS slots cover all
- * 64 bits of a deadline, so any key has a level and nothing overflows. A
- * key sits on the level of the highest base-256 digit in which its
- * deadline d differs from now, in the slot of that digit of d: d shares
- * now's digits above its level, and its digit there is above now's. The
- * clock reaches slot j of level k at the first tick whose digit k is j
- * (<= d); the keys found there are placed again relative to that tick (a
- * lower level), or are due if d is that tick, so each key moves at most
- * once per level before it is due, at d exactly, and a level's keys all
- * come before the next boundary of the level above: the first occupied
- * slot of the lowest occupied level is the next event (bounded
- * advance(next()) steps). Occupancy is one bit per slot, in slot order, and
- * one summary bit per 64-slot word: next_event() is two bit scans.
+ * The wheel of heads. A key's deadline d is read in base 256: digit k is
+ * bits [8k, 8k + 8). Level k is a ring of 256 slots whose slot j holds the
+ * keys with digit k of d equal to j; 8 levels cover all 64 bits, so any key
+ * has a level and nothing overflows:
+ *
+ *   level  digit bits  one slot spans   the level spans    (1 tick = 1 ms)
+ *     0       0..7       1 tick          256 ticks           0.26 s
+ *     1       8..15      256 ticks       65536 ticks         66 s
+ *     2      16..23      65536 ticks     2^24 ticks          4.7 hours
+ *     3      24..31      2^24 ticks      2^32 ticks          50 days
+ *     ...
+ *     7      56..63      2^56 ticks      2^64 ticks
+ *
+ * A key sits on the level of the highest digit in which d differs from
+ * now: k = (63 - clz(d ^ now)) / 8, slot k * 256 + digit k of d. So d
+ * shares now's digits above k, and its digit k is above now's. The clock
+ * reaches slot j of level k at its first tick, T = (now's digits above k,
+ * j, zeros below) <= d; the keys there are then placed again relative to
+ * T (a lower level), or are due if d is T: each key moves down at most
+ * once per level, and is due at d exactly (a TTL below 2^16 ticks moves at
+ * most twice). A level's keys all come before the next boundary of the
+ * level above, so the first occupied slot of the lowest occupied level
+ * holds the earliest keys. Occupancy is one bit per slot in slot order,
+ * 2048 bits in 32 words, and one summary word with a bit per word: the
+ * first occupied slot is two bit scans, its first tick the next event
+ * (bounded advance(next()) steps). Memory: 2048 sentinels of 24 bytes,
+ * 48 KiB.
+ *
+ * The advance (lawn_advance_to) takes the first occupied slot. A key alone
+ * there is the next event itself: the clock jumps to its deadline, the key
+ * comes off and its queue's head fires (key_fire), with no cascade (no
+ * other slot's first tick comes before that deadline). Any other slot is
+ * emptied at its first tick as above, and what is due then is moved to the
+ * due list and fired. With a TTL per timer the keys of a level-2 slot move
+ * once, to level 1, in the order they were placed, and most of them are
+ * alone there: 1e4 timers started at tick 0 with TTLs in [1, 2^20) fill 15
+ * level-2 slots with about 625 keys each, and those fill the 4096 level-1
+ * slots with about 2.4.
  *
  * Why its own wheel, not a `hierarchical` engine: with random TTLs every
  * start opens a queue and every stop closes one, so the key's insert and
@@ -46,15 +68,13 @@
  * over 8 (no table), the slot lists are circular around sentinel heads
  * (clist.h: an unlink finds its emptied slot from the neighbour's address,
  * with no back-link arithmetic), the summary is one word with no levels to
- * climb, and nothing is counted, cached, overflowed or fired through a
- * second advance loop. docs/engines.md ("Part 3, second pass") has the
- * instruction counts.
+ * climb, and nothing is counted, cached or overflowed.
  *
  * Costs, n timers over q distinct TTLs: start and stop O(1) expected (one
  * hash lookup, an append or unlink, and a key placed or unlinked when a
- * queue opens or closes); next_event() O(1) (two bit scans); collect() O(1
- * + timers fired) plus the key moves. Memory: 64 bytes per live queue, 48
- * KiB of slot heads.
+ * queue opens or closes); next_event() O(1) (two bit scans); an advance
+ * O(1) per timer fired and per key move, and it never walks an empty slot.
+ * Memory: 64 bytes per live queue, 48 KiB of slot heads.
  *
  * Each queue is circular around a sentinel timer in its struct, as in
  * engine_sorted_list.c: no link of a queued timer is NULL, so it reads as
@@ -108,14 +128,15 @@ _Static_assert(HEADS_WORDS <= 64, "one summary word");
  * opens a queue and places its key, or a stop that closes it, touches one
  * line of it). The TTL is kept in the sentinel's deadline field, which no
  * code reads as a deadline (the tag on the head's back link, not a
- * deadline of 0, tells the sentinel; see the queue list below): that word
- * pays for the hash chain's back link, so a close unlinks its queue with
- * stores only, without reading its bucket (a cache miss at 1e5 queues,
- * whose table is 2 MiB). No list of live queues: rehash walks the pool,
- * where a free queue has ttl_ticks 0.
+ * deadline of 0, tells the sentinel; see the queue list): that word pays
+ * for the hash chain's back link, so a close unlinks its queue with stores
+ * only, without reading its bucket (a cache miss at 1e5 queues, whose
+ * table is 2 MiB). No list of live queues: rehash walks the pool, where a
+ * free queue has ttl_ticks 0.
  */
 struct lawn_queue {
-	struct spoke_timer key; /* in a heads slot at the head's deadline, while live */
+	/* in a heads slot at the head's deadline while live; its links stale while not */
+	struct spoke_timer key;
 	union {
 		/*
 		 * sp_next = head (earliest), sp_link = tail (latest, untagged);
@@ -475,23 +496,69 @@ static void key_due(struct lawn_engine *l, struct lawn_queue *q)
 }
 
 /*
- * The clock is at the first tick of slot s: each key there is due (its
- * deadline is this tick: always so on level 0) or goes to a lower level.
+ * Empty slot s, the first occupied one, at now, a tick no later than the
+ * deadline of any of its keys: each key due now has its due run moved to
+ * the due list, every other one goes to a lower level (see the top). No
+ * key returns to s: a key placed at s's level has a digit there above
+ * now's, which is s's. So the slot is emptied first and its list walked
+ * as it was, each placement rewriting the key's links.
  */
-static void heads_visit(struct lawn_engine *l, size_t s)
+static void heads_cascade(struct lawn_engine *l, size_t s)
 {
-	struct spoke_timer moving, *key;
+	struct spoke_timer *head = &l->heads[s], *key = head->sp_next;
 
-	spoke_clist_init(&moving);
-	spoke_clist_splice_tail(&l->heads[s], &moving);
+	spoke_clist_init(head);
 	heads_clear(l, s);
-	while ((key = moving.sp_next) != &moving) {
-		(void)spoke_clist_del(key);
+	while (key != head) {
+		struct spoke_timer *next = key->sp_next;
+
 		if (key->sp_deadline == l->base.now)
 			key_due(l, queue_of_key(key));
 		else
 			heads_place(l, key);
+		key = next;
 	}
+}
+
+/* The first occupied slot: the earliest keys (see the top). occupied_words != 0. */
+static size_t heads_first(const struct lawn_engine *l)
+{
+	unsigned w = (unsigned)__builtin_ctzll(l->occupied_words);
+
+	return (size_t)w * 64 + (size_t)__builtin_ctzll(l->occupied[w]);
+}
+
+/* The first tick of slot s: now's digits above its level, its digit, zeros below. */
+static uint64_t heads_slot_tick(const struct lawn_engine *l, size_t s)
+{
+	unsigned shift = (unsigned)(s >> HEADS_BITS) * HEADS_BITS;
+	/* 2 << 63 is 0: the top level has no digits above it */
+	uint64_t upper = l->base.now & ~((2ull << (shift + HEADS_BITS - 1)) - 1);
+
+	return upper | (uint64_t)(s & HEADS_MASK) << shift;
+}
+
+/*
+ * q's key, off its slot, is due now: fire its head, alone due (the next
+ * timer of q is due later, or there is none) with no due list: q's key is
+ * placed again or q closed first, so that fn finds the engine as after any
+ * stop. Ties (timers of one TTL started at one tick) go through the due
+ * list (key_due).
+ */
+static size_t key_fire(struct lawn_engine *l, struct lawn_queue *q, spoke_expire_fn *fn, void *ctx)
+{
+	struct spoke_timer *t = queue_head(q), *next = t->sp_next;
+
+	if (next != &q->sentinel && next->sp_deadline <= l->base.now) {
+		key_due(l, q);
+		return spoke_fire_due(&l->base, fn, ctx);
+	}
+	(void)queue_list_del(t, t->sp_link);
+	if (next == &q->sentinel)
+		queue_close(l, q);
+	else
+		key_place(l, q);
+	return spoke_fire_one(&l->base, t, fn, ctx);
 }
 
 /* ---- the operations ---- */
@@ -635,41 +702,89 @@ static void lawn_remove(struct spoke_engine *e, struct spoke_timer *t)
 	}
 }
 
-/* The first occupied slot's first tick (see the top), or UINT64_MAX with no key. */
-static uint64_t lawn_next_event(struct spoke_engine *e)
+/*
+ * The first occupied slot's first tick, or UINT64_MAX with no key: the
+ * clock may not pass it with the slot in place (see the top).
+ */
+static uint64_t heads_first_tick(const struct lawn_engine *l)
 {
-	struct lawn_engine *l = to_lawn(e);
-	uint64_t words = l->occupied_words, upper;
-	unsigned w, s, shift;
-
-	if (!words)
-		return UINT64_MAX;
-	w = (unsigned)__builtin_ctzll(words);
-	s = w * 64 + (unsigned)__builtin_ctzll(l->occupied[w]);
-	shift = (s >> HEADS_BITS) * HEADS_BITS;
-	/* now's digits above the slot's level (2 << 63 is 0: the top level has none) */
-	upper = e->now & ~((2ull << (shift + HEADS_BITS - 1)) - 1);
-	return upper | (uint64_t)(s & HEADS_MASK) << shift; /* the slot's digit, zeros below */
+	return l->occupied_words ? heads_slot_tick(l, heads_first(l)) : UINT64_MAX;
 }
 
 /*
- * PerTickBookkeeping: the slots whose first tick this is, highest level
- * first (a key moved down lands beyond now's digit, never in a slot still
- * to visit, or is due and handled where it is found).
+ * The first occupied slot's first tick, or the deadline of a key alone
+ * there, which advance() fires with no cascade: a tickless caller reaches
+ * each such key in one step.
  */
-static void lawn_collect(struct spoke_engine *e)
+static uint64_t lawn_next_event(struct spoke_engine *e)
 {
 	struct lawn_engine *l = to_lawn(e);
-	uint64_t now = e->now;
-	unsigned levels = now ? (unsigned)__builtin_ctzll(now) / HEADS_BITS + 1 : HEADS_LEVELS;
+	struct spoke_timer *head, *key;
+	size_t s;
 
-	while (levels-- > 0) {
-		size_t s = ((size_t)levels << HEADS_BITS) |
-			   (size_t)((now >> (levels * HEADS_BITS)) & HEADS_MASK);
+	if (!l->occupied_words)
+		return UINT64_MAX;
+	s = heads_first(l);
+	head = &l->heads[s];
+	key = head->sp_next;
+	return key->sp_next == head ? key->sp_deadline : heads_slot_tick(l, s);
+}
 
-		if (!spoke_clist_empty(&l->heads[s]))
-			heads_visit(l, s);
+/*
+ * The loop of advance(). The first occupied slot holds the earliest keys
+ * (see the top). A key alone there is the next event itself: when it is
+ * due by the target the clock jumps to its deadline and it is taken off
+ * and fired (key_fire), with no cascade (no other slot's first tick comes
+ * before it). Any other first slot is cascaded at its first tick, and what
+ * that makes due is fired: a slot of several keys due at one tick is
+ * collected whole before anything fires, since a timer due now but still
+ * in its queue would not be found by a stop (engine_impl.h). Like this, the
+ * clock never passes a slot's first tick with the slot in place.
+ */
+static inline size_t lawn_advance_to(struct spoke_engine *e, uint64_t target, spoke_expire_fn *fn,
+				     void *ctx)
+{
+	struct lawn_engine *l = to_lawn(e);
+	size_t fired = 0;
+
+	while (l->occupied_words) {
+		size_t s = heads_first(l);
+		struct spoke_timer *head = &l->heads[s], *key = head->sp_next;
+		uint64_t tick;
+
+		if (key->sp_next == head && key->sp_deadline <= target) {
+			e->now = key->sp_deadline;
+			spoke_clist_init(head);
+			heads_clear(l, s);
+			fired += key_fire(l, queue_of_key(key), fn, ctx);
+			continue;
+		}
+		tick = heads_slot_tick(l, s);
+		if (tick > target)
+			break;
+		e->now = tick;
+		heads_cascade(l, s);
+		fired += spoke_fire_due(e, fn, ctx);
 	}
+	return fired;
+}
+
+static __attribute__((noinline)) size_t lawn_advance_busy(struct spoke_engine *e, uint64_t ticks,
+							  spoke_expire_fn *fn, void *ctx)
+{
+	return spoke_advance_with(e, ticks, fn, ctx, lawn_advance_to);
+}
+
+/*
+ * advance(): one that finds nothing to do (the first slot's first tick
+ * past the target) only moves the clock, with no call and no stack frame:
+ * the tick-by-tick caller's common case.
+ */
+static size_t lawn_advance(struct spoke_engine *e, uint64_t ticks, spoke_expire_fn *fn, void *ctx)
+{
+	if (spoke_advance_idle(e, ticks, heads_first_tick(to_lawn(e))))
+		return 0;
+	return lawn_advance_busy(e, ticks, fn, ctx);
 }
 
 const struct spoke_engine_ops spoke_lawn_ops = {
@@ -680,5 +795,5 @@ const struct spoke_engine_ops spoke_lawn_ops = {
 	.start = lawn_start,
 	.remove = lawn_remove,
 	.next_event = lawn_next_event,
-	.collect = lawn_collect,
+	.advance = lawn_advance,
 };
