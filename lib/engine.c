@@ -69,7 +69,8 @@ void spoke_engine_free(struct spoke_engine *e)
 {
 	if (!e)
 		return;
-	e->ops->fini(e);
+	if (e->ops->fini)
+		e->ops->fini(e);
 	free(e);
 }
 

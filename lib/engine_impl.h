@@ -81,7 +81,7 @@ struct spoke_engine_ops {
 	size_t size; /* bytes of the scheme's engine struct (embeds struct spoke_engine first) */
 	/* Validate params (already defaulted to zeros if NULL) and set up e. -EINVAL/-ENOMEM. */
 	int (*init)(struct spoke_engine *e, const struct spoke_engine_params *p);
-	/* Release what init allocated (not e itself). */
+	/* Release what init allocated (not e itself). Optional. */
 	void (*fini)(struct spoke_engine *e);
 	/* Refuse a start before anything changes: 0 or -ERANGE/-ENOMEM. Optional. */
 	int (*admit)(struct spoke_engine *e, uint64_t delay_ticks);

@@ -19,9 +19,9 @@
  * its key alone (the head does not change); a start that opens a queue
  * places its key (O(1)). A stop of a head that leaves the queue non-empty
  * moves the key to the new head (O(1)), so next() stays exact; t's own
- * back link is tagged iff t was the head (see the queue list below). A
- * stop that empties the queue unlinks its key and closes the queue. So
- * start and stop stay O(1).
+ * back link carries clist.h's first mark iff t was the head (see the queue
+ * list below). A stop that empties the queue unlinks its key and closes
+ * the queue. So start and stop stay O(1).
  *
  * The wheel of heads. A key's deadline d is read in base 256: digit k is
  * bits [8k, 8k + 8). Level k is a ring of 256 slots whose slot j holds the
@@ -82,8 +82,9 @@
  * needs the timer's queue only when it empties the queue (to close it), and
  * then both neighbours of the timer are that queue's sentinel (in a longer
  * queue they are two different nodes), or when t was the head (to move the
- * key), and then its back link names the sentinel, tagged: the queue is
- * found from the sentinel's address, nothing per timer names it.
+ * key), and then its back link names the sentinel with the first mark:
+ * the queue is found from the sentinel's address, nothing per timer names
+ * it.
  *
  * Memory: queue structs (64 bytes on LP64, one cache line each) come from
  * a pool grown 64 at a time (a directory of chunks that never move, since
@@ -99,7 +100,8 @@
  *   sp_next      next (later) timer of the queue, or the queue's sentinel
  *                after the tail
  *   sp_link      previous (earlier) timer, a struct spoke_timer *, or the
- *                queue's sentinel before the head, | HEAD_TAG
+ *                queue's sentinel before the head, with the first mark
+ *                (clist.h: spoke_clist_init_marked)
  *   sp_deadline  set by this file's start (engine.c's arithmetic)
  * Unlinking sets both to NULL. Once collected the timer is unlinked first:
  * the due list (tlist.h) reuses sp_next and sp_link with its own meaning.
@@ -127,20 +129,19 @@ _Static_assert(HEADS_WORDS <= 64, "one summary word");
  * the pool aligns them to 64, so a queue is one cache line (a start that
  * opens a queue and places its key, or a stop that closes it, touches one
  * line of it). The TTL is kept in the sentinel's deadline field, which no
- * code reads as a deadline (the tag on the head's back link, not a
- * deadline of 0, tells the sentinel; see the queue list): that word pays
- * for the hash chain's back link, so a close unlinks its queue with stores
- * only, without reading its bucket (a cache miss at 1e5 queues, whose
- * table is 2 MiB). No list of live queues: rehash walks the pool, where a
- * free queue has ttl_ticks 0.
+ * code reads as a deadline (the first mark on the head's back link, not a
+ * deadline of 0, tells the sentinel): that word pays for the hash chain's
+ * back link, so a close unlinks its queue with stores only, without
+ * reading its bucket (a cache miss at 1e5 queues, whose table is 2 MiB). No list of live queues:
+ * rehash walks the pool, where a free queue has ttl_ticks 0.
  */
 struct lawn_queue {
 	/* in a heads slot at the head's deadline while live; its links stale while not */
 	struct spoke_timer key;
 	union {
 		/*
-		 * sp_next = head (earliest), sp_link = tail (latest, untagged);
-		 * when empty sp_next is itself and sp_link itself, tagged
+		 * a marked clist: sp_next = head (earliest), sp_link = tail
+		 * (latest); when empty, itself both ways, sp_link marked
 		 */
 		struct spoke_timer sentinel;
 		struct {
@@ -195,53 +196,6 @@ static struct lawn_queue *queue_of_sentinel(struct spoke_timer *sentinel)
 static struct lawn_queue *queue_of_key(struct spoke_timer *key)
 {
 	return (struct lawn_queue *)(void *)((char *)key - offsetof(struct lawn_queue, key));
-}
-
-/*
- * The queue list: circular around the sentinel, as clist.h's, but the back
- * link of the head (the link that names the sentinel) carries HEAD_TAG, so
- * that a stop knows t was the head from t's own link. An unlink hands t's
- * link, tag and all, to t's successor, so the new head inherits the tag,
- * and an emptied sentinel gets it back in its own sp_link.
- */
-#define HEAD_TAG ((uintptr_t)1)
-
-static struct spoke_timer *untag(void *link)
-{
-	return (struct spoke_timer *)((uintptr_t)link & ~HEAD_TAG);
-}
-
-static bool was_head(void *link)
-{
-	return (uintptr_t)link & HEAD_TAG;
-}
-
-static void queue_list_init(struct spoke_timer *sentinel)
-{
-	sentinel->sp_next = sentinel;
-	sentinel->sp_link = (void *)((uintptr_t)sentinel | HEAD_TAG);
-}
-
-static void queue_list_append(struct spoke_timer *sentinel, struct spoke_timer *t)
-{
-	void *last = sentinel->sp_link; /* tagged iff the queue is empty */
-
-	t->sp_next = sentinel;
-	t->sp_link = last;
-	untag(last)->sp_next = t;
-	sentinel->sp_link = t;
-}
-
-/* Unlink t, whose back link was link; the sentinel if that emptied the queue, else NULL. */
-static struct spoke_timer *queue_list_del(struct spoke_timer *t, void *link)
-{
-	struct spoke_timer *prev = untag(link), *next = t->sp_next;
-
-	prev->sp_next = next;
-	next->sp_link = link;
-	t->sp_next = NULL;
-	t->sp_link = NULL;
-	return prev == next ? prev : NULL;
 }
 
 static struct spoke_timer *queue_head(const struct lawn_queue *q)
@@ -427,7 +381,7 @@ static struct lawn_queue *queue_open(struct lawn_engine *l, size_t b, uint64_t t
 	struct lawn_queue *q = l->free_queues;
 
 	l->free_queues = q->hash_next;
-	queue_list_init(&q->sentinel);
+	spoke_clist_init_marked(&q->sentinel);
 	q->ttl_ticks = ttl_ticks;
 	hash_add(l, b, q);
 	l->nqueues++;
@@ -465,30 +419,10 @@ static int queue_reserve(struct lawn_engine *l)
 	return err;
 }
 
-/*
- * Move the due run at the head of q to the due list, keeping its FIFO
- * order: the due list is pushed at its front and fired from there, so the
- * run goes on from its last timer back to its head.
- */
-static void queue_collect(struct spoke_engine *e, struct lawn_queue *q)
-{
-	struct spoke_timer *last = &q->sentinel;
-
-	while (last->sp_next != &q->sentinel && last->sp_next->sp_deadline <= e->now)
-		last = last->sp_next;
-	while (last != &q->sentinel) {
-		struct spoke_timer *t = last;
-
-		last = untag(t->sp_link);
-		(void)queue_list_del(t, t->sp_link);
-		spoke_due_push(e, t);
-	}
-}
-
 /* q's key, off its slot, is due now: move the due run, then re-place the key or close q. */
 static void key_due(struct lawn_engine *l, struct lawn_queue *q)
 {
-	queue_collect(&l->base, q);
+	spoke_clist_move_due(&q->sentinel, l->base.now, &l->base.due);
 	if (queue_empty(q))
 		queue_close(l, q);
 	else
@@ -553,7 +487,7 @@ static size_t key_fire(struct lawn_engine *l, struct lawn_queue *q, spoke_expire
 		key_due(l, q);
 		return spoke_fire_due(&l->base, fn, ctx);
 	}
-	(void)queue_list_del(t, t->sp_link);
+	(void)spoke_clist_del(t);
 	if (next == &q->sentinel)
 		queue_close(l, q);
 	else
@@ -613,11 +547,11 @@ static inline __attribute__((always_inline)) int start_into(struct lawn_engine *
 	t->sp_deadline = d;
 	l->base.count++;
 	if (q) {
-		queue_list_append(&q->sentinel, t);
+		spoke_clist_append(&q->sentinel, t);
 		return 0;
 	}
 	q = queue_open(l, b, ttl_ticks);
-	queue_list_append(&q->sentinel, t);
+	spoke_clist_append(&q->sentinel, t);
 	q->key.sp_deadline = d; /* key_place, inline: t is the head */
 	heads_place(l, &q->key);
 	return 0;
@@ -687,15 +621,15 @@ static void lawn_remove(struct spoke_engine *e, struct spoke_timer *t)
 {
 	struct lawn_engine *l = to_lawn(e);
 	void *link = t->sp_link;
-	struct spoke_timer *emptied = queue_list_del(t, link);
+	struct spoke_timer *emptied = spoke_clist_del(t);
 
 	if (emptied) {
 		struct lawn_queue *q = queue_of_sentinel(emptied);
 
 		heads_unlink(l, &q->key);
 		queue_close(l, q);
-	} else if (was_head(link)) {
-		struct lawn_queue *q = queue_of_sentinel(untag(link));
+	} else if (spoke_clist_first(link)) {
+		struct lawn_queue *q = queue_of_sentinel(spoke_clist_node(link));
 
 		heads_unlink(l, &q->key);
 		key_place(l, q);
