@@ -37,6 +37,10 @@ static const struct spoke_engine_ops *find_scheme(const char *name)
 	return NULL;
 }
 
+static int start_plain(struct spoke_engine *e, struct spoke_timer *t, uint64_t delay_ticks);
+static int stop_plain(struct spoke_engine *e, struct spoke_timer *t);
+static size_t advance_plain(struct spoke_engine *e, uint64_t ticks, spoke_expire_fn *fn, void *ctx);
+
 int spoke_engine_new(struct spoke_engine **out, const char *scheme,
 		     const struct spoke_engine_params *params)
 {
@@ -54,6 +58,9 @@ int spoke_engine_new(struct spoke_engine **out, const char *scheme,
 	if (!e)
 		return -ENOMEM;
 	e->ops = ops;
+	e->start = ops->start ? ops->start : start_plain;
+	e->stop = ops->stop ? ops->stop : stop_plain;
+	e->advance = ops->advance ? ops->advance : advance_plain;
 	spoke_tlist_init(&e->due);
 	spoke_tlist_init(&e->firing);
 	err = ops->init(e, params ? params : &defaults);
@@ -86,12 +93,10 @@ void spoke_timer_init(struct spoke_timer *t)
 
 /*
  * The plain start, stop and advance, from the scheme's admit(), insert(),
- * remove(), next_event() and collect(). Out of line, so that the public
- * calls below, which jump to a scheme's own operation when it has one,
- * need no stack frame.
+ * remove(), next_event() and collect(), for a scheme without its own
+ * (spoke_engine_new() chooses).
  */
-static __attribute__((noinline)) int start_plain(struct spoke_engine *e, struct spoke_timer *t,
-						 uint64_t delay_ticks)
+static int start_plain(struct spoke_engine *e, struct spoke_timer *t, uint64_t delay_ticks)
 {
 	if (e->ops->admit) {
 		int err = e->ops->admit(e, delay_ticks);
@@ -106,17 +111,13 @@ static __attribute__((noinline)) int start_plain(struct spoke_engine *e, struct 
 	return 0;
 }
 
-/* The scheme's own start, stop or advance when it has one, else the plain one. */
+/* The start, stop or advance spoke_engine_new() chose: the scheme's own, or the plain one. */
 int spoke_engine_start(struct spoke_engine *e, struct spoke_timer *t, uint64_t delay_ticks)
 {
-	const struct spoke_engine_ops *ops = e->ops;
-
-	if (__builtin_expect(ops->start != NULL, 1))
-		return ops->start(e, t, delay_ticks);
-	return start_plain(e, t, delay_ticks);
+	return e->start(e, t, delay_ticks);
 }
 
-static __attribute__((noinline)) int stop_plain(struct spoke_engine *e, struct spoke_timer *t)
+static int stop_plain(struct spoke_engine *e, struct spoke_timer *t)
 {
 	spoke_unlink_pending(e, t);
 	return 0;
@@ -124,18 +125,14 @@ static __attribute__((noinline)) int stop_plain(struct spoke_engine *e, struct s
 
 int spoke_engine_stop(struct spoke_engine *e, struct spoke_timer *t)
 {
-	const struct spoke_engine_ops *ops = e->ops;
-
 	if (!spoke_timer_pending(t))
 		return -ENOENT;
-	if (__builtin_expect(ops->stop != NULL, 1))
-		return ops->stop(e, t);
-	return stop_plain(e, t);
+	return e->stop(e, t);
 }
 
 /* The plain advance's loop: next_event() and collect(), then fire what collect() made due. */
-static inline size_t advance_plain(struct spoke_engine *e, uint64_t target, spoke_expire_fn *fn,
-				   void *ctx)
+static inline size_t advance_plain_to(struct spoke_engine *e, uint64_t target, spoke_expire_fn *fn,
+				      void *ctx)
 {
 	size_t fired = 0;
 
@@ -151,19 +148,14 @@ static inline size_t advance_plain(struct spoke_engine *e, uint64_t target, spok
 	return fired;
 }
 
-static __attribute__((noinline)) size_t advance_plain_call(struct spoke_engine *e, uint64_t ticks,
-							   spoke_expire_fn *fn, void *ctx)
+static size_t advance_plain(struct spoke_engine *e, uint64_t ticks, spoke_expire_fn *fn, void *ctx)
 {
-	return spoke_advance_with(e, ticks, fn, ctx, advance_plain);
+	return spoke_advance_with(e, ticks, fn, ctx, advance_plain_to);
 }
 
 size_t spoke_engine_advance(struct spoke_engine *e, uint64_t ticks, spoke_expire_fn *fn, void *ctx)
 {
-	const struct spoke_engine_ops *ops = e->ops;
-
-	if (__builtin_expect(ops->advance != NULL, 1))
-		return ops->advance(e, ticks, fn, ctx);
-	return advance_plain_call(e, ticks, fn, ctx);
+	return e->advance(e, ticks, fn, ctx);
 }
 
 uint64_t spoke_engine_now(const struct spoke_engine *e)

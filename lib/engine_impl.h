@@ -103,6 +103,14 @@ struct spoke_engine_ops {
 
 /* The part of every engine that engine.c owns. Schemes embed it first. */
 struct spoke_engine {
+	/*
+	 * The start, stop and advance this engine runs: its scheme's own, or
+	 * engine.c's plain ones, chosen by spoke_engine_new(), so that each
+	 * public call is one load and one jump.
+	 */
+	int (*start)(struct spoke_engine *e, struct spoke_timer *t, uint64_t delay_ticks);
+	int (*stop)(struct spoke_engine *e, struct spoke_timer *t);
+	size_t (*advance)(struct spoke_engine *e, uint64_t ticks, spoke_expire_fn *fn, void *ctx);
 	const struct spoke_engine_ops *ops;
 	uint64_t now;		   /* current tick */
 	size_t count;		   /* pending timers, due list included */
