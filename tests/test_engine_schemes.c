@@ -603,7 +603,7 @@ static void test_lawn_stop_queue_ends(void **state)
 
 /*
  * One advance over several level-1 slots of a few timers each fires them as
- * sorted runs (engine_hierarchical.h). What an expiry function does there:
+ * sorted runs (engine_hierarchical.c). What an expiry function does there:
  * stop a later member of the run (of its slot or of a later one), start a
  * timer due between two members (on level 0), in a slot of the run already
  * taken, or in an empty slot between two of the run's, re-arm a later member
