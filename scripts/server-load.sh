@@ -354,7 +354,7 @@ flood_run() {
   start_server "$b" --idle-ms "$flood_idle_ms"
   # The server's responses and FINs, stamped by the kernel as they leave. Immediate
   # mode: a buffered capture loses the packets of its last block when it is stopped.
-  tcpdump --immediate-mode -i lo -nn -B 16384 -s 96 -w "$tmp/flood.pcap" \
+  tcpdump --immediate-mode -U -i lo -nn -B 16384 -s 96 -w "$tmp/flood.pcap" \
     "tcp and src host 127.0.0.1 and src port $port and (tcp[tcpflags] & (tcp-fin|tcp-push) != 0)" \
     2>"$tmp/tcpdump.err" &
   tcpdump_pid=$!
@@ -364,6 +364,13 @@ flood_run() {
         --tick-us 1000 --timeout-s 120) || true
   t1=$(cpu_ticks); w1=$(date +%s.%N)
   stop_server
+  # The last packets may still be on their way to tcpdump (it writes each one, -U):
+  # stop it once the capture has stopped growing.
+  local size=-1
+  while [ "$(wc -c <"$tmp/flood.pcap")" != "$size" ]; do
+    size=$(wc -c <"$tmp/flood.pcap")
+    sleep 0.5
+  done
   kill -INT "$tcpdump_pid"; wait "$tcpdump_pid" || true; tcpdump_pid=""
   dropped=$(sed -n 's/^\([0-9]*\) packets dropped by kernel.*/\1/p' "$tmp/tcpdump.err")
   late=$(tcpdump -r "$tmp/flood.pcap" -nn -tt 2>/dev/null | flood_lateness "$flood_idle_ms")
