@@ -329,7 +329,9 @@ wrk_run() { # wrk_run SERVER WORKLOAD CONNS SECONDS
   record "$w" "$b" load1 "$(load1)"
   start_server "$b"
   t0=$(cpu_ticks)
-  out=$(wrk -t 2 -c "$c" -d "${s}s" --latency "http://127.0.0.1:$port/" 2>&1) || true
+  # --timeout 10s: a request unanswered for that long is a socket error (verdict_wrk);
+  # wrk's 2 s default flags a loaded machine's stalls, not the server.
+  out=$(wrk -t 2 -c "$c" -d "${s}s" --timeout 10s --latency "http://127.0.0.1:$port/" 2>&1) || true
   t1=$(cpu_ticks)
   stop_server
   local reqs rps p50 p99 conv
