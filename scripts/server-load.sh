@@ -267,7 +267,8 @@ start_server() {
   if [ "$kind" != nginx ]; then
     "$httpd" --port 0 --threads "$threads" --timers "$kind" "$@" >"$tmp/server.out" 2>&1 &
     server_pid=$!
-    for _ in $(seq 200); do
+    # Up to a minute: on two shared cores at load 20 a start has taken over 10 s.
+    for _ in $(seq 1200); do
       if head -1 "$tmp/server.out" 2>/dev/null | grep -q '^listening on'; then break; fi
       sleep 0.05
     done
