@@ -351,6 +351,26 @@ wrk_run() { # wrk_run SERVER WORKLOAD CONNS SECONDS
   judge "$w" "$b" verdict_wrk "$out"
 }
 
+# capture_settle CONNS: packets may still wait in the capture ring for tcpdump (which
+# writes each one it takes, -U); stopped now, it would lose them without counting them as
+# dropped. Wait until the capture holds the response and the FIN of each of CONNS
+# connections, or has not grown for 5 s.
+capture_settle() {
+  local want=$((2 * ${1:-0})) got prev=-1 still=0
+  while :; do
+    got=$(tcpdump -r "$tmp/flood.pcap" -nn 2>/dev/null | wc -l)
+    [ "$got" -ge "$want" ] && return
+    if [ "$got" = "$prev" ]; then
+      still=$((still + 1))
+      [ "$still" -ge 10 ] && return
+    else
+      still=0
+    fi
+    prev=$got
+    sleep 0.5
+  done
+}
+
 flood_run() {
   local b=$1 t0 t1 out w0 w1 late dropped
   record idle-flood "$b" load1 "$(load1)"
@@ -367,13 +387,7 @@ flood_run() {
         --tick-us 1000 --timeout-s 120) || true
   t1=$(cpu_ticks); w1=$(date +%s.%N)
   stop_server
-  # The last packets may still be on their way to tcpdump (it writes each one, -U):
-  # stop it once the capture has stopped growing.
-  local size=-1
-  while [ "$(wc -c <"$tmp/flood.pcap")" != "$size" ]; do
-    size=$(wc -c <"$tmp/flood.pcap")
-    sleep 0.5
-  done
+  capture_settle "$(field conns "$out")"
   kill -INT "$tcpdump_pid"; wait "$tcpdump_pid" || true; tcpdump_pid=""
   dropped=$(sed -n 's/^\([0-9]*\) packets dropped by kernel.*/\1/p' "$tmp/tcpdump.err")
   late=$(tcpdump -r "$tmp/flood.pcap" -nn -tt 2>/dev/null | flood_lateness "$flood_idle_ms")
@@ -391,6 +405,7 @@ flood_run() {
   # CPU from the first connect to the last close, per connection and second.
   record idle-flood "$b" cpu_ns_per_conn_s "$(awk -v d=$((t1 - t0)) -v k="$clk" -v c="${conns:-1}" \
     -v w0="$w0" -v w1="$w1" 'BEGIN { printf "%.1f", d / k * 1e9 / (c * (w1 - w0)) }')"
+  cp "$tmp/flood.pcap" "$build/idle-flood-$b.pcap" # the last one, kept for a look after the run
   judge idle-flood "$b" verdict_flood "${conns:-0}" "$flood" "$(field closed "$out")" \
     "$(field early "$out")" "$(field early "$late")" "$(field matched "$late")" \
     "${dropped:-unknown}" "$([ "$b" = nginx ] && echo 0 || echo 1)"
