@@ -24,8 +24,8 @@
  * are decided once the head is complete: HTTP/1.1 needs exactly one Host,
  * Transfer-Encoding must end in chunked and not come with Content-Length
  * (400), codings other than chunked are not implemented (501), an Expect
- * other than 100-continue gets 417. A head over HTTP_REQ_HEAD_MAX
- * bytes gets 431.
+ * other than 100-continue gets 417. A head over HTTP_REQ_HEAD_MAX bytes
+ * gets 431, a chunk-size line or a trailer section that long 400.
  *
  * A struct http_req lives only while a request is read (spoke-httpd keeps it
  * in the buffers it frees while a connection waits).
@@ -43,9 +43,10 @@
 
 struct http_req {
 	http_parser parser;
-	/* the scanner: its state (enum in httpd_request.c) and the bytes of the
-	 * head seen so far; scan_pos is the first byte not yet scanned, valid
-	 * only inside http_req_feed */
+	/* the scanner: its state (enum in httpd_request.c) and the bytes seen
+	 * so far of the current head, chunk-size line or trailer section (each
+	 * at most HTTP_REQ_HEAD_MAX); scan_pos is the first byte not yet
+	 * scanned, valid only inside http_req_feed */
 	const char *scan_pos;
 	uint32_t head_bytes;
 	uint8_t scan;

@@ -109,6 +109,21 @@ static void head_too_large(void **state)
 	assert_int_equal(r.reject, 431);
 }
 
+/* A chunk-size line (its extension) that long is refused with 400. */
+static void chunk_line_too_large(void **state)
+{
+	static char big[HTTP_REQ_HEAD_MAX + 256];
+	struct http_req r;
+	size_t len = 0, piece;
+
+	(void)state;
+	len += (size_t)sprintf(big, POST_CHUNKED "5;x=");
+	memset(big + len, 'a', sizeof(big) - len);
+	piece = sizeof(big);
+	feed_pieces(&r, big, &piece, 1);
+	assert_int_equal(r.reject, 400);
+}
+
 /* What the parser used ends exactly at the request's end: the next one is left. */
 static void pipelined(void **state)
 {
@@ -133,9 +148,8 @@ static void pipelined(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(refused),
-		cmocka_unit_test(served),
-		cmocka_unit_test(head_too_large),
+		cmocka_unit_test(refused),	  cmocka_unit_test(served),
+		cmocka_unit_test(head_too_large), cmocka_unit_test(chunk_line_too_large),
 		cmocka_unit_test(pipelined),
 	};
 
