@@ -36,7 +36,7 @@ void tmr_init(struct tmr *t, tmr_fn *fn)
 	memset(t, 0, sizeof(*t));
 	t->kind = EP_TIMERFD;
 	t->fn = fn;
-	t->tfd = -1;
+	t->tfd = -1; /* the other backends set their members of the union at start */
 	atomic_init(&t->state, TMR_OFF);
 }
 
@@ -639,6 +639,11 @@ static const struct tmr_ops backends[] = {
 	{"mutex-heap", mh_global_init, mh_global_fini, mh_loop_init, mh_loop_fini, mh_start,
 	 mh_reset, mh_cancel, mh_cancel_remote, mh_release, tf_next_ns, mh_poll, NULL},
 };
+
+const char *tmr_backend_name(unsigned i)
+{
+	return i < sizeof(backends) / sizeof(backends[0]) ? backends[i].name : NULL;
+}
 
 const struct tmr_ops *tmr_backend(const char *name)
 {
