@@ -324,6 +324,13 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg)
 	return 0;
 }
 
+/* A misuse that no return value can report: name it and stop the process. */
+static _Noreturn void abort_misuse(const char *what, const char *why)
+{
+	fprintf(stderr, "spoke: %s (misuse: %s); aborting\n", what, why);
+	abort();
+}
+
 /*
  * A callback that destroys its own instance would wait for itself (its run,
  * its thread's join): no return value can report that, so it stops the
@@ -331,11 +338,10 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg)
  */
 static void abort_if_destroy_in_callback(struct spoke *s)
 {
-	if (!spoke_in_callback_of(s))
-		return;
-	fprintf(stderr, "spoke: spoke_destroy called from inside a timer callback of the same "
-			"instance (misuse: it would wait for that callback to return); aborting\n");
-	abort();
+	if (spoke_in_callback_of(s))
+		abort_misuse(
+			"spoke_destroy called from inside a timer callback of the same instance",
+			"it would wait for that callback to return");
 }
 
 /*
@@ -1191,6 +1197,9 @@ void spoke_stats(struct spoke *s, struct spoke_stats *out)
 	uint64_t sum[SPOKE_LATE_BUCKETS] = {0};
 	struct arena *a;
 
+	if (!out)
+		abort_misuse("spoke_stats called with a NULL out",
+			     "it returns nothing, so it cannot report the error");
 	memset(out, 0, sizeof(*out));
 	if (!s || call_enter(s, &a) != 0)
 		return; /* all zero: no service, or it is being destroyed */

@@ -310,6 +310,11 @@ int64_t spoke_next_deadline(struct spoke *s);
  */
 int spoke_wake_fd(struct spoke *s);
 
+/*
+ * Fill *out (see struct spoke_stats). s NULL, or a call that would fail
+ * (destroy under way, no arena): *out all zeros. out NULL is a misuse that
+ * no return value can report: the process aborts with a message naming it.
+ */
 void spoke_stats(struct spoke *s, struct spoke_stats *out);
 
 /*
