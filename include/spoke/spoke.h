@@ -136,6 +136,17 @@ struct spoke_stats {
 void spoke_config_init(struct spoke_config *cfg);
 
 /*
+ * Check cfg as spoke_create() does, creating nothing: 0 if it is valid (cfg
+ * NULL = the defaults), -EINVAL if not, and then one line in why (at most
+ * len bytes with its NUL; why may be NULL) naming the field, its value and
+ * the rule it breaks, e.g. "tick_ns: 500 is below the minimum of 1000 ns".
+ * On success why holds "". -ENOMEM if there was no memory to try the wheel
+ * geometry (a nonzero level_bits, levels or table_size is tried by creating
+ * the engine once and freeing it). Any thread.
+ */
+int spoke_config_check(const struct spoke_config *cfg, char *why, size_t len);
+
+/*
  * Create the service and start its threads. cfg NULL = defaults. *out is set
  * only on success; on failure nothing is left allocated or running.
  * -EINVAL: NULL out, or a field out of its range (see struct spoke_config;
@@ -143,8 +154,9 @@ void spoke_config_init(struct spoke_config *cfg);
  * below 1/64 of the tick of a shard it applies to; lawn_shards bits at or
  * above the shard count; an override cpu below -1 or not below CPU_SETSIZE;
  * more overrides than shards, or a count with a NULL array; callback_threads_per_shard
- * times the shards above 1024, or with callback_threads 0). -ENOMEM: no memory. -EAGAIN: a
- * thread could not be started.
+ * times the shards above 1024, or with callback_threads 0): spoke_config_check()
+ * says which field and why. -ENOMEM: no memory. -EAGAIN: a thread could not
+ * be started.
  */
 int spoke_create(struct spoke **out, const struct spoke_config *cfg);
 
