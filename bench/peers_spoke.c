@@ -10,7 +10,7 @@
  * cancel's unlink may travel through the inbox). Its clock cannot be fed:
  * W1 and W3 run with the default 1 ms tick (nothing fires), W2 in real time
  * with the tick the bench asks for (at least 1 us, the service's minimum);
- * drain(wait) sleeps spoke_next_deadline() and polls.
+ * drain(wait) sleeps spoke_next_deadline_ns() and polls.
  */
 #include "peers.h"
 
@@ -190,13 +190,13 @@ static int service_drain(struct peer *p, bool wait)
 	int r;
 
 	if (wait) {
-		int64_t next = spoke_next_deadline(sp->s);
+		uint64_t next;
+		int err = spoke_next_deadline_ns(sp->s, &next);
 
-		if (next < 0 && next != -1)
-			return (int)next;
-		if (next > 0)
-			bench_sleep_ns((uint64_t)next < PEER_WAIT_NS ? (uint64_t)next
-								     : PEER_WAIT_NS);
+		if (err < 0)
+			return err;
+		if (err == 0 && next > 0)
+			bench_sleep_ns(next < PEER_WAIT_NS ? next : PEER_WAIT_NS);
 	}
 	r = spoke_poll(sp->s);
 	return r < 0 ? r : 0;

@@ -1294,19 +1294,33 @@ int spoke_wake_fd(struct spoke *s)
 	return call_leave(a, spoke_owner_wake_fd(sh));
 }
 
-int64_t spoke_next_deadline(struct spoke *s)
+int spoke_next_deadline_ns(struct spoke *s, uint64_t *ns)
 {
 	struct shard *sh;
 	struct arena *a;
-	int64_t ns;
-	int err = enter_attached(s, &a, &sh);
+	int64_t next;
+	int err;
+
+	if (!ns)
+		return -EINVAL;
+	err = enter_attached(s, &a, &sh);
+	if (err)
+		return err;
+	next = spoke_owner_attached_sleep(sh, spoke_owner_next_ns(sh));
+	call_leave(a, 0);
+	*ns = next < 0 ? UINT64_MAX : (uint64_t)next;
+	return next < 0; /* 1: nothing pending */
+}
+
+int64_t spoke_next_deadline(struct spoke *s)
+{
+	uint64_t ns;
+	int ret = spoke_next_deadline_ns(s, &ns);
 
 	/* -EPERM is -1, which means "no timer" here: say -EINVAL instead. */
-	if (err)
-		return err == -EPERM ? -EINVAL : err;
-	ns = spoke_owner_attached_sleep(sh, spoke_owner_next_ns(sh));
-	call_leave(a, 0);
-	return ns;
+	if (ret < 0)
+		return ret == -EPERM ? -EINVAL : ret;
+	return ret == 1 ? -1 : (int64_t)ns;
 }
 
 /* --- statistics ------------------------------------------------------------------ */

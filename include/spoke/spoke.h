@@ -57,6 +57,13 @@ struct spoke;
 
 #define SPOKE_MAX_SHARDS 256
 
+/* Marks a function that a later minor version may remove (CHANGELOG.md). */
+#if defined(__GNUC__) || defined(__clang__)
+#define SPOKE_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#else
+#define SPOKE_DEPRECATED(msg)
+#endif
+
 /*
  * Per-shard overrides ("per-core tuning"): zero / NULL fields keep the global value,
  * except cpu, where -1 is the default (0 pins the shard to CPU 0).
@@ -304,11 +311,22 @@ int spoke_detach(struct spoke *s);
 int spoke_poll(struct spoke *s);
 
 /*
- * Attached thread only: ns until the shard next has work (never later than its
- * next deadline; 0 if work waits), -1 if none. -EINVAL if the caller is not
- * attached (or s is NULL), -ESHUTDOWN during destroy.
+ * Attached thread only: when the shard next has work. 0 with *ns the ns
+ * until then (never later than its next deadline; 0 if work waits); 1 if
+ * nothing is pending (*ns = UINT64_MAX: sleep until woken). -EPERM if the
+ * caller is not attached, -EINVAL for a NULL s or ns, -ESHUTDOWN during
+ * destroy; *ns is untouched on an error. A loop sleeps for *ns, or without a
+ * timeout when the result is 1.
  */
-int64_t spoke_next_deadline(struct spoke *s);
+int spoke_next_deadline_ns(struct spoke *s, uint64_t *ns);
+
+/*
+ * Deprecated since 0.4 (kept for every 0.x): spoke_next_deadline_ns() says the same
+ * without mixing the value and the errors. ns until the shard next has work,
+ * -1 if none; -EINVAL (not -EPERM, which is -1) if the caller is not attached
+ * or s is NULL, -ESHUTDOWN during destroy.
+ */
+int64_t spoke_next_deadline(struct spoke *s) SPOKE_DEPRECATED("use spoke_next_deadline_ns");
 
 /*
  * Attached thread only: an eventfd (non-blocking, close-on-exec, owned and

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_service_diagnostics.c - answers a person can read: spoke_config_check
- * names the field of a config that spoke_create refuses (docs/contract.md
- * line 9: bad input gets a clear error).
+ * names the field of a config that spoke_create refuses, and
+ * spoke_next_deadline_ns keeps "nothing pending" apart from the errors
+ * (docs/contract.md line 9: bad input gets a clear error).
  *
  *   config_check_accepts_defaults        spoke_config_init's config and NULL
  *                                        are valid; why is ""
@@ -14,6 +15,14 @@
  *                                        and leaves *out alone
  *   config_check_why_is_bounded          a short buffer gets a NUL-terminated
  *                                        prefix of the line; NULL why is fine
+ *   next_deadline_ns_encoding            attached: 1 and UINT64_MAX when
+ *                                        nothing is pending, 0 and the ns
+ *                                        otherwise (0 when work waits);
+ *                                        NULL s or ns: -EINVAL
+ *   next_deadline_ns_not_attached_eperm  -EPERM (not folded into anything),
+ *                                        *ns untouched
+ *   next_deadline_deprecated_encoding    spoke_next_deadline keeps its 0.3
+ *                                        answers: -1, ns, -EINVAL
  */
 #include "service_util.h"
 
@@ -248,12 +257,81 @@ static void config_check_why_is_bounded(void **state)
 	assert_string_equal(why, "tick_ns:"); /* len 0: untouched */
 }
 
+/* ---- spoke_next_deadline_ns ------------------------------------------------------------- */
+
+static void next_deadline_ns_encoding(void **state)
+{
+	struct spoke *s = svc_new(1, 1 * MS, 0);
+	atomic_uint runs = 0;
+	uint64_t ns = 7;
+	spoke_id id;
+
+	(void)state;
+	assert_int_equal(spoke_attach(s, 0), 0);
+	assert_int_equal(spoke_next_deadline_ns(s, &ns), 1);
+	assert_true(ns == UINT64_MAX);
+	assert_int_equal(spoke_start(s, 3600 * SEC, never_fn, NULL, &id), 0);
+	assert_int_equal(spoke_next_deadline_ns(s, &ns), 0);
+	/* Never later than the deadline; earlier by at most a wheel level's cascade step. */
+	assert_true(ns > 1000 * SEC && ns <= 3600 * SEC);
+	assert_int_equal(spoke_start(s, 0, count_fn, &runs, NULL), 0);
+	sleep_ms(3); /* past the next tick: work waits */
+	assert_int_equal(spoke_next_deadline_ns(s, &ns), 0);
+	assert_true(ns == 0);
+	assert_int_equal(spoke_next_deadline_ns(NULL, &ns), -EINVAL);
+	assert_int_equal(spoke_next_deadline_ns(s, NULL), -EINVAL);
+	assert_true(spoke_poll(s) >= 1);
+	assert_int_equal(atomic_load(&runs), 1);
+	assert_int_equal(spoke_cancel(s, id), 0);
+	assert_true(spoke_poll(s) >= 0);
+	assert_int_equal(spoke_next_deadline_ns(s, &ns), 1);
+	assert_int_equal(spoke_detach(s), 0);
+	svc_destroy(s);
+}
+
+static void next_deadline_ns_not_attached_eperm(void **state)
+{
+	struct spoke *s = svc_new(1, 1 * MS, 1);
+	uint64_t ns = 12345;
+
+	(void)state;
+	assert_int_equal(spoke_start(s, 3600 * SEC, never_fn, NULL, NULL), 0);
+	assert_int_equal(spoke_next_deadline_ns(s, &ns), -EPERM);
+	assert_true(ns == 12345);
+	svc_destroy(s);
+}
+
+/* The deprecated call is still there for 0.x, with its own encoding. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static void next_deadline_deprecated_encoding(void **state)
+{
+	struct spoke *s = svc_new(1, 1 * MS, 0);
+	spoke_id id;
+	int64_t ns;
+
+	(void)state;
+	assert_int_equal(spoke_next_deadline(s), -EINVAL); /* not attached */
+	assert_int_equal(spoke_attach(s, 0), 0);
+	assert_int_equal(spoke_next_deadline(s), -1);
+	assert_int_equal(spoke_start(s, 3600 * SEC, never_fn, NULL, &id), 0);
+	ns = spoke_next_deadline(s);
+	assert_true(ns > (int64_t)(1000 * SEC) && ns <= (int64_t)(3600 * SEC));
+	assert_int_equal(spoke_cancel(s, id), 0);
+	assert_int_equal(spoke_detach(s), 0);
+	svc_destroy(s);
+}
+#pragma GCC diagnostic pop
+
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest all[] = {
 		SVC_TEST(config_check_accepts_defaults),
 		SVC_TEST(config_check_names_each_field),
 		SVC_TEST(config_check_why_is_bounded),
+		SVC_TEST(next_deadline_ns_encoding),
+		SVC_TEST(next_deadline_ns_not_attached_eperm),
+		SVC_TEST(next_deadline_deprecated_encoding),
 	};
 
 	return svc_main(argc, argv, "diagnostics", all, ARRAY_SIZE(all));
