@@ -9,7 +9,7 @@
 # table. For `latency` rows: one table of p50 / p99 / p99.9 / max (us) per
 # pending count, tick and load, with the slack in effect, the process's CPU %
 # and context switches per second (when the run reports them; "-" if not).
-# Needs bash and awk (mawk is enough). Used for docs/benchmarks.md.
+# Needs bash and awk (mawk is enough). Used for docs/results/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -ne 1 ]; then
