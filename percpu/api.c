@@ -1384,13 +1384,14 @@ static void shard_stats(struct shard *sh, struct spoke_shard_stats *o, uint64_t 
 
 void spoke_stats(struct spoke *s, struct spoke_stats *out)
 {
-	struct spoke_shard_stats *t = &out->total;
 	uint64_t sum[SPOKE_LATE_BUCKETS] = {0};
+	struct spoke_shard_stats *t;
 	struct arena *a;
 
 	if (!out)
 		abort_misuse("spoke_stats called with a NULL out",
 			     "it returns nothing, so it cannot report the error");
+	t = &out->total;
 	memset(out, 0, sizeof(*out));
 	if (!s || call_enter(s, &a) != 0)
 		return; /* all zero: no service, or it is being destroyed */
