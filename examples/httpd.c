@@ -10,7 +10,7 @@
  *     spoke_attach(s, loop_index);          this thread now owns that shard
  *     wake = spoke_wake_fd(s);              into the epoll set
  *     for (;;) {
- *             ns = spoke_next_deadline(s);  -1: no timer; else the epoll timeout
+ *             spoke_next_deadline_ns(s, &ns)  1: no timer; else ns is the epoll timeout
  *             epoll_pwait2(ep, evs, n, ns < 0 ? NULL : &ts(ns), NULL);
  *             ...I/O: spoke_start / spoke_reset / spoke_cancel (direct, no message)
  *             spoke_poll(s);                timeouts run here, inline, on this thread

@@ -226,8 +226,13 @@ static void sp_release(struct tmr_loop *tl, struct tmr *t)
 
 static int64_t sp_next_ns(struct tmr_loop *tl)
 {
+	uint64_t ns;
+	int next = spoke_next_deadline_ns(tmr_spoke, &ns);
+
 	(void)tl;
-	return spoke_next_deadline(tmr_spoke);
+	if (next < 0) /* next_ns says an error below -1 */
+		return next == -EPERM ? -EINVAL : next;
+	return next == 1 ? -1 : (int64_t)ns;
 }
 
 static int sp_poll(struct tmr_loop *tl)

@@ -6,7 +6,7 @@
  *
  *   spoke       each loop thread attaches its own spoke shard (spoke_attach);
  *               the shard's wake fd sits in the loop's epoll set and
- *               spoke_next_deadline() is the epoll timeout.
+ *               spoke_next_deadline_ns() is the epoll timeout.
  *   heap        a binary heap per loop thread, as libuv keeps its timers.
  *   timerfd     one timerfd per timer, in the loop's epoll set.
  *   mutex-heap  one heap behind a global mutex and a timer thread that hands

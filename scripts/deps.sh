@@ -31,7 +31,7 @@ SPOKE_DEBIAN_PACKAGES=(
   groff-base man-db
   libhttp-parser-dev # spoke-httpd (examples/httpd.c) and tests/server
   systemtap-sdt-dev  # <sys/sdt.h>: the USDT probes that abi.usdt_probes checks
-  spin               # scripts/spin.sh: the Promela model of the state word (docs/model.md)
+  spin               # scripts/spin.sh: the Promela model of the state word (docs/design/model.md)
 )
 
 # scripts/server-load.sh only (not the tests): the load and slow-client tools, tcpdump

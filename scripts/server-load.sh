@@ -192,7 +192,7 @@ if [ -z "$backends" ]; then
 fi
 
 build="$root/build/server-load"
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSPOKE_BUILD_TESTS=OFF \
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSPOKE_BUILD_TESTS=OFF -DSPOKE_BUILD_EXAMPLES=ON \
       -DSPOKE_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j 2 --target spoke-httpd spoke-httpd-load >/dev/null
 httpd="$build/examples/spoke-httpd" load="$build/examples/spoke-httpd-load"
