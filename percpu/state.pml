@@ -119,7 +119,7 @@
 #define armed_word(g, k)  (((g) << GEN_SHIFT) | (k) | S_ARMED)	/* spoke_st_armed */
 #define freed(s)	  (((gen(s) + 1) & 3) << GEN_SHIFT)		/* spoke_st_freed */
 #ifdef MUTANT_ORPHAN_IGNORES_WRITING
-#define retired(s)	  (freed(s))	/* spoke_st_retired before ORPHAN */
+#define retired(s)	  (freed(s))	/* WRITING ignored: no ORPHAN */
 #else
 #define retired(s)	  (((s) & WRITING) -> \
 			   ((with_status(s, S_CANC) | ORPHAN) & ~(WAITERS | INBOX | RESET | STOP | FRESH)) : \

@@ -273,7 +273,7 @@ inline runner_claim_run(st, r, ok) {
 		if
 		:: ok -> r = R_RETIRED; break
 #ifdef MUTANT_RUNNER_RETIRE_FALLS_INTO_RUN
-		:: else ->	/* the old loop: `continue` into the run's CAS, on the reloaded word */
+		:: else ->	/* falls through (`continue` in a do-while) into the run's CAS, on the reloaded word */
 			runner_cas_run(st, ok);
 			if :: ok -> r = R_RUNS; break :: else fi
 #else
@@ -302,7 +302,7 @@ inline runner_recall(st, ok) {
 
 /* the next word runner_finish writes over the RUNNING word st; r: how the run ends */
 #ifdef MUTANT_PARK_RETIRES
-#define FINISH_PARK(st) r = E_RETIRED; nx = retired(st)	/* the code before parking: retired */
+#define FINISH_PARK(st) r = E_RETIRED; nx = retired(st)	/* stopped: retired, not parked */
 #else
 #define FINISH_PARK(st) r = E_PARKED; nx = with_status(st, S_ARMED) & ~(WAITERS | RESET | INBOX)
 #endif

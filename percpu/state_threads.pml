@@ -500,7 +500,7 @@ inline ghost_reset_returns(me, r) {
  */
 inline reset_direct(d) {
 #ifdef MUTANT_DIRECT_RESET_NO_WRITING
-	d_step { CAS_VAL(st, bump_seq(st), ok) };	/* reset_direct before it held WRITING */
+	d_step { CAS_VAL(st, bump_seq(st), ok) };	/* the sequence bumped, WRITING not taken */
 #else
 	owner_reset_claim(st, ok);
 #endif

@@ -112,15 +112,38 @@ if [ -n "$keep" ]; then work=$keep; mkdir -p "$work"; else
   work=$(mktemp -d); trap 'rm -rf "$work"' EXIT; fi
 cp "$modeldir"/state*.pml "$work/"
 
-# The steps of a counterexample that change shared state (pan's trail, replayed).
+# The steps of a counterexample that change shared state (pan's trail,
+# replayed), the state word decoded: status, kind, sequence, generation, flags.
 print_trail() { # dir, switches...
   local dir=$1; shift
-  echo "spin.sh: counterexample (steps that change shared variables):"
-  (cd "$dir" && spin "$@" -t -p -g state.pml 2>&1) |
-    grep -E "^ *[0-9]+:|^\s+[A-Za-z_]+(\[[0-9]\])? = " |
-    grep -vE "\[(st|nx|d|r|g|k|ok|pl|post_|later) = |gi = |gL = " |
-    awk '/^\s+[A-Za-z_]+(\[[0-9]\])? = /{ if (seen[$1] == $3) next; seen[$1] = $3; print; next } /assert|timeout|W = |-> |end/' |
-    sed -n '1,/^#processes/p' | tail -n 200
+  echo "spin.sh: counterexample (each step that changes shared state, and the change):"
+  (cd "$dir" && spin "$@" -t -p -g state.pml 2>&1) | awk '
+    function word(v,   s, n, i, f, b) {
+      split("FREE ARMED DISPATCHED RUNNING CANCELLED AUX AUX_FREE", n, " ")
+      split("one-shot periodic ttl ?", k, " ")
+      s = n[v % 8 + 1] " " k[int(v / 128) % 4 + 1] " seq " int(v / 512) % 4 " gen " int(v / 16384) % 4
+      split("8 INBOX 16 RESET 32 STOP 64 WAITERS 2048 WRITING 4096 ORPHAN 8192 FRESH", f, " ")
+      for (i = 1; i < 14; i += 2) { b = f[i] + 0; if (int(v / b) % 2) s = s " " f[i + 1] }
+      return s
+    }
+    function flush() { if (changes != "") print head changes; changes = "" }
+    /^ *[0-9]+:[[:space:]]+proc/ {
+      n = $1; sub(/:$/, "", n)
+      if (n != stepno) { flush(); stepno = n }
+      split($0, p, "[][]"); sub(/\(state [0-9]+\)/, "", p[1]); gsub(/[[:space:]]+/, " ", p[1])
+      sub(/^ /, "", p[1]); head = sprintf("%-48s", p[1])
+      next
+    }
+    /^[[:space:]]+[A-Za-z_]+(\[[0-9]\])? = -?[0-9]+$/ {
+      var = $1; val = $3
+      if (var !~ /^(W|A|deadline|base|now|eng_on|eng_d|eng_in|inq|poolq|slot|aslot|mode|stopping|pend|running|fsleep\[[0-9]\])$/ ||
+          last[var] == val) next
+      last[var] = val
+      changes = changes (changes == "" ? "" : ", ") var " = " (var ~ /^[WA]$/ ? word(val) : val)
+      next
+    }
+    /assertion violated|timeout|cycle|^#processes/ { flush(); print }
+    END { flush() }' | tail -n 150
 }
 
 # search DIR LABEL SWITCHES...: compile and run one search in DIR; sets
