@@ -25,16 +25,18 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 modeldir="$root/percpu"
 
-# name|switches|what it reaches
+# name|how pan is compiled|switches|what it reaches. A search of a few million
+# states or more pays for gcc -O2 (about 10 s more than -O0, and about half the
+# search time); a smaller one does not.
 configs=(
-  "oneshot|-DKIND=0 -DNFOREIGN=1 -DFOPS=2 -DOOPS=2 -DGENS=2|one-shot timers run on the pool; the owner starts (direct), resets and cancels its own, a foreign thread resets, cancels and cancel_syncs, two calls each; the slot reused"
-  "periodic|-DKIND=1 -DNFOREIGN=1 -DFOPS=2 -DOOPS=1|periodic timers run on the pool (re-armed through the inbox), reset and cancelled (STOP) while armed, queued or running, by the owner and a foreign thread"
-  "inline|-DKIND=3 -DPOOL=0 -DNFOREIGN=1 -DFOPS=2 -DOOPS=1 -DGENS=2|no pool: the owner runs one-shot and periodic callbacks inline and re-arms at once; the slot reused"
-  "recall|-DKIND=3 -DRECALL=1 -DNFOREIGN=1 -DFOPS=1 -DOOPS=1|the shard attached (from a pool callback: ATTACHING_NOWAIT, or at once) while a run is queued on the pool: runner_recall, recalled runs taken by the owner and run inline"
-  "destroy|-DKIND=1 -DDESTROY=1 -DNFOREIGN=1 -DFOPS=1 -DOOPS=1|spoke_destroy_release after the last call: periodic runs that end parked, runs left on the pool, every pending timer's argument handed back once"
-  "ttl|-DKIND=4 -DLAWN_FAILS=1 -DNFOREIGN=1 -DFOPS=1 -DOOPS=1|TTL timers (and the other kinds) on the stage or in the lawn, which may refuse one: owner_make_oneshot, then the wheel"
-  "wrap|-DKIND=0 -DNFOREIGN=1 -DFOPS=4 -DOOPS=0|four foreign calls: four resets wrap the 2-bit sequence inside the owner's claim window"
-  "reuse|-DKIND=3 -DSTARTER=1 -DGENS=3 -DNFOREIGN=1 -DFOPS=4 -DOOPS=0|a foreign thread's arena holds the slot: starts travel as FRESH messages, one-shot or periodic, three generations until the slot is spent"
+  "oneshot|-O2|-DKIND=0 -DNFOREIGN=1 -DFOPS=2 -DOOPS=2 -DGENS=2|one-shot timers run on the pool; the owner starts (direct), resets and cancels its own, a foreign thread resets, cancels and cancel_syncs, two calls each; the slot reused"
+  "periodic|-O2|-DKIND=1 -DNFOREIGN=1 -DFOPS=2 -DOOPS=1|periodic timers run on the pool (re-armed through the inbox), reset and cancelled (STOP) while armed, queued or running, by the owner and a foreign thread"
+  "inline|-O0|-DKIND=3 -DPOOL=0 -DNFOREIGN=1 -DFOPS=2 -DOOPS=1 -DGENS=2|no pool: the owner runs one-shot and periodic callbacks inline and re-arms at once; the slot reused"
+  "recall|-O2|-DKIND=3 -DRECALL=1 -DNFOREIGN=1 -DFOPS=1 -DOOPS=1|the shard attached (from a pool callback: ATTACHING_NOWAIT, or at once) while a run is queued on the pool: runner_recall, recalled runs taken by the owner and run inline"
+  "destroy|-O0|-DKIND=1 -DDESTROY=1 -DNFOREIGN=1 -DFOPS=1 -DOOPS=1|spoke_destroy_release after the last call: periodic runs that end parked, runs left on the pool, every pending timer's argument handed back once"
+  "ttl|-O0|-DKIND=4 -DLAWN_FAILS=1 -DNFOREIGN=1 -DFOPS=1 -DOOPS=1|TTL timers (and the other kinds) on the stage or in the lawn, which may refuse one: owner_make_oneshot, then the wheel"
+  "wrap|-O0|-DKIND=0 -DNFOREIGN=1 -DFOPS=4 -DOOPS=0|four foreign calls: four resets wrap the 2-bit sequence inside the owner's claim window"
+  "reuse|-O2|-DKIND=3 -DSTARTER=1 -DGENS=3 -DNFOREIGN=1 -DFOPS=4 -DOOPS=0|a foreign thread's arena holds the slot: starts travel as FRESH messages, one-shot or periodic, three generations until the slot is spent"
 )
 
 # name|configuration|what is wrong
@@ -79,10 +81,10 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-config_defs() { # name -> its switches, or fail
+config_field() { # name, field (2: compile, 3: switches) -> its value, or fail
   local c
   for c in "${configs[@]}"; do
-    [ "${c%%|*}" = "$1" ] && { c=${c#*|}; echo "${c%%|*}"; return 0; }
+    [ "${c%%|*}" = "$1" ] && { echo "$c" | cut -d'|' -f"$2"; return 0; }
   done
   echo "spin.sh: no configuration '$1' (--list)" >&2
   return 1
@@ -95,7 +97,7 @@ fi
 if [ "$mode" = list ]; then
   echo "configurations (scripts/spin.sh NAME):"
   for c in "${configs[@]}"; do
-    IFS='|' read -r n d what <<<"$c"
+    IFS='|' read -r n _ d what <<<"$c"
     printf '  %-9s %s\n            %s\n' "$n" "$d" "$what"
   done
   echo "mutants (scripts/spin.sh --mutants NAME; switch -DMUTANT_NAME):"
@@ -146,15 +148,12 @@ print_trail() { # dir, switches...
     END { flush() }' | tail -n 150
 }
 
-# search DIR LABEL SWITCHES...: compile and run one search in DIR; sets
+# search DIR LABEL OPT SWITCHES...: compile (gcc OPT) and run one search in DIR; sets
 # found (1: a violation), summary (one line).
 search() {
-  local dir=$1 label=$2 opt start end secs states sdepth mem err; shift 2
+  local dir=$1 label=$2 opt=$3 start end secs states sdepth mem err; shift 3
   mkdir -p "$dir"
   cp "$work"/state*.pml "$dir/"
-  # A mutant is caught early in its search: a quick compile pays off there.
-  opt=-O2
-  [ "$mode" = mutants ] && opt=-O0
   (cd "$dir" && spin "$@" -a state.pml >/dev/null &&
      gcc "$opt" -w -DNP -DCOLLAPSE -DMEMLIM=6000 -o pan pan.c)
   start=$(date +%s.%N)
@@ -185,10 +184,11 @@ if [ "$mode" = configs ]; then
       for c in "${configs[@]}"; do names+=("${c%%|*}"); done; fi
   fi
   for n in "${names[@]}"; do
-    if [ "$n" = custom ]; then defs=""; else defs=$(config_defs "$n"); fi
+    if [ "$n" = custom ]; then defs="" opt=-O2; else
+      defs=$(config_field "$n" 3) opt=$(config_field "$n" 2); fi
     # shellcheck disable=SC2206
     sw=($defs "${extra[@]}")
-    search "$work/$n" "$n" "${sw[@]}"
+    search "$work/$n" "$n" "$opt" "${sw[@]}"
     case $found in
       0) echo "spin.sh: ok   $summary" ;;
       1) echo "spin.sh: FAIL $summary"; fail=1
@@ -210,10 +210,11 @@ for n in "${names[@]}"; do
   for m in "${mutants[@]}"; do [ "${m%%|*}" = "$n" ] && line=$m; done
   [ -n "$line" ] || { echo "spin.sh: no mutant '$n' (--list)" >&2; exit 2; }
   IFS='|' read -r _ cfg _ <<<"$line"
-  defs=$(config_defs "$cfg")
+  defs=$(config_field "$cfg" 3)
   # shellcheck disable=SC2206
   sw=("-DMUTANT_$n" $defs "${extra[@]}")
-  search "$work/mutant-$n" "$n [$cfg]" "${sw[@]}"
+  # A mutant is caught early in its search: the quick compile pays off there.
+  search "$work/mutant-$n" "$n [$cfg]" -O0 "${sw[@]}"
   if [ $found = 1 ]; then
     echo "spin.sh: caught  $summary"
     caught=$((caught + 1))
