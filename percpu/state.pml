@@ -15,7 +15,8 @@
  *   state_threads.pml    the callers, one inline per C function (named
  *                        file:function), and one proctype per role: the
  *                        shard's owner, a pool worker, foreign application
- *                        threads, the destroyer
+ *                        threads, init (the first start; destroy), the
+ *                        watchdog
  *
  * What is shrunk: one timer slot (reused by up to GENS starts) and the one
  * second slot a periodic timer needs; a 2-bit reset sequence and a 2-bit
@@ -23,8 +24,9 @@
  * the owner's clock `now` (0..TMAX), deadlines small integers; the inbox
  * and the pool queue hold this one handle or nothing. Memory is
  * sequentially consistent. Every load, store, compare-and-swap and
- * fetch-and of the word is its own step; local work is folded into the
- * step that follows it.
+ * fetch-and of the word is its own step; local work, and work on what no
+ * other thread may touch at that moment (the engine, an unpublished slot,
+ * deadline_ns under WRITING), is folded into the step next to it.
  *
  * Build switches (spin -D...):
  *   NFOREIGN  application threads that own no shard (0..2)
