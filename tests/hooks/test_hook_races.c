@@ -69,6 +69,11 @@
  *                        follows the owner's: the timer must not run before
  *                        the deadline of a reset ordered after the owner's
  *                        (the owner's store once overwrote one).
+ *   owner_reset_release_vs_foreign_cancel  the owner's own reset holds
+ *                        WRITING when another thread's cancel wins: the
+ *                        owner's release must clear WRITING only, not store
+ *                        back the word it claimed (which undid the cancel
+ *                        and ran the timer).
  *   cancel_vs_reset_publish_seen_by_runner  a queued run whose cancel won
  *                        while a reset held WRITING: the worker reads that
  *                        word, then the reset clears WRITING; the worker's
@@ -451,9 +456,9 @@ static void later_resets_wrap_sequence_in_claim_window(void **state)
 static struct {
 	struct spoke *s;
 	spoke_id x;
-	uint64_t t_a;
+	uint64_t t_a, reset_ns;
 	_Atomic uint64_t ran_ns;
-	atomic_uint runs;
+	atomic_uint runs, marker_runs;
 	atomic_int a_done, a_rc;
 } drs;
 
@@ -472,24 +477,41 @@ static void drs_owner_start(void *arg)
 	BG_CHECK_INT(spoke_start(drs.s, 60 * SEC, drs_fn, NULL, &drs.x), ==, 0);
 }
 
-/* The owner resets X to 1 s, stalling once it holds the word. */
+/* The owner resets X to drs.reset_ns, stalling once it holds the word (WRITING). */
 static void drs_owner_reset(void *arg)
 {
 	(void)arg;
 	tl_stall_at = SPOKE_HOOK_DIRECT_RESET_CLAIMED;
-	BG_CHECK_INT(spoke_reset(drs.s, drs.x, 1 * SEC), ==, 0);
+	BG_CHECK_INT(spoke_reset(drs.s, drs.x, drs.reset_ns), ==, 0);
 	tl_stall_at = -1;
 }
 
+/* The owner polls until the run count at arg is no longer 0. */
 static void drs_owner_poll_until_run(void *arg)
 {
 	uint64_t end = spoke_now_ns() + EVENTUALLY_NS;
+	atomic_uint *runs = arg;
 
-	(void)arg;
-	while (atomic_load(&drs.runs) == 0 && spoke_now_ns() < end) {
+	while (atomic_load(runs) == 0 && spoke_now_ns() < end) {
 		spoke_poll(drs.s);
 		sleep_ms(1);
 	}
+}
+
+/*
+ * A new service with shard 0 owned by the agent `owner`, which starts X a
+ * minute away and resets it to reset_ns; returns once that reset holds
+ * the word (WRITING), stalled.
+ */
+static void drs_begin(struct agent *owner, uint64_t reset_ns)
+{
+	memset(&drs, 0, sizeof(drs));
+	drs.s = svc_new(1, 1 * MS, 0);
+	drs.reset_ns = reset_ns;
+	agent_begin(owner);
+	agent_call(owner, drs_owner_start, NULL);
+	agent_post(owner, drs_owner_reset, NULL);
+	sem_wait_or_fail(&stalled, "the owner's reset holding the word");
 }
 
 /* Foreign reset A to 2 s: it may stall after storing its deadline (any-thread hook). */
@@ -519,12 +541,7 @@ static void direct_reset_vs_foreign_resets(void **state)
 	uint64_t end;
 
 	(void)state;
-	memset(&drs, 0, sizeof(drs));
-	drs.s = svc_new(1, 1 * MS, 0);
-	agent_begin(&owner);
-	agent_call(&owner, drs_owner_start, NULL);
-	agent_post(&owner, drs_owner_reset, NULL);
-	sem_wait_or_fail(&stalled, "the owner's reset holding the word");
+	drs_begin(&owner, 1 * SEC);
 	atomic_store(&stall_any_at, SPOKE_HOOK_RESET_STORED);
 	at = thread_start(drs_a_main, NULL);
 	/* A either returns (it found the word held) or stalls with its deadline stored. */
@@ -542,12 +559,56 @@ static void direct_reset_vs_foreign_resets(void **state)
 		sem_post(&any_resume);
 	pthread_join(at, NULL);
 	assert_int_equal(atomic_load(&drs.a_rc), 0);
-	agent_call(&owner, drs_owner_poll_until_run, NULL);
+	agent_call(&owner, drs_owner_poll_until_run, &drs.runs);
 	assert_no_bg_failures();
 	assert_int_equal(atomic_load(&drs.runs), 1);
 	if (atomic_load(&drs.ran_ns) < drs.t_a + 2 * SEC)
 		fail_msg("X ran %.3f s after A's reset to 2 s began",
 			 (double)(atomic_load(&drs.ran_ns) - drs.t_a) / 1e9);
+	agent_end(&owner);
+	svc_destroy(drs.s);
+}
+
+/* --- the owner's reset vs a foreign cancel --- */
+
+/*
+ * The owner (agent): take the cancel's message, and start a marker due
+ * after X's reset deadline. Every turn expires all that is due, so once
+ * the marker has run, X would have run too had it still been armed.
+ */
+static void drs_owner_start_marker(void *arg)
+{
+	(void)arg;
+	spoke_poll(drs.s);
+	BG_CHECK_INT(spoke_start(drs.s, 20 * MS, count_fn, &drs.marker_runs, NULL), ==, 0);
+}
+
+/*
+ * The owner of X's shard resets X (owner_reset_claim: WRITING held) and
+ * stalls before it lets go; another thread cancels X meanwhile, which
+ * wins (CANCELLED | INBOX | WRITING: 0) and posts. The owner's release
+ * clears WRITING only (owner_reset_release's fetch_and): its reset is
+ * ordered before the cancel, and X must never run. A release that stored
+ * the word the owner claimed would put X back to ARMED over the cancel:
+ * the message then finds it armed, and X runs at the reset's deadline.
+ */
+static void owner_reset_release_vs_foreign_cancel(void **state)
+{
+	struct agent owner;
+
+	(void)state;
+	drs_begin(&owner, 1 * MS);
+	assert_int_equal(spoke_cancel(drs.s, drs.x), 0);
+	sem_post(&resume);
+	agent_wait(&owner);
+	agent_call(&owner, drs_owner_start_marker, NULL);
+	agent_call(&owner, drs_owner_poll_until_run, &drs.marker_runs);
+	assert_no_bg_failures();
+	assert_int_equal(atomic_load(&drs.marker_runs), 1);
+	if (atomic_load(&drs.runs) != 0)
+		fail_msg("X ran %u time(s) after its cancel returned 0", atomic_load(&drs.runs));
+	assert_int_equal(spoke_cancel(drs.s, drs.x), -ENOENT);
+	assert_stats_settled(drs.s, 2, 0);
 	agent_end(&owner);
 	svc_destroy(drs.s);
 }
@@ -1772,6 +1833,7 @@ int main(int argc, char **argv)
 		HOOK_TEST(later_reset_writing_vs_expiry),
 		HOOK_TEST(later_resets_wrap_sequence_in_claim_window),
 		HOOK_TEST(direct_reset_vs_foreign_resets),
+		HOOK_TEST(owner_reset_release_vs_foreign_cancel),
 		HOOK_TEST(cancel_vs_reset_publish_seen_by_runner),
 		HOOK_TEST(detach_runs_go_to_pool),
 		HOOK_TEST(periodic_rearm_taken_late_runs_late),
