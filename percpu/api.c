@@ -10,22 +10,19 @@
  * posts the handle to the owner's inbox, unless INBOX was already set (then
  * the queued message carries the new state too).
  *
- * Shutdown: every call reads `stopping` inside an RCU read-side section
- * (urcu_bp.h). A call that never waits (start, cancel, reset: the hot
- * paths) stays in that section until it returns; one that may wait
- * (cancel_sync, poll, attach, ...) counts itself in the calling thread's
- * arena and leaves the section (call_enter). spoke_destroy sets `stopping`,
- * waits for a grace period (the sections), and then for every arena's
- * count to drain: a call either saw `stopping` (-ESHUTDOWN) or is waited
- * for. A second grace period before the free lets calls that began while
- * destroy ran read `stopping` in memory that is still there.
+ * Shutdown: every call counts itself in its thread's arena and reads
+ * `stopping` (guard.h spoke_call_enter). spoke_destroy sets `stopping` and
+ * waits until no call is counted: a call either saw `stopping`
+ * (-ESHUTDOWN) or is waited for. A second drain before the free lets calls
+ * that began while destroy ran read `stopping` in memory that is still
+ * there.
  */
 #define _GNU_SOURCE
+#include "guard.h"
 #include "probes.h"
 #include "protocol.h"
 #include "service.h"
 #include "test_hooks.h"
-#include "urcu_bp.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -120,103 +117,6 @@ static int config_check(const struct spoke_config *c)
 			return -EINVAL;
 	}
 	return 0;
-}
-
-/* --- entering and leaving a call ------------------------------------------- */
-
-/* Only the arena's own thread writes in_call, so a plain load and store count it. */
-static void in_call_add(struct arena *a, int d)
-{
-	unsigned v = atomic_load_explicit(&a->in_call, memory_order_relaxed);
-
-	atomic_store_explicit(&a->in_call, v + (unsigned)d, memory_order_release);
-}
-
-#ifdef SPOKE_URCU_TSAN
-char spoke_rcu_tsan_token;
-#endif
-
-/*
- * Any thread, inside a read-side section: the calling thread's arena for s
- * (its first call on s sets one up: spoke_arena_mine_slow) in *out, or
- * -ESHUTDOWN once destroy has begun (*out NULL). Inline: the start path
- * takes it on every call.
- */
-static inline int guarded_arena(struct spoke *s, struct arena **out)
-{
-	if (atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
-		*out = NULL;
-		return -ESHUTDOWN;
-	}
-	if (spoke_tls_arena.serial == s->serial)
-		*out = spoke_tls_arena.arena;
-	else if (!(*out = spoke_arena_mine_slow(s)))
-		return -EAGAIN;
-	return 0;
-}
-
-/*
- * Two guards, by whether the call may wait for another thread.
- *
- * A call that never waits (start, cancel, reset, remaining, set_period,
- * shards) is one read-side section from its look at `stopping` to its
- * return: destroy's first grace period waits for it to end, so it needs no
- * count. It must not wait for anything that may wait for a grace period
- * (another destroy, a callback: so it never runs one), and it does not.
- *
- * A call that may wait (cancel_sync for a run, poll running callbacks that
- * may destroy other instances, attach and detach joining threads, stats and
- * dump): a read-side section around it would hold up every destroy in the
- * process, of any instance, for as long as it waits, and one whose callback
- * destroys another instance would wait for itself. Such a call counts
- * itself in its arena's in_call inside a short section and leaves the
- * section at once; destroy waits for the counts after its grace period.
- *
- * Either way the grace period orders our look at `stopping` against
- * destroy's store: either we see it set, or destroy waits for us.
- */
-
-/*
- * Any thread: enter a call that never waits, with the calling thread's
- * arena in *out (a start takes its handle there; the other calls look it up
- * only so that a thread whose arena cannot be made gets -EAGAIN from every
- * call, as spoke.h says). -EINVAL for a NULL s.
- */
-static inline int nowait_call_enter(struct spoke *s, struct arena **out)
-{
-	int err;
-
-	if (!s)
-		return -EINVAL;
-	spoke_rcu_read_lock();
-	err = guarded_arena(s, out);
-	SPOKE_HOOK(SPOKE_HOOK_CALL_GUARDED);
-	if (err)
-		spoke_rcu_read_unlock();
-	return err;
-}
-
-static inline int nowait_call_leave(int ret)
-{
-	spoke_rcu_read_unlock();
-	return ret;
-}
-
-/* Any thread: enter a call that may wait (counted in its arena); -EINVAL for a NULL s. */
-static int call_enter(struct spoke *s, struct arena **out)
-{
-	int err = nowait_call_enter(s, out);
-
-	if (err)
-		return err;
-	in_call_add(*out, 1);
-	return nowait_call_leave(0);
-}
-
-static int call_leave(struct arena *a, int ret)
-{
-	in_call_add(a, -1);
-	return ret;
 }
 
 static int build_maps(struct spoke *s)
@@ -353,7 +253,6 @@ static void destroy_in_fork_child(struct spoke *s, spoke_fn *release)
 
 static void destroy_with(struct spoke *s, spoke_fn *release)
 {
-	struct timespec pause = {0, 100000};
 	int cancel_state;
 
 	if (!s)
@@ -369,19 +268,17 @@ static void destroy_with(struct spoke *s, spoke_fn *release)
 	/* Attached loops asleep on their wake fd: come and see -ESHUTDOWN. */
 	for (unsigned k = 0; k < s->nshards; k++)
 		spoke_shard_signal_stop(&s->shards[k]);
-	/* Every call that saw `stopping` clear is counted in its arena now. */
-	spoke_rcu_synchronize();
+	/* Calls that did not see `stopping` end; the others return -ESHUTDOWN. */
+	spoke_calls_drain(s);
 	/* From now on a thread that exits leaves its arena alone (arena.c: a
 	 * destructor already running finishes first, under the arena lock). */
 	spoke_arena_key_delete(s);
 	s->arena_key_live = false;
-	while (spoke_arenas_busy(s))
-		nanosleep(&pause, NULL);
 	stop_threads(s);
 	if (release)
 		spoke_arenas_release_pending(s, release);
 	/* Calls that began while we ran have read `stopping` and left. */
-	spoke_rcu_synchronize();
+	spoke_calls_drain(s);
 	free_all(s);
 	pthread_setcancelstate(cancel_state, NULL);
 }
@@ -402,10 +299,10 @@ unsigned spoke_shards(const struct spoke *s)
 	struct arena *a;
 	unsigned n;
 
-	if (nowait_call_enter(me, &a) != 0)
+	if (spoke_call_enter(me, &a) != 0)
 		return 0;
 	n = s->nshards;
-	nowait_call_leave(0);
+	spoke_call_leave(a, 0);
 	return n;
 }
 
@@ -511,7 +408,7 @@ start_handle(struct spoke *s, struct arena *a, const struct start_req *r, uint64
 		aux->per.arg = r->arg;
 		__atomic_store_n(&h->arg, (void *)aux, __ATOMIC_RELEASE);
 	}
-	spoke_timer_init(&h->node);
+	h->node = (struct spoke_timer){0}; /* spoke_timer_init, inline */
 	atomic_store_explicit(&h->deadline_ns, deadline, memory_order_release);
 	return h;
 }
@@ -532,7 +429,7 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	uint64_t deadline, st;
 	spoke_id new_id;
 	bool own;
-	int k, err = nowait_call_enter(s, &a); /* first: destroy waits for all that follows */
+	int k, err = spoke_call_enter(s, &a); /* first: destroy waits for all that follows */
 
 	if (err)
 		return err;
@@ -540,13 +437,13 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	mine = spoke_shard_mine(s);
 	k = start_shard(s, r, mine);
 	if (k < 0)
-		return nowait_call_leave(k);
+		return spoke_call_leave(a, k);
 	sh = &s->shards[k];
 	own = sh == mine;
 	deadline = r->absolute ? deadline_at(sh, r->when_ns, own) : deadline_on(sh, r->when_ns);
 	h = start_handle(s, a, r, deadline);
 	if (!h)
-		return nowait_call_leave(-ENOMEM);
+		return spoke_call_leave(a, -ENOMEM);
 	st = spoke_st_armed(spoke_st_gen(atomic_load_explicit(&h->state, memory_order_relaxed)),
 			    r->kind, (unsigned)k);
 	new_id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h));
@@ -561,7 +458,7 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 		starter_publish(h, st, false);
 		spoke_any_post(sh, h, deadline);
 	}
-	return nowait_call_leave(0);
+	return spoke_call_leave(a, 0);
 }
 
 int spoke_start(struct spoke *s, uint64_t delay_ns, spoke_fn *fn, void *arg, spoke_id *id)
@@ -631,17 +528,17 @@ static struct spoke_handle *resolve(struct spoke *s, spoke_id id, uint64_t *st)
 	return spoke_st_gen(*st) == spoke_st_gen(id) ? h : NULL;
 }
 
-/* Cancel on the owner thread: unlink and free at once (no message queued). */
-static int cancel_direct(struct shard *sh, struct spoke_handle *h, uint64_t st)
+/*
+ * Cancel on the owner thread (its home arena `home`): end the generation,
+ * unlink and free at once (no message).
+ */
+static int cancel_direct(struct shard *sh, struct arena *home, struct spoke_handle *h, uint64_t st)
 {
-	uint64_t c = spoke_st_with_status(st, SPOKE_ST_CANCELLED);
-
 	if (!owner_cancel_direct(h, st))
 		return -EAGAIN;
-	spoke_owner_disarm(sh, h);
+	spoke_owner_disarm_word(sh, h, st);
 	spoke_count(sh, CTR_CANCELLED, true);
-	owner_free_cancelled(h, c);
-	spoke_handle_release(sh->s, h, c);
+	spoke_handle_release_mine(sh->s, home, h, st);
 	return 0;
 }
 
@@ -650,7 +547,7 @@ static int cancel_direct(struct shard *sh, struct spoke_handle *h, uint64_t st)
  * owner cancels its own armed timer directly; anyone else marks the word
  * (protocol.h any_try_cancel) and, if it set INBOX, tells the owner.
  */
-static int cancel_once(struct spoke *s, struct spoke_handle *h, uint64_t st)
+static int cancel_once(struct spoke *s, struct arena *a, struct spoke_handle *h, uint64_t st)
 {
 	struct shard *sh = &s->shards[spoke_st_shard(st)];
 	bool post = false;
@@ -658,7 +555,7 @@ static int cancel_once(struct spoke *s, struct spoke_handle *h, uint64_t st)
 
 	if (spoke_st_status(st) == SPOKE_ST_ARMED && !(st & (SPOKE_ST_INBOX | SPOKE_ST_WRITING)) &&
 	    spoke_shard_mine(s) == sh)
-		return cancel_direct(sh, h, st);
+		return cancel_direct(sh, a, h, st);
 	r = any_try_cancel(h, st, &post);
 	if (r == 0 && post)
 		spoke_any_post(sh, h, UINT64_MAX); /* unlink: not urgent */
@@ -666,7 +563,8 @@ static int cancel_once(struct spoke *s, struct spoke_handle *h, uint64_t st)
 }
 
 /* Inline: spoke_cancel is this and the guard, one frame. */
-static inline __attribute__((always_inline)) int cancel_id(struct spoke *s, spoke_id id)
+static inline __attribute__((always_inline)) int cancel_id(struct spoke *s, struct arena *a,
+							   spoke_id id)
 {
 	for (;;) {
 		uint64_t st;
@@ -675,7 +573,7 @@ static inline __attribute__((always_inline)) int cancel_id(struct spoke *s, spok
 
 		if (!h)
 			return -ENOENT;
-		r = cancel_once(s, h, st);
+		r = cancel_once(s, a, h, st);
 		if (r != -EAGAIN)
 			return r;
 	}
@@ -684,13 +582,13 @@ static inline __attribute__((always_inline)) int cancel_id(struct spoke *s, spok
 int spoke_cancel(struct spoke *s, spoke_id id)
 {
 	struct arena *a;
-	int err = nowait_call_enter(s, &a);
+	int err = spoke_call_enter(s, &a);
 
 	if (err)
 		return err;
-	err = cancel_id(s, id);
+	err = cancel_id(s, a, id);
 	SPOKE_PROBE2(cancel, id, err);
-	return nowait_call_leave(err);
+	return spoke_call_leave(a, err);
 }
 
 /* Sleep until no run of generation `gen` of h is in progress. */
@@ -737,10 +635,10 @@ int spoke_cancel_sync(struct spoke *s, spoke_id id)
 	uint64_t st;
 	int err, r;
 
-	err = call_enter(s, &a);
+	err = spoke_call_enter(s, &a);
 	if (err)
 		return err;
-	r = cancel_id(s, id);
+	r = cancel_id(s, a, id);
 	h = resolve(s, id, &st);
 	if (h && spoke_st_status(st) == SPOKE_ST_RUNNING) {
 		err = wait_run_end(h, id);
@@ -748,11 +646,29 @@ int spoke_cancel_sync(struct spoke *s, spoke_id id)
 			r = err;
 	}
 	SPOKE_PROBE2(cancel, id, r);
-	return call_leave(a, r);
+	return spoke_call_leave(a, r);
 }
 
 /*
- * Reset on the owner thread: move the engine node at once. The owner holds
+ * Can a reset of word st (just claimed) to deadline d leave the timer where
+ * it is? Yes for a one-shot timer in its engine or on the stage, with no
+ * message queued, moved later: its place there is still at or before d, so
+ * the owner meets it in time, and then re-arms it for d (shard.c claim_expiry).
+ * An idle timeout reset on every request so costs its owner nothing until it
+ * comes due: a foreign reset sends no message, the owner's own moves nothing.
+ * Periodic timers keep their phase from a message, TTL timers must change
+ * queue, and an earlier deadline must move now.
+ */
+static bool reset_is_later(const struct spoke_handle *h, uint64_t st, uint64_t d)
+{
+	return spoke_st_status(st) == SPOKE_ST_ARMED && spoke_st_kind(st) == SPOKE_KIND_ONESHOT &&
+	       !(st & SPOKE_ST_INBOX) &&
+	       d >= atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
+}
+
+/*
+ * Reset on the owner thread: move the engine node at once, unless the
+ * deadline moved later (reset_is_later). The owner holds
  * WRITING while it stores the deadline, as a foreign reset does: a foreign
  * reset that came after its claim and stored its own deadline first would
  * otherwise be overwritten by an earlier reset, and a third reset riding on
@@ -763,12 +679,17 @@ int spoke_cancel_sync(struct spoke *s, spoke_id id)
  */
 static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, uint64_t d)
 {
+	bool later;
+
 	if (!owner_reset_claim(h, st))
 		return -EAGAIN;
 	SPOKE_HOOK(SPOKE_HOOK_DIRECT_RESET_CLAIMED);
+	/* On the stage it moves anyway: its slot would wake the owner for nothing. */
+	later = reset_is_later(h, st, d) && !spoke_stage_holds(&h->node);
 	atomic_store_explicit(&h->deadline_ns, d, memory_order_relaxed);
 	spoke_handle_set_base(h, st, d);
-	spoke_owner_arm(sh, h, d);
+	if (!later)
+		spoke_owner_arm(sh, h, d);
 	owner_reset_release(h);
 	return 0;
 }
@@ -793,22 +714,6 @@ static void reset_publish(struct shard *sh, struct spoke_handle *h, uint64_t d, 
 		spoke_any_post(sh, h, d);
 	else if ((next & SPOKE_ST_INBOX) && spoke_st_status(next) == SPOKE_ST_ARMED)
 		spoke_any_nudge(sh, d); /* rides on a message queued for a later deadline */
-}
-
-/*
- * Does a foreign reset of word st (just claimed) to deadline d need no
- * message? Yes for a one-shot timer in its engine or on the stage, with no
- * message queued, moved later: its place there is still at or before d, so
- * the owner meets it in time, and then re-arms it for d (shard.c claim_expiry).
- * An idle timeout reset on every request so costs its owner nothing until it
- * comes due. Periodic timers keep their phase from a message, TTL timers
- * must change queue, and an earlier deadline must move now.
- */
-static bool reset_is_later(const struct spoke_handle *h, uint64_t st, uint64_t d)
-{
-	return spoke_st_status(st) == SPOKE_ST_ARMED && spoke_st_kind(st) == SPOKE_KIND_ONESHOT &&
-	       !(st & SPOKE_ST_INBOX) &&
-	       d >= atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
 }
 
 /*
@@ -863,7 +768,7 @@ int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
 	struct arena *a;
 	int err, r;
 
-	err = nowait_call_enter(s, &a);
+	err = spoke_call_enter(s, &a);
 	if (err)
 		return err;
 	do {
@@ -876,7 +781,7 @@ int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
 				    spoke_shard_owned_by_me(&s->shards[spoke_st_shard(st)]));
 	} while (r == -EAGAIN);
 	SPOKE_PROBE3(reset, id, delay_ns, r);
-	return nowait_call_leave(r);
+	return spoke_call_leave(a, r);
 }
 
 /* --- what a timer has left, and what a callback runs for ------------------- */
@@ -933,14 +838,14 @@ int64_t spoke_remaining(struct spoke *s, spoke_id id)
 	uint64_t st, d, now;
 	int err;
 
-	err = nowait_call_enter(s, &a);
+	err = spoke_call_enter(s, &a);
 	if (err)
 		return err;
 	h = resolve(s, id, &st);
 	if (!h || !pending_word(st) || (d = next_run_ns(h, st)) == 0)
-		return nowait_call_leave(-ENOENT);
+		return spoke_call_leave(a, -ENOENT);
 	now = spoke_clock_ns();
-	nowait_call_leave(0);
+	spoke_call_leave(a, 0);
 	if (d <= now)
 		return 0;
 	return d - now > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)(d - now);
@@ -974,20 +879,20 @@ int spoke_set_period(struct spoke *s, spoke_id id, uint64_t period_ns)
 
 	if (!s || period_ns == 0)
 		return -EINVAL;
-	err = nowait_call_enter(s, &a);
+	err = spoke_call_enter(s, &a);
 	if (err)
 		return err;
 	h = resolve(s, id, &st);
 	if (!h || !pending_word(st))
-		return nowait_call_leave(-ENOENT);
+		return spoke_call_leave(a, -ENOENT);
 	if (spoke_st_kind(st) != SPOKE_KIND_PERIODIC)
-		return nowait_call_leave(-EINVAL);
+		return spoke_call_leave(a, -EINVAL);
 	if (!spoke_running_in_callback(h) &&
 	    !(spoke_st_status(st) == SPOKE_ST_ARMED && !(st & SPOKE_ST_INBOX) &&
 	      spoke_shard_owned_by_me(&s->shards[spoke_st_shard(st)])))
-		return nowait_call_leave(-EPERM);
+		return spoke_call_leave(a, -EPERM);
 	atomic_store_explicit(&spoke_periodic_of(h)->period_ns, period_ns, memory_order_relaxed);
-	return nowait_call_leave(0);
+	return spoke_call_leave(a, 0);
 }
 
 /* --- attached shards ---------------------------------------------------------- */
@@ -1013,18 +918,18 @@ int spoke_attach(struct spoke *s, unsigned shard)
 	struct arena *a;
 	int err, cancel_state;
 
-	err = call_enter(s, &a);
+	err = spoke_call_enter(s, &a);
 	if (err)
 		return err;
 	if (shard >= s->nshards)
-		return call_leave(a, -EINVAL);
+		return spoke_call_leave(a, -EINVAL);
 	if (spoke_shard_mine(s) || owns_shard_elsewhere(s))
-		return call_leave(a, -EBUSY);
+		return spoke_call_leave(a, -EBUSY);
 	/* It joins the managed thread, a cancellation point; no call may be cut short. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
 	err = spoke_shard_attach(&s->shards[shard], spoke_on_pool_thread());
 	pthread_setcancelstate(cancel_state, NULL);
-	return call_leave(a, err);
+	return spoke_call_leave(a, err);
 }
 
 /* Enter a call that only the thread attached to a shard may make. */
@@ -1032,12 +937,12 @@ static int enter_attached(struct spoke *s, struct arena **a, struct shard **sh)
 {
 	int err;
 
-	err = call_enter(s, a);
+	err = spoke_call_enter(s, a);
 	if (err)
 		return err;
 	*sh = spoke_shard_mine(s);
 	if (!*sh || atomic_load_explicit(&(*sh)->mode, memory_order_relaxed) != SHARD_ATTACHED)
-		return call_leave(*a, -EPERM);
+		return spoke_call_leave(*a, -EPERM);
 	return 0;
 }
 
@@ -1050,8 +955,8 @@ int spoke_detach(struct spoke *s)
 	if (err)
 		return err;
 	if (sh->in_turn)
-		return call_leave(a, -EBUSY); /* from a callback inside its own spoke_poll */
-	return call_leave(a, spoke_owner_detach(sh));
+		return spoke_call_leave(a, -EBUSY); /* from a callback inside its own spoke_poll */
+	return spoke_call_leave(a, spoke_owner_detach(sh));
 }
 
 /*
@@ -1072,16 +977,16 @@ static void detach_at_exit(struct arena *a)
 	if (!sh || sh->in_turn ||
 	    atomic_load_explicit(&sh->mode, memory_order_relaxed) != SHARD_ATTACHED)
 		return;
-	spoke_rcu_read_lock();
+	/* spoke_call_enter on the arena the destructor was handed. */
+	spoke_in_call_add(a, 1);
+	spoke_light_fence(s);
 	if (atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
-		spoke_rcu_read_unlock();
+		spoke_in_call_add(a, -1);
 		return;
 	}
-	in_call_add(a, 1);
-	spoke_rcu_read_unlock();
 	if (spoke_owner_detach(sh))
 		spoke_owner_abandon(sh); /* no thread to start: left for the next attach */
-	call_leave(a, 0);
+	spoke_call_leave(a, 0);
 }
 
 int spoke_poll(struct spoke *s)
@@ -1097,7 +1002,7 @@ int spoke_poll(struct spoke *s)
 	spoke_owner_attached_awake(sh);
 	n = spoke_owner_turn(sh, true);
 	pthread_setcancelstate(cancel_state, NULL);
-	return call_leave(a, n);
+	return spoke_call_leave(a, n);
 }
 
 int spoke_wake_fd(struct spoke *s)
@@ -1108,7 +1013,7 @@ int spoke_wake_fd(struct spoke *s)
 
 	if (err)
 		return err;
-	return call_leave(a, spoke_owner_wake_fd(sh));
+	return spoke_call_leave(a, spoke_owner_wake_fd(sh));
 }
 
 int64_t spoke_next_deadline(struct spoke *s)
@@ -1122,7 +1027,7 @@ int64_t spoke_next_deadline(struct spoke *s)
 	if (err)
 		return err == -EPERM ? -EINVAL : err;
 	ns = spoke_owner_attached_sleep(sh, spoke_owner_next_ns(sh));
-	call_leave(a, 0);
+	spoke_call_leave(a, 0);
 	return ns;
 }
 
@@ -1192,7 +1097,7 @@ void spoke_stats(struct spoke *s, struct spoke_stats *out)
 	struct arena *a;
 
 	memset(out, 0, sizeof(*out));
-	if (!s || call_enter(s, &a) != 0)
+	if (!s || spoke_call_enter(s, &a) != 0)
 		return; /* all zero: no service, or it is being destroyed */
 	out->shards = s->nshards;
 	for (unsigned k = 0; k < s->nshards; k++) {
@@ -1210,7 +1115,7 @@ void spoke_stats(struct spoke *s, struct spoke_stats *out)
 			t->max_late_ns = o->max_late_ns;
 	}
 	late_percentiles(sum, t);
-	call_leave(a, 0);
+	spoke_call_leave(a, 0);
 }
 
 /* --- the debug dump ------------------------------------------------------------- */
@@ -1314,7 +1219,7 @@ int spoke_dump(struct spoke *s, FILE *out, unsigned earliest)
 
 	if (!s || !out)
 		return -EINVAL;
-	err = call_enter(s, &a);
+	err = spoke_call_enter(s, &a);
 	if (err)
 		return err;
 	w.nshards = s->nshards;
@@ -1337,5 +1242,5 @@ out:
 	free(w.held);
 	free(w.pending);
 	free(w.earliest);
-	return call_leave(a, err);
+	return spoke_call_leave(a, err);
 }

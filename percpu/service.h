@@ -197,7 +197,7 @@ struct arena {
 	/* Home only: the token (arena.c) of the live thread that uses it and its spills; 0 = none.
 	 */
 	_Atomic uintptr_t owner;
-	_Atomic unsigned in_call; /* home only: its thread is inside the API */
+	_Atomic unsigned in_call; /* home only: calls of its thread in progress (guard.h) */
 	/* Owner thread only. */
 	struct arena *spill;		 /* home: further arenas of the same thread, a chain */
 	struct spoke_handle *free_list;	 /* linked through qnode.next */
@@ -281,8 +281,9 @@ struct shard {
 	unsigned index;
 	int cpu;
 	uint64_t tick_ns;
-	uint64_t epoch_ns;	 /* tick 0 of the engines */
-	struct pool_queue *pool; /* where its expiries go (pool.c); NULL: no pool */
+	struct spoke_divisor tick_div; /* divides by tick_ns (divide.h) */
+	uint64_t epoch_ns;	       /* tick 0 of the engines */
+	struct pool_queue *pool;       /* where its expiries go (pool.c); NULL: no pool */
 	/* Owner only. */
 	struct spoke_engine *wheel;	 /* one-shot and periodic timers */
 	struct spoke_engine *lawn;	 /* TTL timers, if this shard takes Lawn buckets */
@@ -367,6 +368,7 @@ struct spoke {
 	unsigned npools;	     /* pool queues: one per shard, or per worker if fewer */
 	struct pool_queue *pools;    /* spoke_zalloc_lines */
 	_Atomic int stopping;	     /* spoke_destroy() has begun */
+	_Atomic unsigned entering;   /* first calls of threads looking up their arena (guard.h) */
 	bool asym_fence;	     /* membarrier registered: platform.c */
 	/* Every thread spoke starts gets the scheduling and CPU affinity of the thread
 	 * that called spoke_create, whoever starts it later (platform.c spoke_thread_attr_init). */
@@ -387,7 +389,6 @@ struct spoke {
 
 /* arena.c. Any thread (its own arenas; any handle for release and lookup): */
 bool spoke_instance_live(uint64_t serial);
-struct arena *spoke_arena_mine_slow(struct spoke *s);
 struct spoke_handle *spoke_handle_alloc_slow(struct arena *home);
 struct spoke_handle *spoke_handle_alloc_aux(struct arena *home);
 void spoke_handle_release(struct spoke *s, struct spoke_handle *h, uint64_t old);
@@ -397,7 +398,6 @@ void spoke_arenas_each(struct spoke *s, void (*fn)(struct spoke_handle *h, uint6
 /* arena.c. Create and destroy: */
 int spoke_arena_key_create(struct spoke *s, void (*on_exit)(struct arena *home));
 void spoke_arena_key_delete(struct spoke *s);
-bool spoke_arenas_busy(struct spoke *s);
 void spoke_arenas_free(struct spoke *s);
 void spoke_arenas_release_pending(struct spoke *s, spoke_fn *release);
 
@@ -428,6 +428,27 @@ static inline struct spoke_handle *spoke_handle_alloc(struct arena *home)
 	struct spoke_handle *h = spoke_arena_pop_free(home);
 
 	return h ? h : spoke_handle_alloc_slow(home);
+}
+
+/*
+ * The calling thread, whose home arena is home, ends a timer whose last word
+ * of its generation was old: spoke_handle_release, with the common case
+ * inline (a one-shot or TTL handle of the caller's own arenas goes straight
+ * back on its arena's free list; handle_return in arena.c says why a spent
+ * generation goes nowhere).
+ */
+static inline void spoke_handle_release_mine(struct spoke *s, struct arena *home,
+					     struct spoke_handle *h, uint64_t old)
+{
+	struct arena *a = spoke_region_of(h)->arena;
+
+	if (a->home == home && spoke_st_kind(old) != SPOKE_KIND_PERIODIC &&
+	    spoke_st_gen(old) != UINT32_MAX) {
+		h->qnode.next = (struct cds_wfcq_node *)a->free_list;
+		a->free_list = h;
+		return;
+	}
+	spoke_handle_release(s, h, old);
 }
 
 /*
@@ -630,6 +651,7 @@ bool spoke_on_pool_thread(void);
 void spoke_owner_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns);
 void spoke_owner_arm_new(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns);
 void spoke_owner_disarm(struct shard *sh, struct spoke_handle *h);
+void spoke_owner_disarm_word(struct shard *sh, struct spoke_handle *h, uint64_t st);
 void spoke_owner_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool reset);
 int spoke_owner_turn(struct shard *sh, bool all_messages);
 int64_t spoke_owner_next_ns(struct shard *sh);

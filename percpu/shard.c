@@ -79,11 +79,16 @@ static void drop_owner(void)
 
 /* --- time ----------------------------------------------------------------- */
 
+/* The first tick at or after deadline_ns: rounded up, a multiplication (divide.h). */
 static uint64_t deadline_tick(const struct shard *sh, uint64_t deadline_ns)
 {
-	return deadline_ns <= sh->epoch_ns
-		       ? 0
-		       : spoke_div_round_up(deadline_ns - sh->epoch_ns, sh->tick_ns);
+	uint64_t x, t;
+
+	if (deadline_ns <= sh->epoch_ns)
+		return 0;
+	x = deadline_ns - sh->epoch_ns;
+	t = spoke_divide(x, &sh->tick_div);
+	return t + (t * sh->tick_ns != x);
 }
 
 /* The time of tick t, saturating. */
@@ -100,7 +105,8 @@ static uint64_t tick_time_ns(const struct shard *sh, uint64_t t)
 /* Any thread (epoch and tick never change): the first tick after now_ns. */
 uint64_t spoke_shard_next_tick_ns(const struct shard *sh, uint64_t now_ns)
 {
-	uint64_t t = now_ns <= sh->epoch_ns ? 0 : (now_ns - sh->epoch_ns) / sh->tick_ns;
+	uint64_t t =
+		now_ns <= sh->epoch_ns ? 0 : spoke_divide(now_ns - sh->epoch_ns, &sh->tick_div);
 
 	return tick_time_ns(sh, t + 1);
 }
@@ -126,15 +132,23 @@ static struct spoke_engine *engine_of(const struct shard *sh, uint64_t s)
 	return spoke_st_kind(s) == SPOKE_KIND_TTL && sh->lawn ? sh->lawn : sh->wheel;
 }
 
-/* Owner: take h out of its engine or off the stage, wherever it is pending. */
-void spoke_owner_disarm(struct shard *sh, struct spoke_handle *h)
+/*
+ * Owner: take h out of its engine or off the stage, wherever it is pending;
+ * st: a word of h's generation (its kind names the engine), read before a
+ * cancel that ends the generation (owner_cancel_direct) clears the kind.
+ */
+void spoke_owner_disarm_word(struct shard *sh, struct spoke_handle *h, uint64_t st)
 {
 	if (spoke_stage_holds(&h->node))
 		spoke_stage_remove(&sh->stage, &h->node);
 	else if (spoke_timer_pending(&h->node))
-		(void)spoke_engine_stop(
-			engine_of(sh, atomic_load_explicit(&h->state, memory_order_relaxed)),
-			&h->node);
+		(void)spoke_engine_stop(engine_of(sh, st), &h->node);
+}
+
+/* Owner: the same, for h's generation as its word says now. */
+void spoke_owner_disarm(struct shard *sh, struct spoke_handle *h)
+{
+	spoke_owner_disarm_word(sh, h, atomic_load_explicit(&h->state, memory_order_relaxed));
 }
 
 /*
@@ -792,6 +806,7 @@ int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index)
 	sh->index = index;
 	sh->cpu = o && o->cpu >= 0 ? o->cpu : (int)(index % s->ncpus);
 	sh->tick_ns = o && o->tick_ns ? o->tick_ns : cfg->tick_ns;
+	sh->tick_div = spoke_divisor_of(sh->tick_ns);
 	sh->epoch_ns = spoke_clock_ns();
 	spoke_stage_init(&sh->stage, sh->tick_ns, o && o->slack_ns ? o->slack_ns : cfg->slack_ns,
 			 sh->epoch_ns);

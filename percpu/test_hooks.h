@@ -8,11 +8,9 @@
  * with it, whose SPOKE_HOOK(p) calls spoke_test_hook(p) when a test has set
  * it; the test decides from its own thread-local state whether to stall.
  *
- *   SPOKE_HOOK_CALL_GUARDED   a call has found `stopping` clear, inside its
- *                             RCU read-side section: a call that never waits
- *                             (a start) stays in it to its end, one that may
- *                             wait has not yet counted itself in its arena
- *                             (api.c nowait_call_enter, call_enter)
+ *   SPOKE_HOOK_CALL_GUARDED   a call has counted itself in its arena and
+ *                             found `stopping` clear (guard.h
+ *                             spoke_call_enter)
  *   SPOKE_HOOK_DIRECT_RESET_CLAIMED  a reset on the owner thread has set
  *                             WRITING and not yet stored its deadline
  *                             (api.c reset_direct)

@@ -21,9 +21,9 @@
  *                        runs: destroy must not free the instance while the
  *                        thread's key destructor (which detaches its shard
  *                        and hands its arena on) is inside it.
- *   call_guard_vs_destroy  a call has seen `stopping` clear and not yet
- *                        counted itself when destroy begins: destroy must
- *                        wait for it (the grace period) before it frees.
+ *   call_guard_vs_destroy  a call has counted itself and seen `stopping`
+ *                        clear when destroy begins: destroy must wait for
+ *                        it (its drain) before it frees.
  *   thread_exit_late_call_own_arena  a thread whose arena was handed on at
  *                        its exit calls the service again from a later key
  *                        destructor, after a new thread adopted that arena:
@@ -827,10 +827,9 @@ static void *guarded_start_main(void *arg)
 }
 
 /*
- * A start has looked at `stopping` (clear) and stalls inside its read-side
- * section (a start is never counted in its arena: the section lasts the
- * whole call): destroy, begun meanwhile, cannot see it in any count. It
- * must still wait for the call: destroy does not return, and
+ * A start has counted itself in its arena, looked at `stopping` (clear) and
+ * stalls there (guard.h): destroy, begun meanwhile, must wait for the
+ * call: destroy does not return, and
  * frees nothing, until the call has left (ASan: a use after free of the
  * instance and the arena otherwise; and destroy returning while the call
  * is held would show here). The start itself is allowed through (it began
