@@ -295,23 +295,6 @@ struct spoke_handle *spoke_handle_alloc_aux(struct arena *home)
 }
 
 /*
- * The handle an id names, or NULL if it names none (then the id is stale or
- * forged). Any thread: reads only slots below the arena's published `ready`.
- */
-struct spoke_handle *spoke_handle_lookup(struct spoke *s, spoke_id id)
-{
-	uint32_t slot_id = (uint32_t)id, slot = slot_id & (SPOKE_ARENA_SLOTS - 1);
-	struct arena *a;
-
-	if (spoke_st_gen(id) == 0 || slot == 0)
-		return NULL; /* slot 0: the region's header, in no id */
-	a = atomic_load_explicit(&s->arenas[slot_id >> SPOKE_ARENA_SHIFT], memory_order_acquire);
-	if (!a || slot >= atomic_load_explicit(&a->ready, memory_order_acquire))
-		return NULL;
-	return spoke_arena_slot(a, slot);
-}
-
-/*
  * A thread's token: the address of its own thread-local byte, unique among
  * live threads. An arena's `owner` holds its user's token, so a thread can
  * tell its own arena from another arena that has come to live at the same

@@ -387,12 +387,29 @@ struct spoke {
 	_Atomic(struct arena *) arenas[SPOKE_ARENAS];
 };
 
+/*
+ * The handle an id names, or NULL if it names none (then the id is stale or
+ * forged). Any thread: reads only slots below the arena's published `ready`.
+ * Inline: every cancel and reset resolves an id.
+ */
+static inline struct spoke_handle *spoke_handle_lookup(struct spoke *s, spoke_id id)
+{
+	uint32_t slot_id = (uint32_t)id, slot = slot_id & (SPOKE_ARENA_SLOTS - 1);
+	struct arena *a;
+
+	if (spoke_st_gen(id) == 0 || slot == 0)
+		return NULL; /* slot 0: the region's header, in no id */
+	a = atomic_load_explicit(&s->arenas[slot_id >> SPOKE_ARENA_SHIFT], memory_order_acquire);
+	if (!a || slot >= atomic_load_explicit(&a->ready, memory_order_acquire))
+		return NULL;
+	return spoke_arena_slot(a, slot);
+}
+
 /* arena.c. Any thread (its own arenas; any handle for release and lookup): */
 bool spoke_instance_live(uint64_t serial);
 struct spoke_handle *spoke_handle_alloc_slow(struct arena *home);
 struct spoke_handle *spoke_handle_alloc_aux(struct arena *home);
 void spoke_handle_release(struct spoke *s, struct spoke_handle *h, uint64_t old);
-struct spoke_handle *spoke_handle_lookup(struct spoke *s, spoke_id id);
 void spoke_arenas_each(struct spoke *s, void (*fn)(struct spoke_handle *h, uint64_t st, void *ctx),
 		       void *ctx);
 /* arena.c. Create and destroy: */
