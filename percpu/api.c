@@ -39,6 +39,7 @@
 #define MIN_TICK_NS	     1000ull
 #define MAX_TICK_NS	     3600000000000ull
 #define DEFAULT_INBOX_BATCH  4096
+#define DEFAULT_RESCUE_NS    10000000ull /* spoke.h: struct spoke_config says why */
 #define MAX_CALLBACK_THREADS 1024
 
 static _Atomic uint64_t next_serial = 1;
@@ -59,6 +60,7 @@ void spoke_config_init(struct spoke_config *cfg)
 	cfg->callback_threads = cfg->shards;
 	cfg->pin_threads = true;
 	cfg->inbox_batch = DEFAULT_INBOX_BATCH;
+	cfg->rescue_after_ns = DEFAULT_RESCUE_NS;
 }
 
 /*
@@ -342,7 +344,7 @@ static uint64_t deadline_at(const struct shard *sh, uint64_t deadline_ns, bool o
 }
 
 /* Where a start goes: a shard by index, or one of these. */
-#define SHARD_HOME UINT32_MAX	     /* the caller's own, else its CPU's */
+#define SHARD_HOME SPOKE_ANY_SHARD   /* the caller's own, else its CPU's */
 #define SHARD_TTL  (UINT32_MAX - 1u) /* the Lawn shard of the TTL */
 
 /* What a start asks for: when (a delay, or an absolute deadline), where, what. */
@@ -354,6 +356,7 @@ struct start_req {
 	uint64_t period_ns;
 	spoke_fn *fn;
 	void *arg;
+	bool movable; /* SPOKE_MOVABLE: a rescue may run it on another thread (rescue.c) */
 };
 
 /* Inside a call (s is alive): the shard a plain spoke_start uses; mine: spoke_shard_mine(s). */
@@ -439,13 +442,15 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	if (k < 0)
 		return spoke_call_leave(a, k);
 	sh = &s->shards[k];
-	own = sh == mine;
+	/* While a rescuer holds the shard (rescue.c) even its owner sends a message. */
+	own = sh == mine && !spoke_owner_rescued(sh);
 	deadline = r->absolute ? deadline_at(sh, r->when_ns, own) : deadline_on(sh, r->when_ns);
 	h = start_handle(s, a, r, deadline);
 	if (!h)
 		return spoke_call_leave(a, -ENOMEM);
 	st = spoke_st_armed(spoke_st_gen(atomic_load_explicit(&h->state, memory_order_relaxed)),
-			    r->kind, (unsigned)k);
+			    r->kind, (unsigned)k) |
+	     (r->movable ? SPOKE_ST_MOVABLE : 0);
 	new_id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h));
 	if (id)
 		*id = new_id;
@@ -454,6 +459,7 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 		starter_publish(h, st, true);
 		spoke_count(sh, CTR_STARTED, true);
 		spoke_owner_arm_new(sh, h, deadline);
+		spoke_note_due(sh, deadline);
 	} else {
 		starter_publish(h, st, false);
 		spoke_any_post(sh, h, deadline);
@@ -465,19 +471,27 @@ int spoke_start(struct spoke *s, uint64_t delay_ns, spoke_fn *fn, void *arg, spo
 {
 	if (!s || !fn)
 		return -EINVAL;
-	return start_timer(
-		s, &(struct start_req){SHARD_HOME, SPOKE_KIND_ONESHOT, false, delay_ns, 0, fn, arg},
-		id);
+	return start_timer(s,
+			   &(struct start_req){.shard = SHARD_HOME,
+					       .kind = SPOKE_KIND_ONESHOT,
+					       .when_ns = delay_ns,
+					       .fn = fn,
+					       .arg = arg},
+			   id);
 }
 
 int spoke_start_at(struct spoke *s, uint64_t deadline_ns, spoke_fn *fn, void *arg, spoke_id *id)
 {
 	if (!s || !fn)
 		return -EINVAL;
-	return start_timer(
-		s,
-		&(struct start_req){SHARD_HOME, SPOKE_KIND_ONESHOT, true, deadline_ns, 0, fn, arg},
-		id);
+	return start_timer(s,
+			   &(struct start_req){.shard = SHARD_HOME,
+					       .kind = SPOKE_KIND_ONESHOT,
+					       .absolute = true,
+					       .when_ns = deadline_ns,
+					       .fn = fn,
+					       .arg = arg},
+			   id);
 }
 
 int spoke_start_on(struct spoke *s, unsigned shard, uint64_t delay_ns, spoke_fn *fn, void *arg,
@@ -485,8 +499,13 @@ int spoke_start_on(struct spoke *s, unsigned shard, uint64_t delay_ns, spoke_fn 
 {
 	if (!s || !fn || shard >= SPOKE_MAX_SHARDS)
 		return -EINVAL;
-	return start_timer(
-		s, &(struct start_req){shard, SPOKE_KIND_ONESHOT, false, delay_ns, 0, fn, arg}, id);
+	return start_timer(s,
+			   &(struct start_req){.shard = shard,
+					       .kind = SPOKE_KIND_ONESHOT,
+					       .when_ns = delay_ns,
+					       .fn = fn,
+					       .arg = arg},
+			   id);
 }
 
 static int start_timer_outlined(struct spoke *s, const struct start_req *r, spoke_id *id)
@@ -496,20 +515,41 @@ static int start_timer_outlined(struct spoke *s, const struct start_req *r, spok
 
 int spoke_start_periodic(struct spoke *s, uint64_t period_ns, spoke_fn *fn, void *arg, spoke_id *id)
 {
-	if (!s || !fn || period_ns == 0)
-		return -EINVAL;
-	return start_timer_outlined(s,
-				    &(struct start_req){SHARD_HOME, SPOKE_KIND_PERIODIC, false,
-							period_ns, period_ns, fn, arg},
-				    id);
+	return spoke_start_flags(s, SPOKE_ANY_SHARD, period_ns, SPOKE_PERIODIC, fn, arg, id);
 }
 
 int spoke_start_ttl(struct spoke *s, uint64_t ttl_ns, spoke_fn *fn, void *arg, spoke_id *id)
 {
-	if (!s || !fn)
+	return spoke_start_flags(s, SPOKE_ANY_SHARD, ttl_ns, SPOKE_TTL, fn, arg, id);
+}
+
+int spoke_start_flags(struct spoke *s, unsigned shard, uint64_t when_ns, unsigned flags,
+		      spoke_fn *fn, void *arg, spoke_id *id)
+{
+	unsigned how = flags & (SPOKE_PERIODIC | SPOKE_TTL | SPOKE_ABSOLUTE);
+	struct start_req r = {.shard = shard,
+			      .kind = SPOKE_KIND_ONESHOT,
+			      .absolute = how == SPOKE_ABSOLUTE,
+			      .when_ns = when_ns,
+			      .fn = fn,
+			      .arg = arg,
+			      .movable = (flags & SPOKE_MOVABLE) != 0};
+
+	if (!s || !fn || (flags & ~(SPOKE_PERIODIC | SPOKE_TTL | SPOKE_ABSOLUTE | SPOKE_MOVABLE)) ||
+	    (how & (how - 1)) || (shard != SPOKE_ANY_SHARD && shard >= SPOKE_MAX_SHARDS))
 		return -EINVAL;
-	return start_timer_outlined(
-		s, &(struct start_req){SHARD_TTL, SPOKE_KIND_TTL, false, ttl_ns, 0, fn, arg}, id);
+	if (how == SPOKE_PERIODIC) {
+		if (when_ns == 0)
+			return -EINVAL;
+		r.kind = SPOKE_KIND_PERIODIC;
+		r.period_ns = when_ns;
+	} else if (how == SPOKE_TTL) {
+		if (shard != SPOKE_ANY_SHARD)
+			return -EINVAL;
+		r.kind = SPOKE_KIND_TTL;
+		r.shard = SHARD_TTL;
+	}
+	return start_timer_outlined(s, &r, id);
 }
 
 /* --- cancel and reset -------------------------------------------------------- */
@@ -554,7 +594,7 @@ static int cancel_once(struct spoke *s, struct arena *a, struct spoke_handle *h,
 	int r;
 
 	if (spoke_st_status(st) == SPOKE_ST_ARMED && !(st & (SPOKE_ST_INBOX | SPOKE_ST_WRITING)) &&
-	    spoke_shard_mine(s) == sh)
+	    spoke_shard_mine(s) == sh && !spoke_owner_rescued(sh))
 		return cancel_direct(sh, a, h, st);
 	r = any_try_cancel(h, st, &post);
 	if (r == 0 && post)
@@ -688,8 +728,10 @@ static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, u
 	later = reset_is_later(h, st, d) && !spoke_stage_holds(&h->node);
 	atomic_store_explicit(&h->deadline_ns, d, memory_order_relaxed);
 	spoke_handle_set_base(h, st, d);
-	if (!later)
+	if (!later) {
 		spoke_owner_arm(sh, h, d);
+		spoke_note_due(sh, d);
+	}
 	owner_reset_release(h);
 	return 0;
 }
@@ -735,7 +777,8 @@ static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint
 	case SPOKE_ST_ARMED:
 		if (st & SPOKE_ST_WRITING)
 			return 0;
-		if (!(st & SPOKE_ST_INBOX) && spoke_shard_owned_by_me(sh))
+		if (!(st & SPOKE_ST_INBOX) && spoke_shard_owned_by_me(sh) &&
+		    !spoke_owner_rescued(sh))
 			return reset_direct(sh, h, st, d);
 		break;
 	case SPOKE_ST_DISPATCHED:
@@ -889,7 +932,8 @@ int spoke_set_period(struct spoke *s, spoke_id id, uint64_t period_ns)
 		return spoke_call_leave(a, -EINVAL);
 	if (!spoke_running_in_callback(h) &&
 	    !(spoke_st_status(st) == SPOKE_ST_ARMED && !(st & SPOKE_ST_INBOX) &&
-	      spoke_shard_owned_by_me(&s->shards[spoke_st_shard(st)])))
+	      spoke_shard_owned_by_me(&s->shards[spoke_st_shard(st)]) &&
+	      !spoke_owner_rescued(&s->shards[spoke_st_shard(st)])))
 		return spoke_call_leave(a, -EPERM);
 	atomic_store_explicit(&spoke_periodic_of(h)->period_ns, period_ns, memory_order_relaxed);
 	return spoke_call_leave(a, 0);
@@ -927,7 +971,7 @@ int spoke_attach(struct spoke *s, unsigned shard)
 		return spoke_call_leave(a, -EBUSY);
 	/* It joins the managed thread, a cancellation point; no call may be cut short. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
-	err = spoke_shard_attach(&s->shards[shard], spoke_on_pool_thread());
+	err = spoke_shard_attach(&s->shards[shard], spoke_on_pool_thread(), a);
 	pthread_setcancelstate(cancel_state, NULL);
 	return spoke_call_leave(a, err);
 }
@@ -946,11 +990,28 @@ static int enter_attached(struct spoke *s, struct arena **a, struct shard **sh)
 	return 0;
 }
 
+/*
+ * Enter a call of the attached thread that touches its shard's engines,
+ * queues or turn state: as enter_attached, and once no rescuer holds the shard (rescue.c;
+ * the call's count keeps one from taking it after this).
+ */
+static int enter_attached_holding(struct spoke *s, struct arena **a, struct shard **sh)
+{
+	for (;;) {
+		int err = enter_attached(s, a, sh);
+
+		if (err || !spoke_owner_rescued(*sh))
+			return err;
+		spoke_call_leave(*a, 0);
+		spoke_owner_await_rescue(*sh);
+	}
+}
+
 int spoke_detach(struct spoke *s)
 {
 	struct shard *sh;
 	struct arena *a;
-	int err = enter_attached(s, &a, &sh);
+	int err = enter_attached_holding(s, &a, &sh);
 
 	if (err)
 		return err;
@@ -974,13 +1035,22 @@ static void detach_at_exit(struct arena *a)
 	struct spoke *s = a->s;
 	struct shard *sh = spoke_shard_mine(s);
 
-	if (!sh || sh->in_turn ||
-	    atomic_load_explicit(&sh->mode, memory_order_relaxed) != SHARD_ATTACHED)
+	if (!sh || atomic_load_explicit(&sh->mode, memory_order_relaxed) != SHARD_ATTACHED)
 		return;
-	/* spoke_call_enter on the arena the destructor was handed. */
-	spoke_in_call_add(a, 1);
-	spoke_light_fence(s);
-	if (atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
+	/* spoke_call_enter on the arena the destructor was handed, once no rescuer holds sh. */
+	for (;;) {
+		spoke_in_call_add(a, 1);
+		spoke_light_fence(s);
+		if (atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
+			spoke_in_call_add(a, -1);
+			return;
+		}
+		if (!spoke_owner_rescued(sh))
+			break;
+		spoke_in_call_add(a, -1);
+		spoke_owner_await_rescue(sh);
+	}
+	if (sh->in_turn) { /* it exits from a callback of its own poll: a misuse */
 		spoke_in_call_add(a, -1);
 		return;
 	}
@@ -993,7 +1063,7 @@ int spoke_poll(struct spoke *s)
 {
 	struct shard *sh;
 	struct arena *a;
-	int cancel_state, n, err = enter_attached(s, &a, &sh);
+	int cancel_state, n, err = enter_attached_holding(s, &a, &sh);
 
 	if (err)
 		return err;
@@ -1001,6 +1071,9 @@ int spoke_poll(struct spoke *s)
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
 	spoke_owner_attached_awake(sh);
 	n = spoke_owner_turn(sh, true);
+	/* Not from a callback's poll (no turn then): the outer turn publishes. */
+	if (sh->rescue_on && !sh->in_turn)
+		spoke_owner_turned(sh, sh->clock_ns, spoke_owner_next_ns(sh));
 	pthread_setcancelstate(cancel_state, NULL);
 	return spoke_call_leave(a, n);
 }
@@ -1021,7 +1094,7 @@ int64_t spoke_next_deadline(struct spoke *s)
 	struct shard *sh;
 	struct arena *a;
 	int64_t ns;
-	int err = enter_attached(s, &a, &sh);
+	int err = enter_attached_holding(s, &a, &sh);
 
 	/* -EPERM is -1, which means "no timer" here: say -EINVAL instead. */
 	if (err)
@@ -1078,6 +1151,8 @@ static void shard_stats(struct shard *sh, struct spoke_shard_stats *o, uint64_t 
 	o->pending = atomic_load_explicit(&sh->pending, memory_order_relaxed);
 	o->inbox_hwm = atomic_load_explicit(&sh->ctr.inbox_hwm, memory_order_relaxed);
 	o->max_late_ns = atomic_load_explicit(&sh->ctr.max_late_ns, memory_order_relaxed);
+	o->rescues = atomic_load_explicit(&sh->ctr.rescues, memory_order_relaxed);
+	o->max_absence_ns = atomic_load_explicit(&sh->ctr.max_absence_ns, memory_order_relaxed);
 	o->tick_ns = sh->tick_ns;
 	o->slack_ns = sh->stage.width_ns;
 	o->attached = atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHED;
@@ -1113,6 +1188,9 @@ void spoke_stats(struct spoke *s, struct spoke_stats *out)
 			t->inbox_hwm = o->inbox_hwm;
 		if (o->max_late_ns > t->max_late_ns)
 			t->max_late_ns = o->max_late_ns;
+		t->rescues += o->rescues;
+		if (o->max_absence_ns > t->max_absence_ns)
+			t->max_absence_ns = o->max_absence_ns;
 	}
 	late_percentiles(sum, t);
 	spoke_call_leave(a, 0);

@@ -19,7 +19,10 @@
  *                thread (api.c reset_once), or the owner's own (reset_direct);
  *                the owner fires nothing meanwhile
  *   bits 28..21  owner shard (SPOKE_MAX_SHARDS = 256)
- *   bits 20..9   sequence, bumped by every reset (closes ABA windows)
+ *   bit   20     MOVABLE  started SPOKE_MOVABLE: a rescue may run it on another
+ *                spoke thread than its owner's (rescue.c); fixed for the
+ *                generation
+ *   bits 19..9   sequence, bumped by every reset (closes ABA windows)
  *   bits  8..7   kind: one-shot, periodic, TTL
  *   bit   6      WAITERS  a cancel_sync sleeps on the low word (futex)
  *   bit   5      STOP     periodic: no run after the current one
@@ -74,7 +77,8 @@ enum spoke_status {
 #define SPOKE_ST_KIND_SHIFT  7
 #define SPOKE_ST_KIND_MASK   (0x3ull << SPOKE_ST_KIND_SHIFT)
 #define SPOKE_ST_SEQ_SHIFT   9
-#define SPOKE_ST_SEQ_MASK    (0xfffull << SPOKE_ST_SEQ_SHIFT)
+#define SPOKE_ST_SEQ_MASK    (0x7ffull << SPOKE_ST_SEQ_SHIFT)
+#define SPOKE_ST_MOVABLE     (1ull << 20)
 #define SPOKE_ST_SHARD_SHIFT 21
 #define SPOKE_ST_SHARD_MASK  (0xffull << SPOKE_ST_SHARD_SHIFT)
 #define SPOKE_ST_WRITING     (1ull << 29) /* a reset holds the right to store deadline_ns */

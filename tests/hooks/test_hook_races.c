@@ -60,8 +60,8 @@
  *                        the timer is in no engine now, and would never run.
  *   later_resets_wrap_sequence_in_claim_window  the owner has found a
  *                        timer due and not yet claimed it when another
- *                        thread resets it later 4096 times, wrapping the
- *                        word's reset sequence: the claim's swap then
+ *                        thread resets it later once per value of the
+ *                        word's reset sequence, wrapping it: the claim's swap then
  *                        succeeds, and the owner must still see the new
  *                        deadline and give the timer back, not run it.
  *   direct_reset_vs_foreign_resets  the owner's own reset holds the word

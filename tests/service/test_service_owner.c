@@ -58,9 +58,9 @@ static void owner_cancel_each_kind(void **state)
 	(void)state;
 	atomic_store(&never_ran, 0);
 	s = owned_instance();
-	assert_int_equal(spoke_start(s, 20 * MS, never_fn, NULL, &id[0]), 0);
-	assert_int_equal(spoke_start_periodic(s, 20 * MS, never_fn, NULL, &id[1]), 0);
-	assert_int_equal(spoke_start_ttl(s, 20 * MS, never_fn, NULL, &id[2]), 0);
+	assert_int_equal(spoke_start(s, 3600 * SEC, never_fn, NULL, &id[0]), 0);
+	assert_int_equal(spoke_start_periodic(s, 3600 * SEC, never_fn, NULL, &id[1]), 0);
+	assert_int_equal(spoke_start_ttl(s, 3600 * SEC, never_fn, NULL, &id[2]), 0);
 	assert_true(spoke_poll(s) >= 0); /* publishes the shard's pending count */
 	assert_int_equal(stats_pending(s), 3);
 	for (unsigned k = 0; k < 3; k++) {
@@ -74,7 +74,7 @@ static void owner_cancel_each_kind(void **state)
 	assert_int_equal(stats_pending(s), 0);
 	assert_int_equal(spoke_next_deadline(s), -1);
 	/* The freed handles serve again, under new ids. */
-	assert_int_equal(spoke_start_ttl(s, 20 * MS, never_fn, NULL, &again), 0);
+	assert_int_equal(spoke_start_ttl(s, 3600 * SEC, never_fn, NULL, &again), 0);
 	for (unsigned k = 0; k < 3; k++)
 		assert_true(again != id[k]);
 	assert_true(spoke_poll(s) >= 0);
