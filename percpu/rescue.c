@@ -75,6 +75,7 @@
 #include "probes.h"
 #include "protocol.h"
 #include "service.h"
+#include "test_hooks.h"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -256,6 +257,7 @@ static void rescue(struct shard *sh, uint64_t now)
 	struct spoke_handle *runs;
 	int64_t next;
 
+	SPOKE_HOOK(SPOKE_HOOK_RESCUE_HELD);
 	sh->rescued_runs = NULL;
 	sh->rescuing = true;
 	spoke_owner_turn(sh, false);

@@ -38,6 +38,8 @@
  *   SPOKE_HOOK_DETACH_LAUNCHED spoke_detach has tried to start the new
  *                             managed thread and not yet recorded the
  *                             outcome (shard.c spoke_owner_detach)
+ *   SPOKE_HOOK_RESCUE_HELD    a rescuer has taken a stalled shard and not
+ *                             yet run its turn (rescue.c rescue)
  *   SPOKE_HOOK_SHARDS_STOPPED spoke_destroy has stopped every shard (all
  *                             STOPPING) and not yet the pool (api.c
  *                             stop_threads)
@@ -57,6 +59,7 @@ enum spoke_hook {
 	SPOKE_HOOK_EXPIRY_CLAIMED,
 	SPOKE_HOOK_RUN_LOADED,
 	SPOKE_HOOK_DETACH_LAUNCHED,
+	SPOKE_HOOK_RESCUE_HELD,
 };
 
 #ifdef SPOKE_TEST_HOOKS
