@@ -16,12 +16,15 @@
 
 int bench_svc_create(struct spoke **s, const struct spoke_config *cfg, struct bench_sample *out)
 {
-	int err = spoke_create(s, cfg);
+	char why[160]; /* which field spoke_create would refuse, and why */
+	int err = spoke_config_check(cfg, why, sizeof(why));
 
+	if (!err)
+		err = spoke_create(s, cfg);
 	if (err)
 		return bench_fail(out, err, "spoke_create(%u shards, %u callback threads): %s",
 				  cfg ? cfg->shards : 0, cfg ? cfg->callback_threads : 0,
-				  strerror(-err));
+				  why[0] ? why : strerror(-err));
 	return 0;
 }
 
@@ -117,16 +120,16 @@ static bool owner_wait(struct bench_owner *o, int wake_fd)
 {
 	struct pollfd pfd[2] = {{.fd = wake_fd, .events = POLLIN},
 				{.fd = o->stop_fd, .events = POLLIN}};
-	int64_t next = spoke_next_deadline(o->s);
 	struct timespec ts, *tp = NULL;
+	uint64_t next;
+	int err = spoke_next_deadline_ns(o->s, &next);
 
-	if (next < -1) {
-		owner_fail(o, (int)next, "spoke_next_deadline");
+	if (err < 0) {
+		owner_fail(o, err, "spoke_next_deadline_ns");
 		return false;
 	}
-	if (next >= 0) {
-		ts = (struct timespec){(time_t)((uint64_t)next / NS_PER_S),
-				       (long)((uint64_t)next % NS_PER_S)};
+	if (err == 0) { /* 1: nothing pending */
+		ts = (struct timespec){(time_t)(next / NS_PER_S), (long)(next % NS_PER_S)};
 		tp = &ts;
 	}
 	if (ppoll(pfd, 2, tp, NULL) < 0 && errno != EINTR) {

@@ -17,7 +17,7 @@
  * with the default 1 ms tick (only the few timers with delays shorter than
  * the run can fire, inside a poll), W2 in real time with the tick the bench
  * asks for (at least 1 us, the service's minimum); drain(wait) sleeps
- * spoke_next_deadline() and polls. Foreign (reset-foreign): an owner thread
+ * spoke_next_deadline_ns() and polls. Foreign (reset-foreign): an owner thread
  * attaches the shard and runs a server's loop (bench_svc.c); the bench's
  * thread starts with spoke_start_on and resets from outside, as a worker
  * thread resets the idle timer of a connection another loop owns.
@@ -274,13 +274,13 @@ static int service_drain(struct peer *p, bool wait)
 	int r;
 
 	if (wait) {
-		int64_t next = spoke_next_deadline(sp->s);
+		uint64_t next;
+		int err = spoke_next_deadline_ns(sp->s, &next);
 
-		if (next < 0 && next != -1)
-			return (int)next;
-		if (next > 0)
-			bench_sleep_ns((uint64_t)next < PEER_WAIT_NS ? (uint64_t)next
-								     : PEER_WAIT_NS);
+		if (err < 0)
+			return err;
+		if (err == 0 && next > 0)
+			bench_sleep_ns(next < PEER_WAIT_NS ? next : PEER_WAIT_NS);
 	}
 	r = spoke_poll(sp->s);
 	return r < 0 ? r : 0;

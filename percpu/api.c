@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,61 +65,237 @@ void spoke_config_init(struct spoke_config *cfg)
 }
 
 /*
- * A shard's main engine must accept every delay and never fail a start:
- * `wheel` is bounded (-ERANGE), `heap` and `lawn` allocate as they grow.
+ * --- checking a configuration ------------------------------------------------
+ *
+ * spoke_config_check is the one validator: spoke_create calls it, and so
+ * can a tool that wants to tell its user which field is wrong. Each rule is
+ * a small helper that writes "field: value, the rule" into `why` and
+ * returns -EINVAL; a field of a shard override is named with its index
+ * ("shard_overrides[2].tick_ns"). The wheel geometry is the engines' own
+ * business (lib/, spoke_engine_new): it is tried by creating the engine.
  */
-static bool engine_ok(const char *name)
+
+/* A shard's main engine must accept every delay and never fail a start. */
+static const char *const shard_engines[] = {"hierarchical", "hashed", "hashed-sorted", "list",
+					    "sorted-list"};
+
+/* What a config check writes its verdict into (why may be NULL). */
+struct verdict {
+	char *why;
+	size_t len;
+};
+
+/* Write "<at><field>: <what>" into v and return -EINVAL. */
+static int __attribute__((format(printf, 4, 5)))
+refuse(struct verdict *v, const char *at, const char *field, const char *fmt, ...)
 {
-	static const char *const ok[] = {"hierarchical", "hashed", "hashed-sorted", "list",
-					 "sorted-list"};
+	va_list ap;
+	int n;
+
+	if (!v->why || v->len == 0)
+		return -EINVAL;
+	n = snprintf(v->why, v->len, "%s%s: ", at, field);
+	if (n >= 0 && (size_t)n < v->len) {
+		va_start(ap, fmt);
+		vsnprintf(v->why + n, v->len - (size_t)n, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+static int check_tick(struct verdict *v, const char *at, uint64_t tick_ns, bool zero_keeps)
+{
+	if (tick_ns == 0 && zero_keeps)
+		return 0;
+	if (tick_ns < MIN_TICK_NS)
+		return refuse(
+			v, at, "tick_ns", "%" PRIu64 " is below the minimum of %llu ns%s", tick_ns,
+			MIN_TICK_NS,
+			tick_ns ? ""
+				: " (a zeroed config is invalid: start from spoke_config_init)");
+	if (tick_ns > MAX_TICK_NS)
+		return refuse(v, at, "tick_ns", "%" PRIu64 " is above the maximum of %llu ns (1 h)",
+			      tick_ns, MAX_TICK_NS);
+	return 0;
+}
+
+static int check_engine(struct verdict *v, const char *at, const char *name)
+{
+	char list[96] = "";
 
 	if (!name)
-		return true;
-	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
-		if (strcmp(name, ok[i]) == 0)
-			return true;
-	return false;
-}
-
-static bool tick_ok(uint64_t t)
-{
-	return t == 0 || (t >= MIN_TICK_NS && t <= MAX_TICK_NS);
-}
-
-static int config_check(const struct spoke_config *c)
-{
-	unsigned shards = c->shards ? c->shards : default_shards();
-
-	if (shards > SPOKE_MAX_SHARDS)
-		return -EINVAL;
-	if (c->tick_ns < MIN_TICK_NS || c->tick_ns > MAX_TICK_NS)
-		return -EINVAL;
-	if (!engine_ok(c->engine))
-		return -EINVAL;
-	if (c->callback_threads > MAX_CALLBACK_THREADS)
-		return -EINVAL;
-	/* Workers per shard: a pool (callback_threads 0 asks for none), within the bound. */
-	if (c->callback_threads_per_shard &&
-	    (c->callback_threads == 0 ||
-	     c->callback_threads_per_shard > MAX_CALLBACK_THREADS / shards))
-		return -EINVAL;
-	if (shards < 64 && (c->lawn_shards >> shards) != 0)
-		return -EINVAL;
-	if (c->n_shard_overrides > shards || (c->n_shard_overrides && !c->shard_overrides))
-		return -EINVAL;
-	/* The slack applies per shard: the global one to shards without an override. */
-	if (c->n_shard_overrides < shards && spoke_stage_slots(c->tick_ns, c->slack_ns) == 0)
-		return -EINVAL;
-	for (unsigned i = 0; i < c->n_shard_overrides; i++) {
-		const struct spoke_shard_config *o = &c->shard_overrides[i];
-
-		if (o->cpu < -1 || o->cpu >= CPU_SETSIZE || !tick_ok(o->tick_ns) ||
-		    !engine_ok(o->engine) ||
-		    spoke_stage_slots(o->tick_ns ? o->tick_ns : c->tick_ns,
-				      o->slack_ns ? o->slack_ns : c->slack_ns) == 0)
-			return -EINVAL;
+		return 0;
+	for (size_t i = 0; i < sizeof(shard_engines) / sizeof(shard_engines[0]); i++) {
+		if (strcmp(name, shard_engines[i]) == 0)
+			return 0;
+		strcat(strcat(list, i ? ", " : ""), shard_engines[i]);
 	}
+	return refuse(v, at, "engine",
+		      "\"%.32s\" is not a shard's engine (one of: %s; wheel is bounded, heap and "
+		      "lawn allocate on a start)",
+		      name, list);
+}
+
+/* The slack of a shard whose tick is tick_ns: at least tick/64, rounded up. */
+static int check_slack(struct verdict *v, const char *at, uint64_t slack_ns, uint64_t tick_ns)
+{
+	if (spoke_stage_slots(tick_ns, slack_ns) != 0)
+		return 0;
+	return refuse(v, at, "slack_ns",
+		      "%" PRIu64 " is below 1/64 of the tick of %" PRIu64 " ns it applies to "
+		      "(at least %" PRIu64 " ns, or 0 for tick/4)",
+		      slack_ns, tick_ns, spoke_div_round_up(tick_ns, 64));
+}
+
+static int check_override(struct verdict *v, const struct spoke_config *c, unsigned i)
+{
+	const struct spoke_shard_config *o = &c->shard_overrides[i];
+	char at[32];
+	int err;
+
+	snprintf(at, sizeof(at), "shard_overrides[%u].", i);
+	if (o->cpu < -1 || o->cpu >= CPU_SETSIZE)
+		return refuse(v, at, "cpu", "%d is neither -1 (the default) nor a CPU below %d",
+			      o->cpu, CPU_SETSIZE);
+	err = check_tick(v, at, o->tick_ns, true);
+	if (!err)
+		err = check_engine(v, at, o->engine);
+	if (!err)
+		err = check_slack(v, o->slack_ns ? at : "", o->slack_ns ? o->slack_ns : c->slack_ns,
+				  o->tick_ns ? o->tick_ns : c->tick_ns);
+	return err;
+}
+
+static int check_pool(struct verdict *v, const struct spoke_config *c, unsigned shards)
+{
+	if (c->callback_threads > MAX_CALLBACK_THREADS)
+		return refuse(v, "", "callback_threads", "%u is above the maximum of %u",
+			      c->callback_threads, MAX_CALLBACK_THREADS);
+	if (c->callback_threads_per_shard && c->callback_threads == 0)
+		return refuse(v, "", "callback_threads_per_shard",
+			      "%u asks for a pool, but callback_threads 0 asks for none",
+			      c->callback_threads_per_shard);
+	if (c->callback_threads_per_shard > MAX_CALLBACK_THREADS / shards)
+		return refuse(v, "", "callback_threads_per_shard",
+			      "%u workers x %u shards is above the maximum of %u workers",
+			      c->callback_threads_per_shard, shards, MAX_CALLBACK_THREADS);
 	return 0;
+}
+
+static int check_shards(struct verdict *v, const struct spoke_config *c, unsigned shards)
+{
+	if (shards > SPOKE_MAX_SHARDS)
+		return refuse(v, "", "shards", "%u is above the maximum of %u (SPOKE_MAX_SHARDS)",
+			      shards, SPOKE_MAX_SHARDS);
+	if (shards < 64 && (c->lawn_shards >> shards) != 0)
+		return refuse(v, "", "lawn_shards", "bit %d is set, but there are %u shards",
+			      __builtin_ctzll(c->lawn_shards >> shards) + (int)shards, shards);
+	if (c->n_shard_overrides > shards)
+		return refuse(v, "", "n_shard_overrides", "%u is more than the %u shards",
+			      c->n_shard_overrides, shards);
+	if (c->n_shard_overrides && !c->shard_overrides)
+		return refuse(v, "", "shard_overrides", "NULL, with n_shard_overrides %u",
+			      c->n_shard_overrides);
+	return 0;
+}
+
+/*
+ * The engine and geometry of shard k, as shard.c spoke_shard_init reads them;
+ * mine[f] tells whether geometry field f (level_bits, levels, table_size)
+ * comes from the shard's override.
+ */
+static const char *shard_geometry(const struct spoke_config *c, unsigned k,
+				  struct spoke_engine_params *p, bool mine[3])
+{
+	const struct spoke_shard_config *o =
+		k < c->n_shard_overrides ? &c->shard_overrides[k] : NULL;
+
+	mine[0] = o && o->level_bits;
+	mine[1] = o && o->levels;
+	mine[2] = o && o->table_size;
+	*p = (struct spoke_engine_params){
+		.level_bits = mine[0] ? o->level_bits : c->level_bits,
+		.levels = mine[1] ? o->levels : c->levels,
+		.table_size = mine[2] ? o->table_size : c->table_size,
+	};
+	if (o && o->engine)
+		return o->engine;
+	return c->engine ? c->engine : "hierarchical";
+}
+
+/* 0, -EINVAL or -ENOMEM: whether spoke_engine_new takes this geometry. */
+static int try_geometry(const char *engine, const struct spoke_engine_params *p)
+{
+	struct spoke_engine *e;
+	int err = spoke_engine_new(&e, engine, p);
+
+	if (!err)
+		spoke_engine_free(e);
+	return err;
+}
+
+/* The geometry of shard k; when it is refused, each field alone names the culprit. */
+static int check_geometry(struct verdict *v, const struct spoke_config *c, unsigned k)
+{
+	static const char *const field[] = {"level_bits", "levels", "table_size"};
+	struct spoke_engine_params p, one[3];
+	bool mine[3];
+	const char *engine = shard_geometry(c, k, &p, mine);
+	char at[32];
+	int err;
+
+	if (!p.level_bits && !p.levels && !p.table_size)
+		return 0; /* the engine's defaults */
+	err = try_geometry(engine, &p);
+	if (err != -EINVAL)
+		return err;
+	one[0] = (struct spoke_engine_params){.level_bits = p.level_bits};
+	one[1] = (struct spoke_engine_params){.levels = p.levels};
+	one[2] = (struct spoke_engine_params){.table_size = p.table_size};
+	for (unsigned f = 0; f < 3; f++) {
+		size_t value = f == 0 ? p.level_bits : f == 1 ? p.levels : p.table_size;
+
+		if (!value || try_geometry(engine, &one[f]) != -EINVAL)
+			continue;
+		at[0] = '\0';
+		if (mine[f])
+			snprintf(at, sizeof(at), "shard_overrides[%u].", k);
+		return refuse(v, at, field[f],
+			      "%zu is refused by engine %s (its valid values: struct "
+			      "spoke_engine_params in spoke/engine.h)",
+			      value, engine);
+	}
+	return refuse(v, "", "level_bits, levels, table_size",
+		      "refused together by engine %s (shard %u)", engine, k);
+}
+
+int spoke_config_check(const struct spoke_config *c, char *why, size_t len)
+{
+	struct verdict v = {why, len};
+	unsigned shards;
+	int err;
+
+	if (why && len)
+		why[0] = '\0';
+	if (!c)
+		return 0; /* the defaults */
+	shards = c->shards ? c->shards : default_shards();
+	err = check_shards(&v, c, shards);
+	if (!err)
+		err = check_tick(&v, "", c->tick_ns, false);
+	if (!err)
+		err = check_engine(&v, "", c->engine);
+	if (!err)
+		err = check_pool(&v, c, shards);
+	/* The global slack applies to the shards without an override. */
+	if (!err && c->n_shard_overrides < shards)
+		err = check_slack(&v, "", c->slack_ns, c->tick_ns);
+	for (unsigned i = 0; !err && i < c->n_shard_overrides; i++)
+		err = check_override(&v, c, i);
+	/* Shards past the overrides all run the global geometry: one try covers them. */
+	for (unsigned k = 0; !err && k < shards && k <= c->n_shard_overrides; k++)
+		err = check_geometry(&v, c, k);
+	return err;
 }
 
 static int build_maps(struct spoke *s)
@@ -178,7 +355,7 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg)
 		spoke_config_init(&defaults);
 		cfg = &defaults;
 	}
-	err = config_check(cfg);
+	err = spoke_config_check(cfg, NULL, 0);
 	if (err)
 		return err;
 	s = spoke_zalloc_lines(1, sizeof(*s));
@@ -226,6 +403,13 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg)
 	return 0;
 }
 
+/* A misuse that no return value can report: name it and stop the process. */
+static _Noreturn void abort_misuse(const char *what, const char *why)
+{
+	fprintf(stderr, "spoke: %s (misuse: %s); aborting\n", what, why);
+	abort();
+}
+
 /*
  * A callback that destroys its own instance would wait for itself (its run,
  * its thread's join): no return value can report that, so it stops the
@@ -233,11 +417,10 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg)
  */
 static void abort_if_destroy_in_callback(struct spoke *s)
 {
-	if (!spoke_in_callback_of(s))
-		return;
-	fprintf(stderr, "spoke: spoke_destroy called from inside a timer callback of the same "
-			"instance (misuse: it would wait for that callback to return); aborting\n");
-	abort();
+	if (spoke_in_callback_of(s))
+		abort_misuse(
+			"spoke_destroy called from inside a timer callback of the same instance",
+			"it would wait for that callback to return");
 }
 
 /*
@@ -1089,19 +1272,33 @@ int spoke_wake_fd(struct spoke *s)
 	return spoke_call_leave(a, spoke_owner_wake_fd(sh));
 }
 
-int64_t spoke_next_deadline(struct spoke *s)
+int spoke_next_deadline_ns(struct spoke *s, uint64_t *ns)
 {
 	struct shard *sh;
 	struct arena *a;
-	int64_t ns;
-	int err = enter_attached_holding(s, &a, &sh);
+	int64_t next;
+	int err;
+
+	if (!ns)
+		return -EINVAL;
+	err = enter_attached_holding(s, &a, &sh);
+	if (err)
+		return err;
+	next = spoke_owner_attached_sleep(sh, spoke_owner_next_ns(sh));
+	spoke_call_leave(a, 0);
+	*ns = next < 0 ? UINT64_MAX : (uint64_t)next;
+	return next < 0; /* 1: nothing pending */
+}
+
+int64_t spoke_next_deadline(struct spoke *s)
+{
+	uint64_t ns;
+	int ret = spoke_next_deadline_ns(s, &ns);
 
 	/* -EPERM is -1, which means "no timer" here: say -EINVAL instead. */
-	if (err)
-		return err == -EPERM ? -EINVAL : err;
-	ns = spoke_owner_attached_sleep(sh, spoke_owner_next_ns(sh));
-	spoke_call_leave(a, 0);
-	return ns;
+	if (ret < 0)
+		return ret == -EPERM ? -EINVAL : ret;
+	return ret == 1 ? -1 : (int64_t)ns;
 }
 
 /* --- statistics ------------------------------------------------------------------ */
@@ -1167,10 +1364,14 @@ static void shard_stats(struct shard *sh, struct spoke_shard_stats *o, uint64_t 
 
 void spoke_stats(struct spoke *s, struct spoke_stats *out)
 {
-	struct spoke_shard_stats *t = &out->total;
 	uint64_t sum[SPOKE_LATE_BUCKETS] = {0};
+	struct spoke_shard_stats *t;
 	struct arena *a;
 
+	if (!out)
+		abort_misuse("spoke_stats called with a NULL out",
+			     "it returns nothing, so it cannot report the error");
+	t = &out->total;
 	memset(out, 0, sizeof(*out));
 	if (!s || spoke_call_enter(s, &a) != 0)
 		return; /* all zero: no service, or it is being destroyed */

@@ -11,7 +11,7 @@
 # and context switches per second (when the run reports them; "-" if not);
 # and its stolen-CPU rows as one table, a row per figure and a column per
 # configuration ("rescue off", ...), a skipped column with its reason.
-# Needs bash and awk (mawk is enough). Used for docs/benchmarks.md.
+# Needs bash and awk (mawk is enough). Used for docs/results/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -ne 1 ]; then

@@ -7,7 +7,7 @@
 #   scripts/spin.sh --owner-resets  today's protocol with owner resets racing two foreign
 #                                threads' (about 3 min): exhaustive, must find nothing
 #   scripts/spin.sh --direct-race  the same with reset_direct before it held WRITING
-#                                (DIRECT_FIX=0): must find that race (docs/model.md)
+#                                (DIRECT_FIX=0): must find that race (docs/design/model.md)
 #   --depth N                    bounded search: at most N steps deep (pan -mN)
 #   --quick                      --depth 120
 #   -D...                        extra model switches (state.pml header), e.g. -DKIND=2

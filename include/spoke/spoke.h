@@ -57,6 +57,13 @@ struct spoke;
 
 #define SPOKE_MAX_SHARDS 256
 
+/* Marks a function that a later minor version may remove (CHANGELOG.md). */
+#if defined(__GNUC__) || defined(__clang__)
+#define SPOKE_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#else
+#define SPOKE_DEPRECATED(msg)
+#endif
+
 /*
  * Per-shard overrides ("per-core tuning"): zero / NULL fields keep the global value,
  * except cpu, where -1 is the default (0 pins the shard to CPU 0).
@@ -152,6 +159,17 @@ struct spoke_stats {
 void spoke_config_init(struct spoke_config *cfg);
 
 /*
+ * Check cfg as spoke_create() does, creating nothing: 0 if it is valid (cfg
+ * NULL = the defaults), -EINVAL if not, and then one line in why (at most
+ * len bytes with its NUL; why may be NULL) naming the field, its value and
+ * the rule it breaks, e.g. "tick_ns: 500 is below the minimum of 1000 ns".
+ * On success why holds "". -ENOMEM if there was no memory to try the wheel
+ * geometry (a nonzero level_bits, levels or table_size is tried by creating
+ * the engine once and freeing it). Any thread.
+ */
+int spoke_config_check(const struct spoke_config *cfg, char *why, size_t len);
+
+/*
  * Create the service and start its threads. cfg NULL = defaults. *out is set
  * only on success; on failure nothing is left allocated or running.
  * -EINVAL: NULL out, or a field out of its range (see struct spoke_config;
@@ -159,8 +177,9 @@ void spoke_config_init(struct spoke_config *cfg);
  * below 1/64 of the tick of a shard it applies to; lawn_shards bits at or
  * above the shard count; an override cpu below -1 or not below CPU_SETSIZE;
  * more overrides than shards, or a count with a NULL array; callback_threads_per_shard
- * times the shards above 1024, or with callback_threads 0). -ENOMEM: no memory. -EAGAIN: a
- * thread could not be started.
+ * times the shards above 1024, or with callback_threads 0): spoke_config_check()
+ * says which field and why. -ENOMEM: no memory. -EAGAIN: a thread could not
+ * be started.
  */
 int spoke_create(struct spoke **out, const struct spoke_config *cfg);
 
@@ -334,11 +353,22 @@ int spoke_detach(struct spoke *s);
 int spoke_poll(struct spoke *s);
 
 /*
- * Attached thread only: ns until the shard next has work (never later than its
- * next deadline; 0 if work waits), -1 if none. -EINVAL if the caller is not
- * attached (or s is NULL), -ESHUTDOWN during destroy.
+ * Attached thread only: when the shard next has work. 0 with *ns the ns
+ * until then (never later than its next deadline; 0 if work waits); 1 if
+ * nothing is pending (*ns = UINT64_MAX: sleep until woken). -EPERM if the
+ * caller is not attached, -EINVAL for a NULL s or ns, -ESHUTDOWN during
+ * destroy; *ns is untouched on an error. A loop sleeps for *ns, or without a
+ * timeout when the result is 1.
  */
-int64_t spoke_next_deadline(struct spoke *s);
+int spoke_next_deadline_ns(struct spoke *s, uint64_t *ns);
+
+/*
+ * Deprecated since 0.4 (kept for every 0.x): spoke_next_deadline_ns() says the same
+ * without mixing the value and the errors. ns until the shard next has work,
+ * -1 if none; -EINVAL (not -EPERM, which is -1) if the caller is not attached
+ * or s is NULL, -ESHUTDOWN during destroy.
+ */
+int64_t spoke_next_deadline(struct spoke *s) SPOKE_DEPRECATED("use spoke_next_deadline_ns");
 
 /*
  * Attached thread only: an eventfd (non-blocking, close-on-exec, owned and
@@ -352,6 +382,11 @@ int64_t spoke_next_deadline(struct spoke *s);
  */
 int spoke_wake_fd(struct spoke *s);
 
+/*
+ * Fill *out (see struct spoke_stats). s NULL, or a call that would fail
+ * (destroy under way, no arena): *out all zeros. out NULL is a misuse that
+ * no return value can report: the process aborts with a message naming it.
+ */
 void spoke_stats(struct spoke *s, struct spoke_stats *out);
 
 /*

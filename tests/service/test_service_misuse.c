@@ -28,6 +28,9 @@
  *   line12_fork_child_inherited_shutdown  in a fork child, calls on the
  *                                      parent's instance say -ESHUTDOWN, its
  *                                      destroy returns, a new instance works
+ *   line9_stats_null_out_aborts        spoke_stats(s, NULL), which returns
+ *                                      nothing: the process aborts with a
+ *                                      message naming the misuse, no crash
  */
 #include "service_util.h"
 
@@ -161,7 +164,7 @@ static void destroy_self_fn(void *arg)
 }
 
 /* The child: set up the misuse and wait for it; exits only if it was not stopped. */
-static void destroy_in_callback_child(enum destroy_where where)
+static void destroy_in_callback_child(int where)
 {
 	struct spoke_config c;
 	uint64_t end;
@@ -183,7 +186,8 @@ static void destroy_in_callback_child(enum destroy_where where)
 	_exit(7);
 }
 
-static void assert_destroy_in_callback_aborts(enum destroy_where where)
+/* Run child(arg) in a child process: it must die of SIGABRT with `msg` on stderr. */
+static void assert_child_aborts(void (*child)(int), int arg, const char *msg)
 {
 	char buf[4096];
 	size_t got = 0;
@@ -197,7 +201,7 @@ static void assert_destroy_in_callback_aborts(enum destroy_where where)
 	if (pid == 0) {
 		close(fds[0]);
 		dup2(fds[1], STDERR_FILENO);
-		destroy_in_callback_child(where);
+		child(arg);
 	}
 	close(fds[1]);
 	while (got < sizeof(buf) - 1 && (r = read(fds[0], buf + got, sizeof(buf) - 1 - got)) != 0) {
@@ -213,8 +217,13 @@ static void assert_destroy_in_callback_aborts(enum destroy_where where)
 		fail_msg("the child %s %d, not SIGABRT; its stderr: %s",
 			 WIFEXITED(status) ? "exited with" : "died of signal",
 			 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), buf);
-	if (!strstr(buf, MISUSE_MSG))
+	if (!strstr(buf, msg))
 		fail_msg("the child's stderr does not name the misuse: %s", buf);
+}
+
+static void assert_destroy_in_callback_aborts(enum destroy_where where)
+{
+	assert_child_aborts(destroy_in_callback_child, (int)where, MISUSE_MSG);
 }
 
 static void line7_destroy_in_pool_callback_aborts(void **state)
@@ -233,6 +242,26 @@ static void line7_destroy_in_poll_callback_aborts(void **state)
 {
 	(void)state;
 	assert_destroy_in_callback_aborts(FROM_POLL);
+}
+
+/* ---- spoke_stats with nowhere to write ------------------------------------------------- */
+
+static void stats_null_child(int unused)
+{
+	struct spoke *s;
+
+	(void)unused;
+	alarm(60);
+	if (spoke_create(&s, NULL) != 0)
+		_exit(4);
+	spoke_stats(s, NULL);
+	_exit(3); /* it returned: the misuse went unnoticed */
+}
+
+static void line9_stats_null_out_aborts(void **state)
+{
+	(void)state;
+	assert_child_aborts(stats_null_child, 0, "spoke_stats called with a NULL out (misuse:");
 }
 
 /* ---- address space ----------------------------------------------------------------- */
@@ -424,6 +453,7 @@ int main(int argc, char **argv)
 		SVC_TEST(line9_first_start_under_address_limit),
 		SVC_TEST(line11_poll_runs_all_queued),
 		SVC_TEST(line12_fork_child_inherited_shutdown),
+		SVC_TEST(line9_stats_null_out_aborts),
 	};
 
 	return svc_main(argc, argv, "misuse", all, ARRAY_SIZE(all));
