@@ -287,7 +287,9 @@ static void run_cell(struct plan *p, size_t s, workload_id w, size_t i)
 		r->state = CELL_DONE;
 		return;
 	}
-	r->state = rc == PEER_CAP ? CELL_CAPPED : rc == -ETIMEDOUT ? CELL_STOPPED : CELL_FAILED;
+	r->state = rc == PEER_CAP				 ? CELL_CAPPED
+		   : rc == -ETIMEDOUT || rc == BENCH_OVER_BUDGET ? CELL_STOPPED
+								 : CELL_FAILED;
 	if (rc == PEER_CAP)
 		snprintf(r->why, sizeof(r->why), "%s", err);
 	else
@@ -380,7 +382,9 @@ static void run_floor_cell(struct plan *p, size_t i)
 		bytes = FALLBACK_BYTES;
 	c.floor_bytes = bytes * (double)c.n;
 	rc = bench_repeat(peers_run_floor, &c, p->runs, p->budget_s, &r->sum, err, sizeof(err));
-	r->state = rc == 0 ? CELL_DONE : rc == -ETIMEDOUT ? CELL_STOPPED : CELL_FAILED;
+	r->state = rc == 0					 ? CELL_DONE
+		   : rc == -ETIMEDOUT || rc == BENCH_OVER_BUDGET ? CELL_STOPPED
+								 : CELL_FAILED;
 	if (rc) {
 		snprintf(r->why, sizeof(r->why), "memory floor at n=%llu: %s",
 			 (unsigned long long)c.n, err);

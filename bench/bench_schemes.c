@@ -489,7 +489,8 @@ static void run_cell(struct plan *p, size_t s, enum workload_id w, size_t i)
 		return;
 	}
 	snprintf(why, sizeof(why), "%s at n=%s %s %s", c.scheme, nb, workloads[w].name, err);
-	record_note(p, s, w, i, rc == -ETIMEDOUT ? CELL_STOPPED : CELL_FAILED, why);
+	record_note(p, s, w, i,
+		    rc == -ETIMEDOUT || rc == BENCH_OVER_BUDGET ? CELL_STOPPED : CELL_FAILED, why);
 }
 
 /* Can this scheme be created here? (Placeholders refuse with -EINVAL.) */

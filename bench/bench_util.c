@@ -222,7 +222,7 @@ int bench_repeat(bench_run_fn *fn, void *arg, unsigned runs, double limit_s,
 		if (limit_s > 0 && done < runs && total_s > limit_s) {
 			set_error(err, errlen, "would take ~%.*f s for %u runs (%u took %.1f s)",
 				  total_s < 10 ? 1 : 0, total_s, runs, done, spent_s);
-			rc = -ETIMEDOUT;
+			rc = BENCH_OVER_BUDGET;
 			break;
 		}
 	}

@@ -39,6 +39,7 @@
 
 #include "bench_opts.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -156,11 +157,14 @@ typedef int bench_run_fn(void *arg, unsigned run, struct bench_sample *out);
 /*
  * Run fn `runs` times, each in a fresh forked child, and summarize into *sum.
  * limit_s > 0 bounds the whole series: once the runs done so far project
- * past it, or a child is still running at twice the limit (then killed),
- * -ETIMEDOUT is returned with err saying which. On error, err gets the
+ * past it, BENCH_OVER_BUDGET is returned (the runs were sound, the machine or
+ * the cell too slow: a caller reports the cell as stopped or skipped, not as
+ * failed); a child still running at twice the limit is killed and gives
+ * -ETIMEDOUT (it may hang: an error). err says which. On error, err gets the
  * reason, and *sum still summarizes the runs that completed (sum->runs may
  * be 0). Main thread only.
  */
+#define BENCH_OVER_BUDGET (-ECANCELED)
 int bench_repeat(bench_run_fn *fn, void *arg, unsigned runs, double limit_s,
 		 struct bench_summary *sum, char *err, size_t errlen);
 

@@ -126,8 +126,9 @@ struct stolen_cpu_job {
 
 /* A column of the scenario: one configuration of the service. */
 struct stolen_cpu_column {
-	const char *name; /* "rescue off" */
-	const char *key;  /* its JSON value of "rescue": "off" */
+	const char *name;	  /* "rescue off", "rescue 10 ms" */
+	const char *key;	  /* its JSON value of "rescue": "off" */
+	uint64_t rescue_after_ns; /* struct spoke_config's (0: off) */
 };
 
 extern const struct stolen_cpu_column stolen_cpu_columns[];

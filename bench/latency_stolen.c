@@ -21,8 +21,9 @@
  *   4. waits for every callback, and checks: none early, each exactly once,
  *      the service's counters as the run made them.
  *
- * Without a way for other threads to take over a stalled shard's expiry,
- * the timers wait for the stall to end: lateness up to the whole stall. The
+ * Without rescue (rescue_after_ns 0) the timers wait for the stall to end:
+ * lateness up to the whole stall; with it, another spoke thread takes the
+ * shard's expiry over once its work has waited rescue_after_ns. The
  * row reports p50, p99, p99.9 and max lateness, how many callbacks ran while
  * the CPU was still taken, and the stall as the busy thread measured it.
  *
@@ -54,20 +55,22 @@
  * stolen_cpu_config().
  */
 const struct stolen_cpu_column stolen_cpu_columns[] = {
-	{"rescue off", "off"},
+	{"rescue off", "off", 0},
+	{"rescue 10 ms", "10ms", 10 * NS_PER_MS},
 };
 const size_t stolen_cpu_ncolumns = sizeof(stolen_cpu_columns) / sizeof(stolen_cpu_columns[0]);
 
 /*
  * The service of the scenario for j->column: the default configuration
- * (shards pinned to their CPUs, the default pool) with the job's tick.
- * Today's only column, "rescue off", is exactly that.
+ * (shards pinned to their CPUs, the default pool) with the job's tick and
+ * the column's rescue_after_ns (off, or the default).
  */
 static void stolen_cpu_config(struct spoke_config *cfg, const struct stolen_cpu_job *j)
 {
 	spoke_config_init(cfg);
 	cfg->tick_ns = j->tick_ns;
 	cfg->pin_threads = true;
+	cfg->rescue_after_ns = stolen_cpu_columns[j->column].rescue_after_ns;
 }
 
 /* ---- the busy thread ----------------------------------------------------------- */

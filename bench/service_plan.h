@@ -34,6 +34,7 @@ struct row {
 	uint64_t pending, tick_ns;
 	unsigned runs;
 	bool ok;
+	bool skipped; /* over its time budget (BENCH_OVER_BUDGET): error says why */
 	char error[320];
 	struct stat3 v; /* ns/op, B/timer, or p99 us */
 	struct stat3 x[NX];

@@ -48,7 +48,7 @@ static void print_json(const struct plan *p, const struct row *r)
 	if (!r->ok) {
 		if (r->kind == ROW_OPS && r->n)
 			printf(",\"n\":%llu", (unsigned long long)r->n);
-		json_str("error", r->error);
+		json_str(r->skipped ? "skipped" : "error", r->error);
 		printf("}\n");
 		return;
 	}
@@ -121,7 +121,7 @@ static void print_table_row(struct plan *p, const struct row *r)
 		printf("%-23s %2u pending %s, tick %.0f us: ", r->workload, r->T,
 		       bench_fmt_count(nb, sizeof(nb), r->pending), (double)r->tick_ns / 1000.0);
 		if (!r->ok) {
-			printf("error: %s\n", r->error);
+			printf("%s: %s\n", r->skipped ? "skipped" : "error", r->error);
 			return;
 		}
 		printf("p50 %.1f  p99 %.1f  p99.9 %.1f  max %.1f us  (%llu samples; p99 of the "
@@ -134,7 +134,7 @@ static void print_table_row(struct plan *p, const struct row *r)
 	printf("%-23s %2u %9s", r->workload, r->T,
 	       r->ok || r->n ? bench_fmt_count(nb, sizeof(nb), r->n) : "-");
 	if (!r->ok) {
-		printf("  error: %s\n", r->error);
+		printf("  %s: %s\n", r->skipped ? "skipped" : "error", r->error);
 		return;
 	}
 	if (r->kind == ROW_MEM) {
@@ -190,7 +190,8 @@ static void summary_ops_row(const struct row *r)
 	char vs[64], cpu[32];
 
 	if (!r->ok) {
-		printf("| %s | %u | error | | | | %s |\n", r->workload, r->T, r->error);
+		printf("| %s | %u | %s | | | | %s |\n", r->workload, r->T,
+		       r->skipped ? "skipped" : "error", r->error);
 		return;
 	}
 	vs[0] = '\0';
@@ -210,9 +211,9 @@ static void summary_late_row(const struct row *r)
 	char nb[32];
 
 	if (!r->ok) {
-		printf("| %s | %.0f us | error: %s | | | | |\n",
+		printf("| %s | %.0f us | %s: %s | | | | |\n",
 		       bench_fmt_count(nb, sizeof(nb), r->pending), (double)r->tick_ns / 1000.0,
-		       r->error);
+		       r->skipped ? "skipped" : "error", r->error);
 		return;
 	}
 	printf("| %s | %.0f us | %.1f | %.1f | %.1f | %.1f | %.0f |\n",

@@ -10,22 +10,19 @@
  * posts the handle to the owner's inbox, unless INBOX was already set (then
  * the queued message carries the new state too).
  *
- * Shutdown: every call reads `stopping` inside an RCU read-side section
- * (urcu_bp.h). A call that never waits (start, cancel, reset: the hot
- * paths) stays in that section until it returns; one that may wait
- * (cancel_sync, poll, attach, ...) counts itself in the calling thread's
- * arena and leaves the section (call_enter). spoke_destroy sets `stopping`,
- * waits for a grace period (the sections), and then for every arena's
- * count to drain: a call either saw `stopping` (-ESHUTDOWN) or is waited
- * for. A second grace period before the free lets calls that began while
- * destroy ran read `stopping` in memory that is still there.
+ * Shutdown: every call counts itself in its thread's arena and reads
+ * `stopping` (guard.h spoke_call_enter). spoke_destroy sets `stopping` and
+ * waits until no call is counted: a call either saw `stopping`
+ * (-ESHUTDOWN) or is waited for. A second drain before the free lets calls
+ * that began while destroy ran read `stopping` in memory that is still
+ * there.
  */
 #define _GNU_SOURCE
+#include "guard.h"
 #include "probes.h"
 #include "protocol.h"
 #include "service.h"
 #include "test_hooks.h"
-#include "urcu_bp.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -43,6 +40,7 @@
 #define MIN_TICK_NS	     1000ull
 #define MAX_TICK_NS	     3600000000000ull
 #define DEFAULT_INBOX_BATCH  4096
+#define DEFAULT_RESCUE_NS    10000000ull /* spoke.h: struct spoke_config says why */
 #define MAX_CALLBACK_THREADS 1024
 
 static _Atomic uint64_t next_serial = 1;
@@ -63,6 +61,7 @@ void spoke_config_init(struct spoke_config *cfg)
 	cfg->callback_threads = cfg->shards;
 	cfg->pin_threads = true;
 	cfg->inbox_batch = DEFAULT_INBOX_BATCH;
+	cfg->rescue_after_ns = DEFAULT_RESCUE_NS;
 }
 
 /*
@@ -299,103 +298,6 @@ int spoke_config_check(const struct spoke_config *c, char *why, size_t len)
 	return err;
 }
 
-/* --- entering and leaving a call ------------------------------------------- */
-
-/* Only the arena's own thread writes in_call, so a plain load and store count it. */
-static void in_call_add(struct arena *a, int d)
-{
-	unsigned v = atomic_load_explicit(&a->in_call, memory_order_relaxed);
-
-	atomic_store_explicit(&a->in_call, v + (unsigned)d, memory_order_release);
-}
-
-#ifdef SPOKE_URCU_TSAN
-char spoke_rcu_tsan_token;
-#endif
-
-/*
- * Any thread, inside a read-side section: the calling thread's arena for s
- * (its first call on s sets one up: spoke_arena_mine_slow) in *out, or
- * -ESHUTDOWN once destroy has begun (*out NULL). Inline: the start path
- * takes it on every call.
- */
-static inline int guarded_arena(struct spoke *s, struct arena **out)
-{
-	if (atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
-		*out = NULL;
-		return -ESHUTDOWN;
-	}
-	if (spoke_tls_arena.serial == s->serial)
-		*out = spoke_tls_arena.arena;
-	else if (!(*out = spoke_arena_mine_slow(s)))
-		return -EAGAIN;
-	return 0;
-}
-
-/*
- * Two guards, by whether the call may wait for another thread.
- *
- * A call that never waits (start, cancel, reset, remaining, set_period,
- * shards) is one read-side section from its look at `stopping` to its
- * return: destroy's first grace period waits for it to end, so it needs no
- * count. It must not wait for anything that may wait for a grace period
- * (another destroy, a callback: so it never runs one), and it does not.
- *
- * A call that may wait (cancel_sync for a run, poll running callbacks that
- * may destroy other instances, attach and detach joining threads, stats and
- * dump): a read-side section around it would hold up every destroy in the
- * process, of any instance, for as long as it waits, and one whose callback
- * destroys another instance would wait for itself. Such a call counts
- * itself in its arena's in_call inside a short section and leaves the
- * section at once; destroy waits for the counts after its grace period.
- *
- * Either way the grace period orders our look at `stopping` against
- * destroy's store: either we see it set, or destroy waits for us.
- */
-
-/*
- * Any thread: enter a call that never waits, with the calling thread's
- * arena in *out (a start takes its handle there; the other calls look it up
- * only so that a thread whose arena cannot be made gets -EAGAIN from every
- * call, as spoke.h says). -EINVAL for a NULL s.
- */
-static inline int nowait_call_enter(struct spoke *s, struct arena **out)
-{
-	int err;
-
-	if (!s)
-		return -EINVAL;
-	spoke_rcu_read_lock();
-	err = guarded_arena(s, out);
-	SPOKE_HOOK(SPOKE_HOOK_CALL_GUARDED);
-	if (err)
-		spoke_rcu_read_unlock();
-	return err;
-}
-
-static inline int nowait_call_leave(int ret)
-{
-	spoke_rcu_read_unlock();
-	return ret;
-}
-
-/* Any thread: enter a call that may wait (counted in its arena); -EINVAL for a NULL s. */
-static int call_enter(struct spoke *s, struct arena **out)
-{
-	int err = nowait_call_enter(s, out);
-
-	if (err)
-		return err;
-	in_call_add(*out, 1);
-	return nowait_call_leave(0);
-}
-
-static int call_leave(struct arena *a, int ret)
-{
-	in_call_add(a, -1);
-	return ret;
-}
-
 static int build_maps(struct spoke *s)
 {
 	s->ncpus = spoke_online_cpus();
@@ -536,7 +438,6 @@ static void destroy_in_fork_child(struct spoke *s, spoke_fn *release)
 
 static void destroy_with(struct spoke *s, spoke_fn *release)
 {
-	struct timespec pause = {0, 100000};
 	int cancel_state;
 
 	if (!s)
@@ -552,19 +453,17 @@ static void destroy_with(struct spoke *s, spoke_fn *release)
 	/* Attached loops asleep on their wake fd: come and see -ESHUTDOWN. */
 	for (unsigned k = 0; k < s->nshards; k++)
 		spoke_shard_signal_stop(&s->shards[k]);
-	/* Every call that saw `stopping` clear is counted in its arena now. */
-	spoke_rcu_synchronize();
+	/* Calls that did not see `stopping` end; the others return -ESHUTDOWN. */
+	spoke_calls_drain(s);
 	/* From now on a thread that exits leaves its arena alone (arena.c: a
 	 * destructor already running finishes first, under the arena lock). */
 	spoke_arena_key_delete(s);
 	s->arena_key_live = false;
-	while (spoke_arenas_busy(s))
-		nanosleep(&pause, NULL);
 	stop_threads(s);
 	if (release)
 		spoke_arenas_release_pending(s, release);
 	/* Calls that began while we ran have read `stopping` and left. */
-	spoke_rcu_synchronize();
+	spoke_calls_drain(s);
 	free_all(s);
 	pthread_setcancelstate(cancel_state, NULL);
 }
@@ -585,10 +484,10 @@ unsigned spoke_shards(const struct spoke *s)
 	struct arena *a;
 	unsigned n;
 
-	if (nowait_call_enter(me, &a) != 0)
+	if (spoke_call_enter(me, &a) != 0)
 		return 0;
 	n = s->nshards;
-	nowait_call_leave(0);
+	spoke_call_leave(a, 0);
 	return n;
 }
 
@@ -628,7 +527,7 @@ static uint64_t deadline_at(const struct shard *sh, uint64_t deadline_ns, bool o
 }
 
 /* Where a start goes: a shard by index, or one of these. */
-#define SHARD_HOME UINT32_MAX	     /* the caller's own, else its CPU's */
+#define SHARD_HOME SPOKE_ANY_SHARD   /* the caller's own, else its CPU's */
 #define SHARD_TTL  (UINT32_MAX - 1u) /* the Lawn shard of the TTL */
 
 /* What a start asks for: when (a delay, or an absolute deadline), where, what. */
@@ -640,6 +539,7 @@ struct start_req {
 	uint64_t period_ns;
 	spoke_fn *fn;
 	void *arg;
+	bool movable; /* SPOKE_MOVABLE: a rescue may run it on another thread (rescue.c) */
 };
 
 /* Inside a call (s is alive): the shard a plain spoke_start uses; mine: spoke_shard_mine(s). */
@@ -694,7 +594,7 @@ start_handle(struct spoke *s, struct arena *a, const struct start_req *r, uint64
 		aux->per.arg = r->arg;
 		__atomic_store_n(&h->arg, (void *)aux, __ATOMIC_RELEASE);
 	}
-	spoke_timer_init(&h->node);
+	h->node = (struct spoke_timer){0}; /* spoke_timer_init, inline */
 	atomic_store_explicit(&h->deadline_ns, deadline, memory_order_release);
 	return h;
 }
@@ -715,7 +615,7 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	uint64_t deadline, st;
 	spoke_id new_id;
 	bool own;
-	int k, err = nowait_call_enter(s, &a); /* first: destroy waits for all that follows */
+	int k, err = spoke_call_enter(s, &a); /* first: destroy waits for all that follows */
 
 	if (err)
 		return err;
@@ -723,15 +623,17 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	mine = spoke_shard_mine(s);
 	k = start_shard(s, r, mine);
 	if (k < 0)
-		return nowait_call_leave(k);
+		return spoke_call_leave(a, k);
 	sh = &s->shards[k];
-	own = sh == mine;
+	/* While a rescuer holds the shard (rescue.c) even its owner sends a message. */
+	own = sh == mine && !spoke_owner_rescued(sh);
 	deadline = r->absolute ? deadline_at(sh, r->when_ns, own) : deadline_on(sh, r->when_ns);
 	h = start_handle(s, a, r, deadline);
 	if (!h)
-		return nowait_call_leave(-ENOMEM);
+		return spoke_call_leave(a, -ENOMEM);
 	st = spoke_st_armed(spoke_st_gen(atomic_load_explicit(&h->state, memory_order_relaxed)),
-			    r->kind, (unsigned)k);
+			    r->kind, (unsigned)k) |
+	     (r->movable ? SPOKE_ST_MOVABLE : 0);
 	new_id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h));
 	if (id)
 		*id = new_id;
@@ -740,30 +642,39 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 		starter_publish(h, st, true);
 		spoke_count(sh, CTR_STARTED, true);
 		spoke_owner_arm_new(sh, h, deadline);
+		spoke_note_due(sh, deadline);
 	} else {
 		starter_publish(h, st, false);
 		spoke_any_post(sh, h, deadline);
 	}
-	return nowait_call_leave(0);
+	return spoke_call_leave(a, 0);
 }
 
 int spoke_start(struct spoke *s, uint64_t delay_ns, spoke_fn *fn, void *arg, spoke_id *id)
 {
 	if (!s || !fn)
 		return -EINVAL;
-	return start_timer(
-		s, &(struct start_req){SHARD_HOME, SPOKE_KIND_ONESHOT, false, delay_ns, 0, fn, arg},
-		id);
+	return start_timer(s,
+			   &(struct start_req){.shard = SHARD_HOME,
+					       .kind = SPOKE_KIND_ONESHOT,
+					       .when_ns = delay_ns,
+					       .fn = fn,
+					       .arg = arg},
+			   id);
 }
 
 int spoke_start_at(struct spoke *s, uint64_t deadline_ns, spoke_fn *fn, void *arg, spoke_id *id)
 {
 	if (!s || !fn)
 		return -EINVAL;
-	return start_timer(
-		s,
-		&(struct start_req){SHARD_HOME, SPOKE_KIND_ONESHOT, true, deadline_ns, 0, fn, arg},
-		id);
+	return start_timer(s,
+			   &(struct start_req){.shard = SHARD_HOME,
+					       .kind = SPOKE_KIND_ONESHOT,
+					       .absolute = true,
+					       .when_ns = deadline_ns,
+					       .fn = fn,
+					       .arg = arg},
+			   id);
 }
 
 int spoke_start_on(struct spoke *s, unsigned shard, uint64_t delay_ns, spoke_fn *fn, void *arg,
@@ -771,8 +682,13 @@ int spoke_start_on(struct spoke *s, unsigned shard, uint64_t delay_ns, spoke_fn 
 {
 	if (!s || !fn || shard >= SPOKE_MAX_SHARDS)
 		return -EINVAL;
-	return start_timer(
-		s, &(struct start_req){shard, SPOKE_KIND_ONESHOT, false, delay_ns, 0, fn, arg}, id);
+	return start_timer(s,
+			   &(struct start_req){.shard = shard,
+					       .kind = SPOKE_KIND_ONESHOT,
+					       .when_ns = delay_ns,
+					       .fn = fn,
+					       .arg = arg},
+			   id);
 }
 
 static int start_timer_outlined(struct spoke *s, const struct start_req *r, spoke_id *id)
@@ -782,20 +698,41 @@ static int start_timer_outlined(struct spoke *s, const struct start_req *r, spok
 
 int spoke_start_periodic(struct spoke *s, uint64_t period_ns, spoke_fn *fn, void *arg, spoke_id *id)
 {
-	if (!s || !fn || period_ns == 0)
-		return -EINVAL;
-	return start_timer_outlined(s,
-				    &(struct start_req){SHARD_HOME, SPOKE_KIND_PERIODIC, false,
-							period_ns, period_ns, fn, arg},
-				    id);
+	return spoke_start_flags(s, SPOKE_ANY_SHARD, period_ns, SPOKE_PERIODIC, fn, arg, id);
 }
 
 int spoke_start_ttl(struct spoke *s, uint64_t ttl_ns, spoke_fn *fn, void *arg, spoke_id *id)
 {
-	if (!s || !fn)
+	return spoke_start_flags(s, SPOKE_ANY_SHARD, ttl_ns, SPOKE_TTL, fn, arg, id);
+}
+
+int spoke_start_flags(struct spoke *s, unsigned shard, uint64_t when_ns, unsigned flags,
+		      spoke_fn *fn, void *arg, spoke_id *id)
+{
+	unsigned how = flags & (SPOKE_PERIODIC | SPOKE_TTL | SPOKE_ABSOLUTE);
+	struct start_req r = {.shard = shard,
+			      .kind = SPOKE_KIND_ONESHOT,
+			      .absolute = how == SPOKE_ABSOLUTE,
+			      .when_ns = when_ns,
+			      .fn = fn,
+			      .arg = arg,
+			      .movable = (flags & SPOKE_MOVABLE) != 0};
+
+	if (!s || !fn || (flags & ~(SPOKE_PERIODIC | SPOKE_TTL | SPOKE_ABSOLUTE | SPOKE_MOVABLE)) ||
+	    (how & (how - 1)) || (shard != SPOKE_ANY_SHARD && shard >= SPOKE_MAX_SHARDS))
 		return -EINVAL;
-	return start_timer_outlined(
-		s, &(struct start_req){SHARD_TTL, SPOKE_KIND_TTL, false, ttl_ns, 0, fn, arg}, id);
+	if (how == SPOKE_PERIODIC) {
+		if (when_ns == 0)
+			return -EINVAL;
+		r.kind = SPOKE_KIND_PERIODIC;
+		r.period_ns = when_ns;
+	} else if (how == SPOKE_TTL) {
+		if (shard != SPOKE_ANY_SHARD)
+			return -EINVAL;
+		r.kind = SPOKE_KIND_TTL;
+		r.shard = SHARD_TTL;
+	}
+	return start_timer_outlined(s, &r, id);
 }
 
 /* --- cancel and reset -------------------------------------------------------- */
@@ -814,17 +751,17 @@ static struct spoke_handle *resolve(struct spoke *s, spoke_id id, uint64_t *st)
 	return spoke_st_gen(*st) == spoke_st_gen(id) ? h : NULL;
 }
 
-/* Cancel on the owner thread: unlink and free at once (no message queued). */
-static int cancel_direct(struct shard *sh, struct spoke_handle *h, uint64_t st)
+/*
+ * Cancel on the owner thread (its home arena `home`): end the generation,
+ * unlink and free at once (no message).
+ */
+static int cancel_direct(struct shard *sh, struct arena *home, struct spoke_handle *h, uint64_t st)
 {
-	uint64_t c = spoke_st_with_status(st, SPOKE_ST_CANCELLED);
-
 	if (!owner_cancel_direct(h, st))
 		return -EAGAIN;
-	spoke_owner_disarm(sh, h);
+	spoke_owner_disarm_word(sh, h, st);
 	spoke_count(sh, CTR_CANCELLED, true);
-	owner_free_cancelled(h, c);
-	spoke_handle_release(sh->s, h, c);
+	spoke_handle_release_mine(sh->s, home, h, st);
 	return 0;
 }
 
@@ -833,15 +770,15 @@ static int cancel_direct(struct shard *sh, struct spoke_handle *h, uint64_t st)
  * owner cancels its own armed timer directly; anyone else marks the word
  * (protocol.h any_try_cancel) and, if it set INBOX, tells the owner.
  */
-static int cancel_once(struct spoke *s, struct spoke_handle *h, uint64_t st)
+static int cancel_once(struct spoke *s, struct arena *a, struct spoke_handle *h, uint64_t st)
 {
 	struct shard *sh = &s->shards[spoke_st_shard(st)];
 	bool post = false;
 	int r;
 
 	if (spoke_st_status(st) == SPOKE_ST_ARMED && !(st & (SPOKE_ST_INBOX | SPOKE_ST_WRITING)) &&
-	    spoke_shard_mine(s) == sh)
-		return cancel_direct(sh, h, st);
+	    spoke_shard_mine(s) == sh && !spoke_owner_rescued(sh))
+		return cancel_direct(sh, a, h, st);
 	r = any_try_cancel(h, st, &post);
 	if (r == 0 && post)
 		spoke_any_post(sh, h, UINT64_MAX); /* unlink: not urgent */
@@ -849,7 +786,8 @@ static int cancel_once(struct spoke *s, struct spoke_handle *h, uint64_t st)
 }
 
 /* Inline: spoke_cancel is this and the guard, one frame. */
-static inline __attribute__((always_inline)) int cancel_id(struct spoke *s, spoke_id id)
+static inline __attribute__((always_inline)) int cancel_id(struct spoke *s, struct arena *a,
+							   spoke_id id)
 {
 	for (;;) {
 		uint64_t st;
@@ -858,7 +796,7 @@ static inline __attribute__((always_inline)) int cancel_id(struct spoke *s, spok
 
 		if (!h)
 			return -ENOENT;
-		r = cancel_once(s, h, st);
+		r = cancel_once(s, a, h, st);
 		if (r != -EAGAIN)
 			return r;
 	}
@@ -867,13 +805,13 @@ static inline __attribute__((always_inline)) int cancel_id(struct spoke *s, spok
 int spoke_cancel(struct spoke *s, spoke_id id)
 {
 	struct arena *a;
-	int err = nowait_call_enter(s, &a);
+	int err = spoke_call_enter(s, &a);
 
 	if (err)
 		return err;
-	err = cancel_id(s, id);
+	err = cancel_id(s, a, id);
 	SPOKE_PROBE2(cancel, id, err);
-	return nowait_call_leave(err);
+	return spoke_call_leave(a, err);
 }
 
 /* Sleep until no run of generation `gen` of h is in progress. */
@@ -920,10 +858,10 @@ int spoke_cancel_sync(struct spoke *s, spoke_id id)
 	uint64_t st;
 	int err, r;
 
-	err = call_enter(s, &a);
+	err = spoke_call_enter(s, &a);
 	if (err)
 		return err;
-	r = cancel_id(s, id);
+	r = cancel_id(s, a, id);
 	h = resolve(s, id, &st);
 	if (h && spoke_st_status(st) == SPOKE_ST_RUNNING) {
 		err = wait_run_end(h, id);
@@ -931,11 +869,29 @@ int spoke_cancel_sync(struct spoke *s, spoke_id id)
 			r = err;
 	}
 	SPOKE_PROBE2(cancel, id, r);
-	return call_leave(a, r);
+	return spoke_call_leave(a, r);
 }
 
 /*
- * Reset on the owner thread: move the engine node at once. The owner holds
+ * Can a reset of word st (just claimed) to deadline d leave the timer where
+ * it is? Yes for a one-shot timer in its engine or on the stage, with no
+ * message queued, moved later: its place there is still at or before d, so
+ * the owner meets it in time, and then re-arms it for d (shard.c claim_expiry).
+ * An idle timeout reset on every request so costs its owner nothing until it
+ * comes due: a foreign reset sends no message, the owner's own moves nothing.
+ * Periodic timers keep their phase from a message, TTL timers must change
+ * queue, and an earlier deadline must move now.
+ */
+static bool reset_is_later(const struct spoke_handle *h, uint64_t st, uint64_t d)
+{
+	return spoke_st_status(st) == SPOKE_ST_ARMED && spoke_st_kind(st) == SPOKE_KIND_ONESHOT &&
+	       !(st & SPOKE_ST_INBOX) &&
+	       d >= atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
+}
+
+/*
+ * Reset on the owner thread: move the engine node at once, unless the
+ * deadline moved later (reset_is_later). The owner holds
  * WRITING while it stores the deadline, as a foreign reset does: a foreign
  * reset that came after its claim and stored its own deadline first would
  * otherwise be overwritten by an earlier reset, and a third reset riding on
@@ -946,12 +902,19 @@ int spoke_cancel_sync(struct spoke *s, spoke_id id)
  */
 static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, uint64_t d)
 {
+	bool later;
+
 	if (!owner_reset_claim(h, st))
 		return -EAGAIN;
 	SPOKE_HOOK(SPOKE_HOOK_DIRECT_RESET_CLAIMED);
+	/* On the stage it moves anyway: its slot would wake the owner for nothing. */
+	later = reset_is_later(h, st, d) && !spoke_stage_holds(&h->node);
 	atomic_store_explicit(&h->deadline_ns, d, memory_order_relaxed);
 	spoke_handle_set_base(h, st, d);
-	spoke_owner_arm(sh, h, d);
+	if (!later) {
+		spoke_owner_arm(sh, h, d);
+		spoke_note_due(sh, d);
+	}
 	owner_reset_release(h);
 	return 0;
 }
@@ -979,22 +942,6 @@ static void reset_publish(struct shard *sh, struct spoke_handle *h, uint64_t d, 
 }
 
 /*
- * Does a foreign reset of word st (just claimed) to deadline d need no
- * message? Yes for a one-shot timer in its engine or on the stage, with no
- * message queued, moved later: its place there is still at or before d, so
- * the owner meets it in time, and then re-arms it for d (shard.c claim_expiry).
- * An idle timeout reset on every request so costs its owner nothing until it
- * comes due. Periodic timers keep their phase from a message, TTL timers
- * must change queue, and an earlier deadline must move now.
- */
-static bool reset_is_later(const struct spoke_handle *h, uint64_t st, uint64_t d)
-{
-	return spoke_st_status(st) == SPOKE_ST_ARMED && spoke_st_kind(st) == SPOKE_KIND_ONESHOT &&
-	       !(st & SPOKE_ST_INBOX) &&
-	       d >= atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
-}
-
-/*
  * One attempt at a reset; -EAGAIN means the state changed under us. A foreign
  * reset first claims WRITING (bumping the sequence), then stores
  * deadline_ns, then publishes: so only the reset that will be published ever
@@ -1013,7 +960,8 @@ static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint
 	case SPOKE_ST_ARMED:
 		if (st & SPOKE_ST_WRITING)
 			return 0;
-		if (!(st & SPOKE_ST_INBOX) && spoke_shard_owned_by_me(sh))
+		if (!(st & SPOKE_ST_INBOX) && spoke_shard_owned_by_me(sh) &&
+		    !spoke_owner_rescued(sh))
 			return reset_direct(sh, h, st, d);
 		break;
 	case SPOKE_ST_DISPATCHED:
@@ -1046,7 +994,7 @@ int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
 	struct arena *a;
 	int err, r;
 
-	err = nowait_call_enter(s, &a);
+	err = spoke_call_enter(s, &a);
 	if (err)
 		return err;
 	do {
@@ -1059,7 +1007,7 @@ int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
 				    spoke_shard_owned_by_me(&s->shards[spoke_st_shard(st)]));
 	} while (r == -EAGAIN);
 	SPOKE_PROBE3(reset, id, delay_ns, r);
-	return nowait_call_leave(r);
+	return spoke_call_leave(a, r);
 }
 
 /* --- what a timer has left, and what a callback runs for ------------------- */
@@ -1116,14 +1064,14 @@ int64_t spoke_remaining(struct spoke *s, spoke_id id)
 	uint64_t st, d, now;
 	int err;
 
-	err = nowait_call_enter(s, &a);
+	err = spoke_call_enter(s, &a);
 	if (err)
 		return err;
 	h = resolve(s, id, &st);
 	if (!h || !pending_word(st) || (d = next_run_ns(h, st)) == 0)
-		return nowait_call_leave(-ENOENT);
+		return spoke_call_leave(a, -ENOENT);
 	now = spoke_clock_ns();
-	nowait_call_leave(0);
+	spoke_call_leave(a, 0);
 	if (d <= now)
 		return 0;
 	return d - now > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)(d - now);
@@ -1157,20 +1105,21 @@ int spoke_set_period(struct spoke *s, spoke_id id, uint64_t period_ns)
 
 	if (!s || period_ns == 0)
 		return -EINVAL;
-	err = nowait_call_enter(s, &a);
+	err = spoke_call_enter(s, &a);
 	if (err)
 		return err;
 	h = resolve(s, id, &st);
 	if (!h || !pending_word(st))
-		return nowait_call_leave(-ENOENT);
+		return spoke_call_leave(a, -ENOENT);
 	if (spoke_st_kind(st) != SPOKE_KIND_PERIODIC)
-		return nowait_call_leave(-EINVAL);
+		return spoke_call_leave(a, -EINVAL);
 	if (!spoke_running_in_callback(h) &&
 	    !(spoke_st_status(st) == SPOKE_ST_ARMED && !(st & SPOKE_ST_INBOX) &&
-	      spoke_shard_owned_by_me(&s->shards[spoke_st_shard(st)])))
-		return nowait_call_leave(-EPERM);
+	      spoke_shard_owned_by_me(&s->shards[spoke_st_shard(st)]) &&
+	      !spoke_owner_rescued(&s->shards[spoke_st_shard(st)])))
+		return spoke_call_leave(a, -EPERM);
 	atomic_store_explicit(&spoke_periodic_of(h)->period_ns, period_ns, memory_order_relaxed);
-	return nowait_call_leave(0);
+	return spoke_call_leave(a, 0);
 }
 
 /* --- attached shards ---------------------------------------------------------- */
@@ -1196,18 +1145,18 @@ int spoke_attach(struct spoke *s, unsigned shard)
 	struct arena *a;
 	int err, cancel_state;
 
-	err = call_enter(s, &a);
+	err = spoke_call_enter(s, &a);
 	if (err)
 		return err;
 	if (shard >= s->nshards)
-		return call_leave(a, -EINVAL);
+		return spoke_call_leave(a, -EINVAL);
 	if (spoke_shard_mine(s) || owns_shard_elsewhere(s))
-		return call_leave(a, -EBUSY);
+		return spoke_call_leave(a, -EBUSY);
 	/* It joins the managed thread, a cancellation point; no call may be cut short. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
-	err = spoke_shard_attach(&s->shards[shard], spoke_on_pool_thread());
+	err = spoke_shard_attach(&s->shards[shard], spoke_on_pool_thread(), a);
 	pthread_setcancelstate(cancel_state, NULL);
-	return call_leave(a, err);
+	return spoke_call_leave(a, err);
 }
 
 /* Enter a call that only the thread attached to a shard may make. */
@@ -1215,26 +1164,43 @@ static int enter_attached(struct spoke *s, struct arena **a, struct shard **sh)
 {
 	int err;
 
-	err = call_enter(s, a);
+	err = spoke_call_enter(s, a);
 	if (err)
 		return err;
 	*sh = spoke_shard_mine(s);
 	if (!*sh || atomic_load_explicit(&(*sh)->mode, memory_order_relaxed) != SHARD_ATTACHED)
-		return call_leave(*a, -EPERM);
+		return spoke_call_leave(*a, -EPERM);
 	return 0;
+}
+
+/*
+ * Enter a call of the attached thread that touches its shard's engines,
+ * queues or turn state: as enter_attached, and once no rescuer holds the shard (rescue.c;
+ * the call's count keeps one from taking it after this).
+ */
+static int enter_attached_holding(struct spoke *s, struct arena **a, struct shard **sh)
+{
+	for (;;) {
+		int err = enter_attached(s, a, sh);
+
+		if (err || !spoke_owner_rescued(*sh))
+			return err;
+		spoke_call_leave(*a, 0);
+		spoke_owner_await_rescue(*sh);
+	}
 }
 
 int spoke_detach(struct spoke *s)
 {
 	struct shard *sh;
 	struct arena *a;
-	int err = enter_attached(s, &a, &sh);
+	int err = enter_attached_holding(s, &a, &sh);
 
 	if (err)
 		return err;
 	if (sh->in_turn)
-		return call_leave(a, -EBUSY); /* from a callback inside its own spoke_poll */
-	return call_leave(a, spoke_owner_detach(sh));
+		return spoke_call_leave(a, -EBUSY); /* from a callback inside its own spoke_poll */
+	return spoke_call_leave(a, spoke_owner_detach(sh));
 }
 
 /*
@@ -1252,26 +1218,35 @@ static void detach_at_exit(struct arena *a)
 	struct spoke *s = a->s;
 	struct shard *sh = spoke_shard_mine(s);
 
-	if (!sh || sh->in_turn ||
-	    atomic_load_explicit(&sh->mode, memory_order_relaxed) != SHARD_ATTACHED)
+	if (!sh || atomic_load_explicit(&sh->mode, memory_order_relaxed) != SHARD_ATTACHED)
 		return;
-	spoke_rcu_read_lock();
-	if (atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
-		spoke_rcu_read_unlock();
+	/* spoke_call_enter on the arena the destructor was handed, once no rescuer holds sh. */
+	for (;;) {
+		spoke_in_call_add(a, 1);
+		spoke_light_fence(s);
+		if (atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
+			spoke_in_call_add(a, -1);
+			return;
+		}
+		if (!spoke_owner_rescued(sh))
+			break;
+		spoke_in_call_add(a, -1);
+		spoke_owner_await_rescue(sh);
+	}
+	if (sh->in_turn) { /* it exits from a callback of its own poll: a misuse */
+		spoke_in_call_add(a, -1);
 		return;
 	}
-	in_call_add(a, 1);
-	spoke_rcu_read_unlock();
 	if (spoke_owner_detach(sh))
 		spoke_owner_abandon(sh); /* no thread to start: left for the next attach */
-	call_leave(a, 0);
+	spoke_call_leave(a, 0);
 }
 
 int spoke_poll(struct spoke *s)
 {
 	struct shard *sh;
 	struct arena *a;
-	int cancel_state, n, err = enter_attached(s, &a, &sh);
+	int cancel_state, n, err = enter_attached_holding(s, &a, &sh);
 
 	if (err)
 		return err;
@@ -1279,8 +1254,11 @@ int spoke_poll(struct spoke *s)
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
 	spoke_owner_attached_awake(sh);
 	n = spoke_owner_turn(sh, true);
+	/* Not from a callback's poll (no turn then): the outer turn publishes. */
+	if (sh->rescue_on && !sh->in_turn)
+		spoke_owner_turned(sh, sh->clock_ns, spoke_owner_next_ns(sh));
 	pthread_setcancelstate(cancel_state, NULL);
-	return call_leave(a, n);
+	return spoke_call_leave(a, n);
 }
 
 int spoke_wake_fd(struct spoke *s)
@@ -1291,7 +1269,7 @@ int spoke_wake_fd(struct spoke *s)
 
 	if (err)
 		return err;
-	return call_leave(a, spoke_owner_wake_fd(sh));
+	return spoke_call_leave(a, spoke_owner_wake_fd(sh));
 }
 
 int spoke_next_deadline_ns(struct spoke *s, uint64_t *ns)
@@ -1303,11 +1281,11 @@ int spoke_next_deadline_ns(struct spoke *s, uint64_t *ns)
 
 	if (!ns)
 		return -EINVAL;
-	err = enter_attached(s, &a, &sh);
+	err = enter_attached_holding(s, &a, &sh);
 	if (err)
 		return err;
 	next = spoke_owner_attached_sleep(sh, spoke_owner_next_ns(sh));
-	call_leave(a, 0);
+	spoke_call_leave(a, 0);
 	*ns = next < 0 ? UINT64_MAX : (uint64_t)next;
 	return next < 0; /* 1: nothing pending */
 }
@@ -1370,6 +1348,8 @@ static void shard_stats(struct shard *sh, struct spoke_shard_stats *o, uint64_t 
 	o->pending = atomic_load_explicit(&sh->pending, memory_order_relaxed);
 	o->inbox_hwm = atomic_load_explicit(&sh->ctr.inbox_hwm, memory_order_relaxed);
 	o->max_late_ns = atomic_load_explicit(&sh->ctr.max_late_ns, memory_order_relaxed);
+	o->rescues = atomic_load_explicit(&sh->ctr.rescues, memory_order_relaxed);
+	o->max_absence_ns = atomic_load_explicit(&sh->ctr.max_absence_ns, memory_order_relaxed);
 	o->tick_ns = sh->tick_ns;
 	o->slack_ns = sh->stage.width_ns;
 	o->attached = atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHED;
@@ -1393,7 +1373,7 @@ void spoke_stats(struct spoke *s, struct spoke_stats *out)
 			     "it returns nothing, so it cannot report the error");
 	t = &out->total;
 	memset(out, 0, sizeof(*out));
-	if (!s || call_enter(s, &a) != 0)
+	if (!s || spoke_call_enter(s, &a) != 0)
 		return; /* all zero: no service, or it is being destroyed */
 	out->shards = s->nshards;
 	for (unsigned k = 0; k < s->nshards; k++) {
@@ -1409,9 +1389,12 @@ void spoke_stats(struct spoke *s, struct spoke_stats *out)
 			t->inbox_hwm = o->inbox_hwm;
 		if (o->max_late_ns > t->max_late_ns)
 			t->max_late_ns = o->max_late_ns;
+		t->rescues += o->rescues;
+		if (o->max_absence_ns > t->max_absence_ns)
+			t->max_absence_ns = o->max_absence_ns;
 	}
 	late_percentiles(sum, t);
-	call_leave(a, 0);
+	spoke_call_leave(a, 0);
 }
 
 /* --- the debug dump ------------------------------------------------------------- */
@@ -1515,7 +1498,7 @@ int spoke_dump(struct spoke *s, FILE *out, unsigned earliest)
 
 	if (!s || !out)
 		return -EINVAL;
-	err = call_enter(s, &a);
+	err = spoke_call_enter(s, &a);
 	if (err)
 		return err;
 	w.nshards = s->nshards;
@@ -1538,5 +1521,5 @@ out:
 	free(w.held);
 	free(w.pending);
 	free(w.earliest);
-	return call_leave(a, err);
+	return spoke_call_leave(a, err);
 }

@@ -110,6 +110,19 @@ struct spoke_config {
 	/* Optional: overrides for shards 0 .. n_shard_overrides-1 (NULL = none). */
 	const struct spoke_shard_config *shard_overrides;
 	unsigned n_shard_overrides;
+	/*
+	 * Rescue: when a shard has had work due for this long and its owner
+	 * (managed thread or attached loop) has taken no turn, another spoke
+	 * thread (the managed thread of the shard before it, or one of its
+	 * pool workers) runs a turn of it in its place, and hands it back.
+	 * What it dispatches runs exactly once and never early; callbacks that
+	 * would run inline on the owner's thread stay there unless started
+	 * SPOKE_MOVABLE (spoke_start_flags). 0 = off; a shard waits at least
+	 * two of its ticks. Default 10 ms (10 ticks of the default tick): above
+	 * a scheduler's timeslice, so a busy but healthy machine does not
+	 * trigger it, far below a stall anyone would accept.
+	 */
+	uint64_t rescue_after_ns;
 };
 
 struct spoke_shard_stats {
@@ -127,6 +140,9 @@ struct spoke_shard_stats {
 	 */
 	uint64_t late_p50_ns, late_p99_ns, late_p999_ns;
 	uint64_t late_runs; /* runs the percentiles are of */
+	uint64_t rescues;   /* turns other threads ran in its owner's place (rescue_after_ns) */
+	uint64_t
+		max_absence_ns; /* the longest owner absence a rescue found (since its last turn) */
 	uint64_t tick_ns;
 	uint64_t slack_ns; /* the slack in effect: tick / ceil(tick / asked slack), rounded up */
 	bool attached;
@@ -134,7 +150,7 @@ struct spoke_shard_stats {
 
 struct spoke_stats {
 	unsigned shards;
-	struct spoke_shard_stats total; /* sums (max for inbox_hwm and max_late_ns;
+	struct spoke_shard_stats total; /* sums (max for inbox_hwm, max_late_ns, max_absence_ns;
 					   percentiles of all shards' runs together) */
 	struct spoke_shard_stats shard[SPOKE_MAX_SHARDS];
 };
@@ -205,6 +221,32 @@ int spoke_start(struct spoke *s, uint64_t delay_ns, spoke_fn *fn, void *arg, spo
  * deadline that has already passed runs at the shard's next tick.
  */
 int spoke_start_at(struct spoke *s, uint64_t deadline_ns, spoke_fn *fn, void *arg, spoke_id *id);
+/*
+ * Every start in one call: where (shard: an index, or SPOKE_ANY_SHARD for
+ * the caller's shard as spoke_start; a SPOKE_TTL timer goes to its TTL's
+ * shard and needs SPOKE_ANY_SHARD), when (when_ns: a delay, an absolute
+ * CLOCK_MONOTONIC deadline with SPOKE_ABSOLUTE, the period with
+ * SPOKE_PERIODIC, the TTL with SPOKE_TTL) and how:
+ *
+ *   SPOKE_PERIODIC  periodic, as spoke_start_periodic (when_ns 0: -EINVAL)
+ *   SPOKE_TTL       in the Timer Lawn, as spoke_start_ttl
+ *   SPOKE_ABSOLUTE  one-shot at the deadline when_ns, as spoke_start_at
+ *   SPOKE_MOVABLE   while its shard's owner is stalled, a rescue
+ *                   (rescue_after_ns) may run it on another spoke thread
+ *                   than the owner's, even where its callbacks run inline
+ *                   (an attached loop, callback_threads 0); see
+ *                   docs/contract.md for what such a callback may assume
+ *
+ * At most one of PERIODIC, TTL and ABSOLUTE; other bits: -EINVAL. The
+ * errors of the start functions above.
+ */
+#define SPOKE_ANY_SHARD 0xffffffffu
+#define SPOKE_PERIODIC	0x1u
+#define SPOKE_TTL	0x2u
+#define SPOKE_ABSOLUTE	0x4u
+#define SPOKE_MOVABLE	0x8u
+int spoke_start_flags(struct spoke *s, unsigned shard, uint64_t when_ns, unsigned flags,
+		      spoke_fn *fn, void *arg, spoke_id *id);
 /* One-shot timer on a given shard (-EINVAL if out of range). */
 int spoke_start_on(struct spoke *s, unsigned shard, uint64_t delay_ns, spoke_fn *fn, void *arg,
 		   spoke_id *id);

@@ -21,9 +21,9 @@
  *                        runs: destroy must not free the instance while the
  *                        thread's key destructor (which detaches its shard
  *                        and hands its arena on) is inside it.
- *   call_guard_vs_destroy  a call has seen `stopping` clear and not yet
- *                        counted itself when destroy begins: destroy must
- *                        wait for it (the grace period) before it frees.
+ *   call_guard_vs_destroy  a call has counted itself and seen `stopping`
+ *                        clear when destroy begins: destroy must wait for
+ *                        it (its drain) before it frees.
  *   thread_exit_late_call_own_arena  a thread whose arena was handed on at
  *                        its exit calls the service again from a later key
  *                        destructor, after a new thread adopted that arena:
@@ -60,8 +60,8 @@
  *                        the timer is in no engine now, and would never run.
  *   later_resets_wrap_sequence_in_claim_window  the owner has found a
  *                        timer due and not yet claimed it when another
- *                        thread resets it later 4096 times, wrapping the
- *                        word's reset sequence: the claim's swap then
+ *                        thread resets it later once per value of the
+ *                        word's reset sequence, wrapping it: the claim's swap then
  *                        succeeds, and the owner must still see the new
  *                        deadline and give the timer back, not run it.
  *   direct_reset_vs_foreign_resets  the owner's own reset holds the word
@@ -888,10 +888,9 @@ static void *guarded_start_main(void *arg)
 }
 
 /*
- * A start has looked at `stopping` (clear) and stalls inside its read-side
- * section (a start is never counted in its arena: the section lasts the
- * whole call): destroy, begun meanwhile, cannot see it in any count. It
- * must still wait for the call: destroy does not return, and
+ * A start has counted itself in its arena, looked at `stopping` (clear) and
+ * stalls there (guard.h): destroy, begun meanwhile, must wait for the
+ * call: destroy does not return, and
  * frees nothing, until the call has left (ASan: a use after free of the
  * instance and the arena otherwise; and destroy returning while the call
  * is held would show here). The start itself is allowed through (it began
@@ -1817,6 +1816,101 @@ static void generation_wrap_spends_slot(void **state)
 
 #define HOOK_TEST(f) cmocka_unit_test_setup_teardown(f, hooks_setup, hooks_teardown)
 
+/* --- a rescue against its owner's return, and a cancel during it --------- */
+
+static struct {
+	struct spoke *s;
+	struct trec movable, cancelled, stays;
+	spoke_id cancelled_id;
+	pthread_t loop;
+	atomic_int movable_on_loop, stays_on_loop, poll_returned;
+	int poll_rc;
+} rr;
+
+static void rr_fire(void *arg)
+{
+	trec_fire(arg);
+	if (pthread_equal(pthread_self(), rr.loop))
+		atomic_store(arg == &rr.movable ? &rr.movable_on_loop : &rr.stays_on_loop, 1);
+}
+
+/* The loop: attach shard 0, start three timers due in 2 ms, then stop polling. */
+static void rr_attach_start(void *arg)
+{
+	uint64_t t0;
+
+	(void)arg;
+	rr.loop = pthread_self();
+	BG_CHECK_INT(spoke_attach(rr.s, 0), ==, 0);
+	t0 = spoke_now_ns();
+	atomic_store(&rr.movable.earliest, t0 + 2 * MS);
+	atomic_store(&rr.cancelled.earliest, t0 + 2 * MS);
+	atomic_store(&rr.stays.earliest, t0 + 2 * MS);
+	BG_CHECK_INT(spoke_start_flags(rr.s, SPOKE_ANY_SHARD, 2 * MS, SPOKE_MOVABLE, rr_fire,
+				       &rr.movable, NULL),
+		     ==, 0);
+	BG_CHECK_INT(spoke_start(rr.s, 2 * MS, rr_fire, &rr.cancelled, &rr.cancelled_id), ==, 0);
+	BG_CHECK_INT(spoke_start(rr.s, 2 * MS, rr_fire, &rr.stays, NULL), ==, 0);
+}
+
+/* The loop comes back: polls until the timer left to it has run. */
+static void rr_poll(void *arg)
+{
+	(void)arg;
+	rr.poll_rc = spoke_poll(rr.s);
+	atomic_store(&rr.poll_returned, 1);
+	while (atomic_load(&rr.stays.fired) == 0 && rr.poll_rc >= 0) {
+		rr.poll_rc = spoke_poll(rr.s);
+		sleep_ms(1);
+	}
+	BG_CHECK_INT(spoke_detach(rr.s), ==, 0);
+}
+
+/*
+ * An attached loop stalls with three timers due; a rescuer takes its shard
+ * and is held before its turn. Meanwhile another thread cancels one timer
+ * (0: it never runs) and the loop comes back: its poll waits for the
+ * hand-back. Then the movable timer has run once, off the loop; the other
+ * runs once, in the loop's poll; the cancelled one never.
+ */
+static void rescue_vs_owner_return_and_cancel(void **state)
+{
+	struct spoke_config c;
+	struct agent ag;
+	int cancel_rc, returned_while_held;
+
+	(void)state;
+	memset(&rr, 0, sizeof(rr));
+	trec_reset_globals();
+	svc_config(&c, 2, 1 * MS, 0);
+	c.rescue_after_ns = 2 * MS;
+	rr.s = svc_create_cfg(&c);
+	atomic_store(&stall_any_at, SPOKE_HOOK_RESCUE_HELD);
+	agent_begin(&ag);
+	agent_post(&ag, rr_attach_start, NULL);
+	agent_wait(&ag);
+	sem_wait_or_fail(&any_stalled, "a rescuer to take the stalled shard");
+	cancel_rc = spoke_cancel(rr.s, rr.cancelled_id);
+	agent_post(&ag, rr_poll, NULL);
+	sleep_ms(50); /* room for a poll that does not wait for the hand-back */
+	returned_while_held = atomic_load(&rr.poll_returned);
+	sem_post(&any_resume); /* first: a failed check must not leave the rescuer held */
+	agent_wait(&ag);
+	agent_end(&ag);
+	assert_int_equal(cancel_rc, 0);
+	assert_int_equal(returned_while_held, 0);
+	assert_no_bg_failures();
+	assert_true(rr.poll_rc >= 0);
+	ASSERT_EVENTUALLY(atomic_load(&rr.movable.fired) == 1, "the movable timer to run");
+	assert_int_equal(atomic_load(&rr.movable_on_loop), 0);
+	assert_int_equal(atomic_load(&rr.stays.fired), 1);
+	assert_int_equal(atomic_load(&rr.stays_on_loop), 1);
+	assert_int_equal(atomic_load(&rr.cancelled.fired), 0);
+	assert_never_early();
+	assert_true(stats_of(rr.s, 0).rescues >= 1);
+	svc_destroy(rr.s);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest all[] = {
@@ -1843,6 +1937,7 @@ int main(int argc, char **argv)
 		HOOK_TEST(arena_ids_across_spill),
 		HOOK_TEST(fork_while_lock_held_child_creates),
 		HOOK_TEST(fork_child_leaves_parent_instances_alone),
+		HOOK_TEST(rescue_vs_owner_return_and_cancel),
 	};
 
 	return svc_main(argc, argv, "hook_races", all, ARRAY_SIZE(all));
