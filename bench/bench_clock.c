@@ -60,10 +60,9 @@
  * `--only tsc/start-cancel --runs 1 --ops 200000` against `--ops 100000`.
  */
 #define _GNU_SOURCE
-#include "bench_util.h"
+#include "bench_svc.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <spoke/engine.h>
 #include <spoke/spoke.h>
@@ -77,17 +76,17 @@
 #define CLK_HAVE_TSC 0
 #endif
 
-#define CLK_DELAY_NS	  1000000000u /* start-cancel: 1 s, never fires in a run */
-#define CLK_DELAY_TICKS	  1000u	      /* engine-start-stop: the same in 1 ms ticks */
-#define CLK_BATCH	  64u	      /* ops per batch: the caller's time is re-read per batch */
-#define CLK_POLL_EVERY	  4096u	      /* attached: pairs between spoke_poll */
-#define CLK_PAIRS	  2000000u    /* ops per run by default */
-#define CLK_PAIRS_QUICK	  20000u      /* ... with --quick */
-#define TSC_CALIBRATE_NS  20000000u   /* 20 ms */
-#define TSC_ANCHOR_NS	  1000000u    /* re-anchor when the anchor is 1 ms old */
-#define TSC_MARGIN_NS	  1000u	      /* reordering and skew between CPUs */
-#define TSC_RAISE_PPM	  1000u	      /* 2 x NTP's 500 ppm slew limit */
-#define CHECK_SLEEP_EVERY 4096u	      /* never-behind: reads between 100 us sleeps */
+#define CLK_DELAY_NS	  NS_PER_S /* start-cancel: 1 s, never fires in a run */
+#define CLK_DELAY_TICKS	  1000u	   /* engine-start-stop: the same in 1 ms ticks */
+#define CLK_BATCH	  64u	   /* ops per batch: the caller's time is re-read per batch */
+#define CLK_POLL_EVERY	  4096u	   /* attached: pairs between spoke_poll */
+#define CLK_PAIRS	  2000000u /* ops per run by default */
+#define CLK_PAIRS_QUICK	  20000u   /* ... with --quick */
+#define TSC_CALIBRATE_NS  (20 * NS_PER_MS)
+#define TSC_ANCHOR_NS	  NS_PER_MS /* re-anchor when the anchor is 1 ms old */
+#define TSC_MARGIN_NS	  1000u	    /* reordering and skew between CPUs */
+#define TSC_RAISE_PPM	  1000u	    /* 2 x NTP's 500 ppm slew limit */
+#define CHECK_SLEEP_EVERY 4096u	    /* never-behind: reads between 100 us sleeps */
 
 enum source { SRC_NONE, SRC_MONOTONIC, SRC_TSC, SRC_COARSE, SRC_CALLER, NSRC };
 enum workload { W_READ, W_ENGINE, W_PAIR, W_CHECK, NWORK };
@@ -112,25 +111,14 @@ static struct clocks {
 	char tsc_why[96];	    /* why tsc is unavailable */
 } clk;
 
-static uint64_t ts_ns(const struct timespec *ts)
-{
-	return (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
-}
-
 static inline uint64_t mono_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts_ns(&ts);
+	return bench_now_ns();
 }
 
 static inline uint64_t coarse_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return ts_ns(&ts) + clk.coarse_res_ns;
+	return bench_clock_ns(CLOCK_MONOTONIC_COARSE) + clk.coarse_res_ns;
 }
 
 #if CLK_HAVE_TSC
@@ -271,11 +259,8 @@ engine_loop(enum source src, uint64_t n, struct spoke_engine *e, struct spoke_ti
 	return err;
 }
 
-static void cb_never(void *arg)
-{
-	(void)arg;
-	abort(); /* 1 s is far beyond any run */
-}
+/* Callbacks that ran: none may (each start is cancelled before the next poll). */
+static _Atomic uint64_t fires;
 
 static inline __attribute__((always_inline)) int pair_loop(enum source src, uint64_t n,
 							   struct spoke *s)
@@ -288,10 +273,10 @@ static inline __attribute__((always_inline)) int pair_loop(enum source src, uint
 			spoke_id id;
 
 			if (src == SRC_MONOTONIC)
-				err |= spoke_start(s, CLK_DELAY_NS, cb_never, NULL, &id);
+				err |= spoke_start(s, CLK_DELAY_NS, bench_cb_count, &fires, &id);
 			else
-				err |= spoke_start_at(s, src_now(src) + CLK_DELAY_NS, cb_never,
-						      NULL, &id);
+				err |= spoke_start_at(s, src_now(src) + CLK_DELAY_NS,
+						      bench_cb_count, &fires, &id);
 			err |= spoke_cancel(s, id);
 		}
 		if ((i + CLK_BATCH) % CLK_POLL_EVERY == 0)
@@ -364,21 +349,14 @@ static int subject_open(const struct cell *c, struct spoke_engine **e, struct sp
 /* The pair's verdicts: every start counted, every cancel won, nothing pending or fired. */
 static int pair_check(struct spoke *s, uint64_t pairs, struct bench_sample *out)
 {
-	struct spoke_stats *st = malloc(sizeof(*st));
-	int err = 0;
+	const struct spoke_shard_stats *t = bench_svc_totals(s);
+	char sb[160];
 
-	if (!st)
-		return bench_fail(out, -ENOMEM, "no memory for spoke_stats");
-	spoke_stats(s, st);
-	if (st->total.started != pairs || st->total.cancelled != pairs || st->total.pending ||
-	    st->total.fired)
-		err = bench_fail(out, -EPROTO,
-				 "after %llu pairs: started %llu cancelled %llu pending %llu",
-				 (unsigned long long)pairs, (unsigned long long)st->total.started,
-				 (unsigned long long)st->total.cancelled,
-				 (unsigned long long)st->total.pending);
-	free(st);
-	return err;
+	if (t->started != pairs || t->cancelled != pairs || t->pending || t->fired ||
+	    atomic_load(&fires))
+		return bench_fail(out, -EPROTO, "after %llu pairs: %s", (unsigned long long)pairs,
+				  bench_svc_stats_str(sb, sizeof(sb), t));
+	return 0;
 }
 
 static int run_cell(void *arg, unsigned run, struct bench_sample *out)
@@ -557,26 +535,10 @@ static void do_cell(struct plan *p, enum source src, enum workload w)
 	base = row_ratio(p, w);
 	bench_out_result_ratio(&p->out, source_name[src], workload_name[w], p->n, &sum,
 			       w == W_READ ? "ns/read" : "ns/pair",
-			       base > 0 ? sum.median / base : 0);
+			       base > 0 ? sum.median / base : 0, NULL);
 	if (w == W_PAIR && p->engine_ns > 0 && p->out.format == BENCH_TABLE)
 		fprintf(p->out.f, "%-14s %-11s %5s  (%.2fx the bare engine)\n", "", "", "",
 			sum.median / p->engine_ns);
-}
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: spoke-bench clocks [--json] [--quick] [--runs K] [--ops OPS]\n"
-		"                          [--only SOURCE/WORKLOAD]...\n"
-		"  What a start's \"now\" costs: each never-early source read alone, in the bare\n"
-		"  engine's start+stop, and in the attached start+cancel (bench/bench_clock.c).\n"
-		"  --json          one JSON object per line\n"
-		"  --quick         2e4 ops a run, 3 runs (the ctest smoke test)\n"
-		"  --runs K        runs per cell (default 5), each in a forked child\n"
-		"  --ops OPS       ops per run (default 2e6; rounded up to 64)\n"
-		"  --only S/W      just this cell (repeatable); S: none monotonic tsc\n"
-		"                  coarse-jiffy caller; W: read engine-start-stop\n"
-		"                  start-cancel never-behind\n");
 }
 
 static int find_name(const char *const *names, int k, const char *s, size_t len)
@@ -594,63 +556,81 @@ static int parse_only(struct plan *p, const char *arg)
 	int src = slash ? find_name(source_name, NSRC, arg, (size_t)(slash - arg)) : -1;
 	int w = slash ? find_name(workload_name, NWORK, slash + 1, strlen(slash + 1)) : -1;
 
-	if (src < 0 || w < 0 || p->nonly == MAX_ONLY) {
-		fprintf(stderr, "spoke-bench clocks: --only SOURCE/WORKLOAD (at most %d): '%s'\n",
-			MAX_ONLY, arg);
+	if (src < 0 || w < 0 || p->nonly == MAX_ONLY)
 		return -1;
-	}
 	p->only[p->nonly++] = (struct cell){(enum source)src, (enum workload)w, 0};
 	return 0;
 }
 
-/* The options only clocks takes (bench_parse_options calls it). */
-static int clocks_option(void *ctx, int opt, const char *arg)
+static struct plan plan;
+static struct bench_opts common;
+
+/* The options only clocks takes (bench_option_fn); ctx is the plan. */
+static const char *clocks_option(void *ctx, int key, const char *arg)
 {
 	struct plan *p = ctx;
 
-	if (opt == 'o' && bench_parse_count(arg, &p->n) == 0)
-		return 0;
-	if (opt == 's' && parse_only(p, arg) == 0)
-		return 0;
-	if (opt == 'o')
-		fprintf(stderr, "spoke-bench clocks: --ops: a count, e.g. 1e6: '%s'\n", arg);
-	return -1;
+	if (key == 'o')
+		return bench_parse_count(arg, &p->n) == 0 ? NULL : "a count, e.g. 1e6";
+	if (key == 's' && parse_only(p, arg) == 0)
+		return NULL;
+	return bench_opts_why("SOURCE/WORKLOAD (at most %d); SOURCE: none monotonic tsc "
+			      "coarse-jiffy caller; WORKLOAD: read engine-start-stop start-cancel "
+			      "never-behind",
+			      MAX_ONLY);
 }
+
+static const struct bench_option clocks_options[] = {
+	BENCH_OPT_JSON,
+	BENCH_OPT_QUICK("2e4 ops a run, 3 runs (the smoke test)"),
+	BENCH_OPT_RUNS("5; 3 with --quick"),
+	{"ops", 'o', "OPS", "ops per run (rounded up to 64)", "2e6; 2e4 with --quick"},
+	{"only", 's', "S/W",
+	 "just this cell (repeatable); S: none monotonic tsc coarse-jiffy caller;\n"
+	 "W: read engine-start-stop start-cancel never-behind",
+	 "every cell"},
+	BENCH_OPT_END,
+};
+
+const struct bench_cmd bench_clocks_cmd = {
+	.name = "spoke-bench clocks",
+	.about = "What a start's \"now\" costs: each never-early source read alone, in the bare\n"
+		 "engine's start+stop, and in the attached start+cancel (bench/bench_clock.c).",
+	.options = clocks_options,
+	.handle = clocks_option,
+	.ctx = &plan,
+	.common = &common,
+};
 
 /* Options into *p; -1: run, else the exit status for main (help, bad usage). */
 static int parse(struct plan *p, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"ops", required_argument, NULL, 'o'},
-		{"only", required_argument, NULL, 's'},
-		{NULL, 0, NULL, 0},
-	};
-	struct bench_opts o;
-	int rc = bench_parse_options(argc, argv, false, longopts, clocks_option, p, usage, &o);
+	const struct bench_opts *o = &common;
+	int rc = bench_cmd_parse(&bench_clocks_cmd, argc, argv);
 
 	if (rc >= 0)
 		return rc;
 	p->out = (struct bench_out){
-		.f = stdout, .format = o.json ? BENCH_JSON : BENCH_TABLE, .subject_key = "source"};
-	p->runs = bench_opts_runs(&o, 3, 5);
+		.f = stdout, .format = o->json ? BENCH_JSON : BENCH_TABLE, .subject_key = "source"};
+	p->runs = bench_opts_runs(o, 3, 5);
 	if (!p->n)
-		p->n = o.quick ? CLK_PAIRS_QUICK : CLK_PAIRS;
+		p->n = o->quick ? CLK_PAIRS_QUICK : CLK_PAIRS;
 	p->n = (p->n + CLK_BATCH - 1) / CLK_BATCH * CLK_BATCH;
 	return -1;
 }
 
 int bench_clocks_main(int argc, char **argv)
 {
-	struct plan p = {0};
+	struct plan *p = &plan;
 	struct timespec res;
-	int r = parse(&p, argc, argv);
+	int r = parse(p, argc, argv);
 
 	if (r >= 0)
 		return r;
 	clock_getres(CLOCK_MONOTONIC_COARSE, &res);
-	clk.coarse_res_ns = ts_ns(&res);
+	clk.coarse_res_ns = bench_ts_ns(&res);
 	tsc_calibrate();
-	if (p.out.format == BENCH_TABLE) {
+	if (p->out.format == BENCH_TABLE) {
 		char m[256];
 
 		bench_machine(m, sizeof(m));
@@ -660,6 +640,6 @@ int bench_clocks_main(int argc, char **argv)
 	}
 	for (int w = 0; w < NWORK; w++)
 		for (int src = 0; src < NSRC; src++)
-			do_cell(&p, (enum source)src, (enum workload)w);
-	return p.status ? 1 : 0;
+			do_cell(p, (enum source)src, (enum workload)w);
+	return p->status ? 1 : 0;
 }

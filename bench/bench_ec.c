@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * bench_ec.c - spoke-bench-ec: Concurrency Kit's ck_ec against spoke's own
- * eventcount (percpu/eventcount.c), for docs/service.md's "Concurrency Kit".
+ * eventcount (percpu/eventcount.c), for docs/design/service.md's "Decisions measured".
  *
  * Both are used the way the service uses an eventcount: a consumer sleeps
  * until a predicate on its queue (here an atomic counter of posted items)
@@ -28,7 +28,7 @@
  *            the posted counter is (as in the service). Under TSan a hidden
  *            edge is reported as a data race on the payload.
  *
- * Usage: spoke-bench-ec [--runs R] [--quick] [--only publish]
+ * Usage: spoke-bench-ec [--runs R] [--quick] [--only publish] (--help lists them)
  * Exits 0 if every check passed (publish read what was written; no wake-up
  * was lost), 1 otherwise. Not a scaling benchmark: 2 threads, 2 CPUs.
  */
@@ -36,6 +36,8 @@
 #include "ck_pr_tsan.h" /* before <ck_ec.h>; nothing outside TSan builds */
 
 #include <ck_ec.h>
+
+#include "bench_util.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -156,14 +158,6 @@ static bool ec_sleeper(struct ec *e)
 
 /* --- helpers ------------------------------------------------------------------------------ */
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void pin(int cpu)
 {
 	cpu_set_t set;
@@ -210,12 +204,12 @@ static double bench_signal(enum impl impl, unsigned n)
 	e.impl = impl;
 	ck_ec32_init(&e.ck, 0);
 	pin(0);
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	for (unsigned i = 0; i < n; i++) {
 		atomic_store_explicit(&e.posted, i + 1, memory_order_release); /* the enqueue */
 		ec_signal(&e);
 	}
-	return (double)(now_ns() - t0) / n;
+	return (double)(bench_now_ns() - t0) / n;
 }
 
 /* --- a producer on CPU 0 and a consumer thread -------------------------------------------- */
@@ -259,7 +253,7 @@ static void *wake_consumer(void *arg)
 	pin(1);
 	for (unsigned i = 0; i < r->n; i++) {
 		ec_wait(&r->e);
-		r->lat[i] = now_ns() - r->e.t_signal; /* t_signal published by posted */
+		r->lat[i] = bench_now_ns() - r->e.t_signal; /* t_signal published by posted */
 		r->e.taken++;
 		atomic_store_explicit(&r->e.acked, i + 1, memory_order_release);
 	}
@@ -283,9 +277,10 @@ static void bench_wake(enum impl impl, unsigned n, uint64_t *p50, uint64_t *p99)
 
 		while (!ec_sleeper(&r.e)) /* wait for the consumer to announce its sleep */
 			sched_yield();
-		for (t = now_ns(); now_ns() - t < 50000;) /* ... and to get into futex_wait */
+		for (t = bench_now_ns();
+		     bench_now_ns() - t < 50000;) /* ... and to get into futex_wait */
 			;
-		r.e.t_signal = now_ns();
+		r.e.t_signal = bench_now_ns();
 		atomic_store_explicit(&r.e.posted, i + 1, memory_order_release);
 		ec_signal(&r.e);
 		pair_wait_acked(&r, i);
@@ -338,26 +333,59 @@ static void bench_publish(enum impl impl, unsigned n)
 	pthread_join(th, NULL);
 }
 
+/* The options: --runs K (at most 32), --quick, --only publish. */
+struct ec_opts {
+	uint64_t runs;
+	bool only_publish;
+};
+
+static const char *ec_option(void *ctx, int key, const char *arg)
+{
+	struct ec_opts *o = ctx;
+
+	if (key == 'r')
+		return bench_parse_count(arg, &o->runs) == 0 && o->runs <= 32 ? NULL : "1..32";
+	if (key == 'o' && strcmp(arg, "publish") == 0) {
+		o->only_publish = true;
+		return NULL;
+	}
+	return "publish (the only check that can be run alone)";
+}
+
+static struct ec_opts ec_opts;
+static struct bench_opts ec_common;
+
+static const struct bench_option ec_options[] = {
+	BENCH_OPT_QUICK("3 runs of 2e5 signals, 100 wake-ups, 500 published items (the smoke\n"
+			"test)"),
+	{"runs", 'r', "K", "runs, interleaved (1..32)", "7; 3 with --quick"},
+	{"only", 'o', "publish", "only the publish check (TSan)", "every measurement"},
+	BENCH_OPT_END,
+};
+
+static const struct bench_cmd ec_cmd = {
+	.name = "spoke-bench-ec",
+	.about = "Concurrency Kit's ck_ec beside spoke's eventcount (percpu/eventcount.c):\n"
+		 "signal cost, wake-up latency, and the publish check (bench/bench_ec.c).",
+	.options = ec_options,
+	.handle = ec_option,
+	.ctx = &ec_opts,
+	.common = &ec_common,
+};
+
 int main(int argc, char **argv)
 {
 	unsigned runs = 7, n_signal = 20000000, n_wake = 2000, n_pub = 2000;
-	bool only_publish = false;
 	double sig[N_IMPL][32], w50[N_IMPL][32], w99[N_IMPL][32];
+	int rc = bench_cmd_parse(&ec_cmd, argc, argv);
+	bool only_publish = ec_opts.only_publish;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--runs") && i + 1 < argc && atoi(argv[i + 1]) > 0)
-			runs = (unsigned)atoi(argv[++i]) > 32 ? 32 : (unsigned)atoi(argv[i]);
-		else if (!strcmp(argv[i], "--quick"))
-			runs = 3, n_signal = 200000, n_wake = 100, n_pub = 500;
-		else if (!strcmp(argv[i], "--only") && i + 1 < argc &&
-			 !strcmp(argv[i + 1], "publish"))
-			only_publish = true, i++;
-		else {
-			fprintf(stderr, "usage: spoke-bench-ec [--runs R] [--quick] "
-					"[--only publish]\n");
-			return 2;
-		}
-	}
+	if (rc >= 0)
+		return rc;
+	if (ec_common.quick)
+		runs = 3, n_signal = 200000, n_wake = 100, n_pub = 500;
+	if (ec_opts.runs)
+		runs = (unsigned)ec_opts.runs;
 #ifdef SPOKE_CK_TSAN
 	printf("spoke-bench-ec: TSan build, ck_pr as __atomic builtins (ck_pr_tsan.h)\n");
 #elif defined(SPOKE_CK_ASM)

@@ -29,19 +29,21 @@
  *      starts 4 timers on the shards in turn, then sleeps 100 us, and again
  *      (~25k timers a second). Delays are uniform in [1 ms, 5 ms). Each
  *      callback records its lateness (below).
- *   5. The run waits for every stream callback, stops the load, waits until
- *      the shards' counters settle and checks them: started = P + stream +
- *      load pairs, cancelled = load pairs, fired = stream, pending = P, and
- *      no pending or load timer ran. Any difference fails the run. (Pending
- *      timers carry their expected deadline too: one that ran early is
- *      reported as an early fire; one that ran on time means the run took
- *      over 5 s, i.e. a stream timer was seconds late.)
+ *   5. The run waits for every stream callback, stops the load, cancels the
+ *      P pending timers, waits until the shards' counters settle and checks
+ *      them: started = P + stream + load pairs, cancelled = load pairs + the
+ *      pending cancels that won, fired = stream + the pending timers whose
+ *      cancel found them fired, pending = 0; no load timer ran, and each
+ *      pending timer that ran (only a run a loaded machine stretched past
+ *      5 s has one) is one whose cancel lost. Any difference fails the run.
+ *      (Pending timers carry their expected deadline too: one that ran
+ *      early is reported as an early fire.)
  *
  * Lateness. The service's deadline of a one-shot timer is start time + delay
  * on CLOCK_MONOTONIC (docs/contract.md line 2: never before start time +
  * delay), where start time is the clock the service reads inside
  * spoke_start_on; it then runs the timer at the end of the deadline's slot
- * (docs/service.md, "Expiry: the stage and the slack"), so up to the slack
+ * (docs/design/service.md, "Expiry: the stage and the slack"), so up to the slack
  * (--slack; default a quarter tick) of lateness is by design. CPU % is the
  * process's CPU time (every thread: the service's, the stream's, the load's)
  * over the stream and the wait for its callbacks, in % of one CPU; switches/s
@@ -72,473 +74,40 @@
  * P = 1e3, tick 1 ms, with and without load, D = 0.1 s, 2 runs (~1 s, also
  * under the sanitizers).
  *
- * Output: a Markdown table row per cell, or with --json one JSON object per
- * line with the percentiles and the histogram (non-empty buckets as [lo_us,
- * hi_us, count]); scripts/plot.sh draws them.
+ * Stolen CPU (latency_stolen.c has the scenario): after the grid, shard 0's
+ * thread is held off its CPU for --stall ms (default 200) by a SCHED_FIFO
+ * busy thread pinned there, while 1000 timers on shard 0 fall due during
+ * the stall (pool callbacks), with the first --pending count held pending
+ * and the first --tick: p50, p99, p99.9 and max lateness, the samples of
+ * the K runs pooled, one column per configuration of the service
+ * (stolen_cpu_columns[]). Without the privilege for SCHED_FIFO (root) the
+ * row says so and is skipped. --quick runs it too (2 runs of ~0.5 s).
+ *
+ * Output: a Markdown table row per cell, then the stolen-CPU table; or with
+ * --json one JSON object per line with the percentiles and the histogram
+ * (non-empty buckets as [lo_us, hi_us, count]), and per stolen-CPU column
+ * {"workload":"stolen-cpu","rescue":...}; scripts/plot.sh draws the grid.
  */
 #define _GNU_SOURCE
-#include "bench_util.h"
-
-#include <spoke/spoke.h>
+#include "latency.h"
 
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 
-#define NS_PER_S	  UINT64_C(1000000000)
-#define NS_PER_MS	  UINT64_C(1000000)
-#define PEND_MIN_NS	  (5 * NS_PER_S)    /* pending delays ... */
-#define PEND_SPAN_NS	  (595 * NS_PER_S)  /* ... uniform in [5 s, 600 s) */
-#define STREAM_MIN_NS	  NS_PER_MS	    /* stream delays ... */
-#define STREAM_SPAN_NS	  (4 * NS_PER_MS)   /* ... uniform in [1 ms, 5 ms) */
-#define STREAM_BATCH	  4		    /* stream timers per pause */
-#define STREAM_PACE_NS	  UINT64_C(100000)  /* the pause */
-#define LOAD_DELAY_NS	  (3600 * NS_PER_S) /* load timers: cancelled long before */
-#define LOAD_BATCH	  64		    /* load pairs between looks at the stop flag */
 #define MAX_LOAD_THREADS  64
 #define DEFAULT_LOAD_RATE UINT64_C(1000000)
-#define WAIT_STEP_NS	  UINT64_C(100000) /* the main thread's polling step */
-#define WAIT_LIMIT_NS	  (30 * NS_PER_S)  /* "eventually": only a bug runs out */
-#define LATE_SEED	  UINT64_C(0x1a7e1a7e5eed0001)
+#define STOLEN_TIMERS	  1000 /* stolen-cpu: timers due during the stall */
+#define DEFAULT_STALL_MS  200
 
 /* Histogram: [0, 1 us), 10 buckets per decade from 1 us to 1 s, [1 s, ...). */
 #define HIST_PER_DECADE 10
 #define HIST_DECADES	6
 #define HIST_BUCKETS	(HIST_PER_DECADE * HIST_DECADES + 2)
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return (x > y) - (x < y);
-}
-
-double bench_late_pct_us(const uint64_t *sorted, size_t k, double q)
-{
-	size_t i = (size_t)ceil(q * (double)k);
-
-	i = i == 0 ? 0 : i - 1;
-	return (double)sorted[i < k ? i : k - 1] / 1000.0;
-}
-
-/* ---- one run (a forked child) -------------------------------------------- */
-
-struct late_sample {
-	uint64_t expected; /* written before spoke_start_on */
-	uint64_t late;	   /* written by the callback */
-};
-
-static _Atomic uint64_t late_done, unexpected_fires;
-
-/* Callbacks that ran before their deadline: stream timers, pending timers. */
-struct early {
-	_Atomic uint64_t count, worst_ns;
-};
-static struct early stream_early, pending_early;
-
-static _Atomic uint64_t stream_worst_late_ns;
-
-/* Any thread: *v = max(*v, x). */
-static void atomic_max_u64(_Atomic uint64_t *v, uint64_t x)
-{
-	uint64_t old = atomic_load_explicit(v, memory_order_relaxed);
-
-	while (x > old && !atomic_compare_exchange_weak_explicit(v, &old, x, memory_order_relaxed,
-								 memory_order_relaxed))
-		;
-}
-
-/* Any thread: a callback ran by_ns before its deadline. */
-static void note_early(struct early *e, uint64_t by_ns)
-{
-	atomic_max_u64(&e->worst_ns, by_ns);
-	atomic_fetch_add_explicit(&e->count, 1, memory_order_relaxed);
-}
-
-/* Pool thread: the lateness of one stream timer. */
-static void cb_late(void *arg)
-{
-	uint64_t now = spoke_now_ns();
-	struct late_sample *x = arg;
-
-	if (now < x->expected) {
-		note_early(&stream_early, x->expected - now);
-		x->late = 0;
-	} else {
-		x->late = now - x->expected;
-		atomic_max_u64(&stream_worst_late_ns, x->late);
-	}
-	atomic_fetch_add_explicit(&late_done, 1, memory_order_release);
-}
-
-/* Pool thread: a load timer (cancelled long before its 1 h), which must never run. */
-static void cb_never(void *arg)
-{
-	(void)arg;
-	atomic_fetch_add_explicit(&unexpected_fires, 1, memory_order_relaxed);
-}
-
-/*
- * Pool thread: a pending timer (5 s .. 600 s), which should not run during
- * the run; arg is its expected deadline (as for the stream).
- */
-static void cb_pending(void *arg)
-{
-	uint64_t now = spoke_now_ns(), expected = (uint64_t)(uintptr_t)arg;
-
-	if (now < expected)
-		note_early(&pending_early, expected - now);
-	atomic_fetch_add_explicit(&unexpected_fires, 1, memory_order_relaxed);
-}
-
-/* A load thread (a team thread, bench_util.h): its header first, then its job. */
-struct load_thread {
-	struct bench_thread t;
-	struct spoke *s;
-	unsigned nshards;
-	double batch_ns; /* pacing: one batch of LOAD_BATCH pairs per batch_ns (0 = none) */
-};
-
-/*
- * A load thread's body: start + cancel pairs on the shards in turn until
- * the team stops, in batches of LOAD_BATCH; paced, the n-th batch starts at
- * t0 + n * batch_ns (one that falls behind does not sleep until it caught
- * up). t->ops counts the pairs.
- */
-static void load_main(struct bench_thread *t)
-{
-	struct load_thread *l = (struct load_thread *)t;
-	unsigned shard = t->index % l->nshards;
-	uint64_t pairs = 0, batches = 0;
-	int err = 0;
-
-	do {
-		if (l->batch_ns > 0) {
-			uint64_t due = t->t0 + (uint64_t)((double)batches * l->batch_ns),
-				 now = bench_now_ns();
-
-			if (due > now)
-				bench_sleep_ns(due - now);
-		}
-		batches++;
-		for (int k = 0; !err && k < LOAD_BATCH; k++) {
-			spoke_id id;
-
-			err = spoke_start_on(l->s, shard, LOAD_DELAY_NS, cb_never, NULL, &id);
-			if (!err)
-				err = spoke_cancel(l->s, id);
-			shard = shard + 1 == l->nshards ? 0 : shard + 1;
-		}
-		pairs += LOAD_BATCH;
-	} while (!err && !bench_team_stopping(t));
-	t->ops = pairs;
-	if (err)
-		bench_thread_fail(t, err, "spoke_start_on or spoke_cancel");
-}
-
-static struct spoke_stats stats_buf; /* 18 KB: one per child, main thread only */
-
-static const struct spoke_shard_stats *totals(struct spoke *s)
-{
-	spoke_stats(s, &stats_buf);
-	return &stats_buf.total;
-}
-
-static const struct spoke_shard_stats *shard_stats_of(struct spoke *s, unsigned k)
-{
-	spoke_stats(s, &stats_buf);
-	return &stats_buf.shard[k];
-}
-
-/* The process's CPU time and context switches at a moment, to price a stretch of a run. */
-struct cpu_mark {
-	uint64_t wall_ns, cpu_ns, csw;
-};
-
-static struct cpu_mark cpu_mark_now(void)
-{
-	struct rusage u;
-
-	getrusage(RUSAGE_SELF, &u);
-	return (struct cpu_mark){
-		.wall_ns = spoke_now_ns(),
-		.cpu_ns = (uint64_t)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * NS_PER_S +
-			  (uint64_t)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1000,
-		.csw = (uint64_t)(u.ru_nvcsw + u.ru_nivcsw)};
-}
-
-static void cpu_mark_since(const struct cpu_mark *m0, struct bench_late_result *r)
-{
-	struct cpu_mark m1 = cpu_mark_now();
-	double wall = (double)(m1.wall_ns - m0->wall_ns);
-
-	r->cpu_pct = wall > 0 ? 100.0 * (double)(m1.cpu_ns - m0->cpu_ns) / wall : 0;
-	r->csw_per_s = wall > 0 ? (double)(m1.csw - m0->csw) * 1e9 / wall : 0;
-}
-
-static const char *stats_str(char *buf, size_t len, const struct spoke_shard_stats *t)
-{
-	snprintf(buf, len, "started %llu, cancelled %llu, fired %llu, pending %llu",
-		 (unsigned long long)t->started, (unsigned long long)t->cancelled,
-		 (unsigned long long)t->fired, (unsigned long long)t->pending);
-	return buf;
-}
-
-/*
- * Wait until the shards took every message: started and cancelled as given,
- * `pending` in their wheels (published at the end of a turn, which may come
- * after a pool thread ran the turn's last callback). 0 or -ETIME.
- */
-static int wait_settled(struct spoke *s, uint64_t started, uint64_t cancelled, uint64_t pending)
-{
-	uint64_t limit = bench_now_ns() + WAIT_LIMIT_NS;
-
-	for (;;) {
-		const struct spoke_shard_stats *t = totals(s);
-
-		if (t->started == started && t->cancelled == cancelled && t->pending == pending)
-			return 0;
-		if (bench_now_ns() > limit)
-			return -ETIME;
-		bench_sleep_ns(WAIT_STEP_NS);
-	}
-}
-
-/*
- * Start j->load_threads load threads on s (none: nothing to start). 0, or
- * a negative errno with out->error set.
- */
-static int load_start(struct bench_team *team, struct load_thread *load,
-		      const struct bench_late_job *j, struct spoke *s, struct bench_sample *out)
-{
-	int err;
-
-	*team = (struct bench_team){.T = j->load_threads,
-				    .pin = true,
-				    .body = load_main,
-				    .threads = load,
-				    .stride = sizeof(load[0])};
-	for (unsigned i = 0; i < j->load_threads; i++) {
-		load[i] = (struct load_thread){.s = s, .nshards = spoke_shards(s)};
-		if (j->load_rate > 0)
-			load[i].batch_ns = 1e9 * LOAD_BATCH * j->load_threads / j->load_rate;
-	}
-	err = bench_team_start(team);
-	if (err)
-		return bench_fail(out, err, "pthread_create: %s", strerror(-err));
-	bench_team_ready(team);
-	bench_team_go(team, true);
-	return 0;
-}
-
-/* Stop and join the load threads; the pairs they did, or a negative errno. */
-static int64_t load_stop(struct bench_team *team, double *load_ns)
-{
-	struct bench_team_result r;
-
-	bench_team_stop(team);
-	bench_team_join(team, &r);
-	*load_ns = r.window_ns;
-	return r.err ? r.err : (int64_t)r.ops;
-}
-
-/* Fill: n timers that stay pending, on the shards in turn, all in the wheels. */
-static int fill_pending(struct spoke *s, uint64_t n, struct bench_rng *rng,
-			struct bench_sample *out)
-{
-	unsigned nshards = spoke_shards(s);
-	char sb[160];
-	int err = 0;
-
-	for (uint64_t i = 0; !err && i < n; i++) {
-		uint64_t d = PEND_MIN_NS + bench_rng_next(rng) % PEND_SPAN_NS;
-
-		err = spoke_start_on(s, (unsigned)(i % nshards), d, cb_pending,
-				     (void *)(uintptr_t)(spoke_now_ns() + d), NULL);
-	}
-	if (err)
-		return bench_fail(out, err, "fill: spoke_start_on: %s", strerror(-err));
-	if (wait_settled(s, n, 0, n) != 0)
-		return bench_fail(out, -ETIME, "fill: %llu timers did not reach the wheels: %s",
-				  (unsigned long long)n, stats_str(sb, sizeof(sb), totals(s)));
-	return 0;
-}
-
-/* Stream: timers with short delays until the window ends; how many, or -errno. */
-static int64_t stream(struct spoke *s, const struct bench_late_job *j, struct late_sample *smp,
-		      struct bench_rng *rng, struct bench_sample *out)
-{
-	unsigned nshards = spoke_shards(s), shard = 0;
-	uint64_t k = 0, end = spoke_now_ns() + j->window_ns;
-
-	while (k + STREAM_BATCH <= j->max_samples && spoke_now_ns() < end) {
-		for (int b = 0; b < STREAM_BATCH; b++) {
-			uint64_t d = STREAM_MIN_NS + bench_rng_next(rng) % STREAM_SPAN_NS;
-			struct late_sample *x = &smp[k];
-			int err;
-
-			x->expected = spoke_now_ns() + d;
-			err = spoke_start_on(s, shard, d, cb_late, x, NULL);
-			if (err)
-				return bench_fail(out, err, "stream: spoke_start_on: %s",
-						  strerror(-err));
-			k++;
-			shard = shard + 1 == nshards ? 0 : shard + 1;
-		}
-		bench_sleep_ns(STREAM_PACE_NS);
-	}
-	if (k == 0)
-		return bench_fail(out, -EPROTO, "no stream timer started in the window");
-	return (int64_t)k;
-}
-
-/* Wait for k stream callbacks. */
-static int wait_stream(uint64_t k, struct bench_sample *out)
-{
-	uint64_t limit = spoke_now_ns() + WAIT_LIMIT_NS;
-
-	while (atomic_load_explicit(&late_done, memory_order_acquire) < k) {
-		if (spoke_now_ns() > limit)
-			return bench_fail(out, -ETIME, "%llu of %llu stream timers ran in %llu s",
-					  (unsigned long long)atomic_load(&late_done),
-					  (unsigned long long)k,
-					  (unsigned long long)(WAIT_LIMIT_NS / NS_PER_S));
-		bench_sleep_ns(WAIT_STEP_NS);
-	}
-	return 0;
-}
-
-/*
- * Every callback that ran early, or ran at all but should not have: the
- * first thing a run reports, whatever else went wrong. 0 or -EPROTO.
- */
-static int check_early(uint64_t k, uint64_t pending, struct bench_sample *out)
-{
-	uint64_t se = atomic_load(&stream_early.count), pe = atomic_load(&pending_early.count);
-
-	if (se || pe)
-		return bench_fail(
-			out, -EPROTO,
-			"EARLY FIRE: %llu of %llu stream timers ran before their "
-			"deadline (worst by %.3f us), %llu of %llu pending (worst by %.3f "
-			"s)",
-			(unsigned long long)se, (unsigned long long)k,
-			(double)atomic_load(&stream_early.worst_ns) / 1e3, (unsigned long long)pe,
-			(unsigned long long)pending,
-			(double)atomic_load(&pending_early.worst_ns) / 1e9);
-	if (atomic_load(&unexpected_fires))
-		return bench_fail(
-			out, -EPROTO,
-			"%llu callbacks of pending or cancelled timers ran, not early (the "
-			"run took over 5 s? a stream timer was %.1f ms late)",
-			(unsigned long long)atomic_load(&unexpected_fires),
-			(double)atomic_load(&stream_worst_late_ns) / 1e6);
-	return 0;
-}
-
-/* After the stream and the load: every counter as the run made it. */
-static int check_service(struct spoke *s, const struct bench_late_job *j, uint64_t k,
-			 uint64_t pairs, struct bench_sample *out)
-{
-	const struct spoke_shard_stats *t;
-	char sb[160];
-
-	if (wait_settled(s, j->pending + k + pairs, pairs, j->pending) != 0)
-		return bench_fail(out, -ETIME, "counters did not settle (want started %llu): %s",
-				  (unsigned long long)(j->pending + k + pairs),
-				  stats_str(sb, sizeof(sb), totals(s)));
-	t = totals(s);
-	if (t->fired != k)
-		return bench_fail(out, -EPROTO, "%llu stream timers: %s", (unsigned long long)k,
-				  stats_str(sb, sizeof(sb), t));
-	return 0;
-}
-
-int bench_late_run(const struct bench_late_job *j, unsigned run, uint64_t *late_ns,
-		   struct bench_late_result *r, struct bench_sample *out)
-{
-	struct load_thread load[MAX_LOAD_THREADS];
-	struct bench_team team;
-	bool loaded = false;
-	struct late_sample *smp;
-	struct spoke_config cfg;
-	struct bench_rng rng;
-	int64_t k = 0, pairs = 0;
-	struct spoke *s;
-	int err;
-
-	memset(r, 0, sizeof(*r));
-	atomic_store(&late_done, 0);
-	atomic_store(&stream_worst_late_ns, 0);
-	memset(&stream_early, 0, sizeof(stream_early));
-	memset(&pending_early, 0, sizeof(pending_early));
-	atomic_store(&unexpected_fires, 0);
-	if (j->load_threads > MAX_LOAD_THREADS)
-		return bench_fail(out, -EINVAL, "at most %d load threads", MAX_LOAD_THREADS);
-	bench_rng_seed(&rng, LATE_SEED + run);
-	smp = calloc(j->max_samples, sizeof(*smp));
-	if (!smp)
-		return bench_fail(out, -ENOMEM, "no memory for %zu samples", j->max_samples);
-	spoke_config_init(&cfg);
-	cfg.tick_ns = j->tick_ns;
-	cfg.slack_ns = j->slack_ns;
-	cfg.pin_threads = !j->no_pin;
-	err = spoke_create(&s, &cfg);
-	if (err) {
-		free(smp);
-		return bench_fail(out, err, "spoke_create(tick %llu ns): %s",
-				  (unsigned long long)j->tick_ns, strerror(-err));
-	}
-	err = fill_pending(s, j->pending, &rng, out);
-	if (!err) {
-		err = load_start(&team, load, j, s, out);
-		loaded = err == 0;
-	}
-	if (!err) {
-		struct cpu_mark m0 = cpu_mark_now();
-
-		k = stream(s, j, smp, &rng, out);
-		if (k < 0)
-			err = (int)k;
-		if (!err)
-			err = wait_stream((uint64_t)k, out);
-		cpu_mark_since(&m0, r);
-	}
-	if (loaded)
-		pairs = load_stop(&team, &r->load_ns);
-	if (pairs < 0 && !err)
-		err = bench_fail(out, (int)pairs, "load: spoke_start_on or spoke_cancel: %s",
-				 strerror((int)-pairs));
-	if (check_early(k > 0 ? (uint64_t)k : 0, j->pending, out) != 0)
-		err = -EPROTO;
-	if (!err)
-		err = check_service(s, j, (uint64_t)k, (uint64_t)pairs, out);
-	if (!err) {
-		r->service_max_late_us = (double)totals(s)->max_late_ns / 1000.0;
-		r->slack_us = (double)shard_stats_of(s, 0)->slack_ns / 1000.0;
-	}
-	spoke_destroy(s);
-	if (!err) {
-		for (int64_t i = 0; i < k; i++)
-			late_ns[i] = smp[i].late;
-		qsort(late_ns, (size_t)k, sizeof(*late_ns), cmp_u64);
-		r->samples = (uint64_t)k;
-		r->p50_us = bench_late_pct_us(late_ns, (size_t)k, 0.50);
-		r->p99_us = bench_late_pct_us(late_ns, (size_t)k, 0.99);
-		r->p999_us = bench_late_pct_us(late_ns, (size_t)k, 0.999);
-		r->max_us = (double)late_ns[k - 1] / 1000.0;
-		r->load_pairs = (uint64_t)pairs;
-	}
-	free(smp);
-	return err;
-}
-
-/* ---- the grid (parent) --------------------------------------------------- */
+/* ---- the plan ------------------------------------------------------------- */
 
 #define MAX_PENDING 3
 #define MAX_TICKS   3
@@ -547,10 +116,13 @@ struct plan {
 	bool json, quick, failed;
 	unsigned runs, load_threads;
 	double duration_s, load_rate;
-	uint64_t slack_ns; /* --slack (0: the default) */
-	bool no_pin;	   /* --no-pin */
+	uint64_t slack_ns;	 /* --slack (0: the default) */
+	uint64_t pending_min_ns; /* --pending-min (0: the default) */
+	bool no_pin;		 /* --no-pin */
 	uint64_t pending[MAX_PENDING], tick_ns[MAX_TICKS];
 	size_t npending, nticks, nloads; /* nloads 1: no load only, 2: both */
+	uint64_t stall_ns;		 /* stolen-cpu: 0 leaves it out */
+	bool stolen_only;		 /* ... and the grid out */
 	size_t max_samples;		 /* per run */
 	/* shared with the forked runs: run r writes res[r] and samples[r * max_samples ...] */
 	struct bench_late_result *res;
@@ -558,32 +130,18 @@ struct plan {
 	size_t map_bytes;
 };
 
-struct cell {
-	const struct plan *p;
-	struct bench_late_job job;
-};
-
-static int run_cell(void *arg, unsigned run, struct bench_sample *out)
-{
-	const struct cell *c = arg;
-	const struct plan *p = c->p;
-	int err =
-		bench_late_run(&c->job, run, p->samples + run * p->max_samples, &p->res[run], out);
-
-	out->value = p->res[run].p99_us;
-	out->timed_ns = (double)c->job.window_ns;
-	return err;
-}
-
 /* What one cell reports: the runs' samples pooled. */
 struct cell_result {
 	uint64_t n;
-	double p50_us, p99_us, p999_us, max_us;
+	struct bench_pcts pct;	       /* of all the runs' samples */
 	double p99_min_us, p99_max_us; /* of the runs' own p99 */
 	double service_max_late_us;    /* median of the runs */
 	double load_pairs_per_s;       /* median of the runs */
 	double slack_us;	       /* the slack in effect */
 	double cpu_pct, csw_per_s;     /* medians of the runs */
+	uint64_t in_stall;	       /* stolen-cpu: callbacks during the stall, all runs */
+	uint64_t pending_ran;	       /* held-pending timers that ran, all runs */
+	double stall_ms;	       /* stolen-cpu: the stall, median of the runs */
 	uint64_t hist[HIST_BUCKETS];
 };
 
@@ -603,10 +161,45 @@ static double hist_lo_us(unsigned b)
 	return b == 0 ? 0 : pow(10, (double)(b - 1) / HIST_PER_DECADE);
 }
 
+/* The medians over the runs of one field of their results. */
+static double median_of(const struct plan *p, double (*field)(const struct bench_late_result *x))
+{
+	double v[BENCH_MAX_RUNS];
+
+	for (unsigned r = 0; r < p->runs; r++)
+		v[r] = field(&p->res[r]);
+	return bench_median(v, p->runs);
+}
+
+static double f_service_late(const struct bench_late_result *x)
+{
+	return x->service_max_late_us;
+}
+
+static double f_load_rate(const struct bench_late_result *x)
+{
+	return x->load_ns > 0 ? (double)x->load_pairs * 1e9 / x->load_ns : 0;
+}
+
+static double f_cpu(const struct bench_late_result *x)
+{
+	return x->cpu_pct;
+}
+
+static double f_csw(const struct bench_late_result *x)
+{
+	return x->csw_per_s;
+}
+
+static double f_stall(const struct bench_late_result *x)
+{
+	return x->stall_ms;
+}
+
+/* Pool the samples of the runs into *cr (percentiles, histogram, medians). */
 static int pool_runs(const struct plan *p, struct cell_result *cr)
 {
-	double p99[BENCH_MAX_RUNS], svc[BENCH_MAX_RUNS], rate[BENCH_MAX_RUNS];
-	double cpu[BENCH_MAX_RUNS], csw[BENCH_MAX_RUNS];
+	double p99[BENCH_MAX_RUNS];
 	uint64_t *all, n = 0;
 
 	memset(cr, 0, sizeof(*cr));
@@ -621,29 +214,25 @@ static int pool_runs(const struct plan *p, struct cell_result *cr)
 
 		memcpy(all + n, p->samples + r * p->max_samples, x->samples * sizeof(*all));
 		n += x->samples;
-		p99[r] = x->p99_us;
-		svc[r] = x->service_max_late_us;
-		rate[r] = x->load_ns > 0 ? (double)x->load_pairs * 1e9 / x->load_ns : 0;
-		cpu[r] = x->cpu_pct;
-		csw[r] = x->csw_per_s;
+		p99[r] = x->pct.p99_us;
+		cr->in_stall += x->in_stall;
+		cr->pending_ran += x->pending_ran;
 	}
 	cr->slack_us = p->res[0].slack_us;
-	qsort(all, n, sizeof(*all), cmp_u64);
+	bench_sort_u64(all, n);
 	cr->n = n;
-	cr->p50_us = bench_late_pct_us(all, n, 0.50);
-	cr->p99_us = bench_late_pct_us(all, n, 0.99);
-	cr->p999_us = bench_late_pct_us(all, n, 0.999);
-	cr->max_us = (double)all[n - 1] / 1000.0;
+	cr->pct = bench_pcts_us(all, n);
 	for (uint64_t i = 0; i < n; i++)
 		cr->hist[hist_bucket(all[i])]++;
 	free(all);
 	bench_median(p99, p->runs); /* sorts */
 	cr->p99_min_us = p99[0];
 	cr->p99_max_us = p99[p->runs - 1];
-	cr->service_max_late_us = bench_median(svc, p->runs);
-	cr->load_pairs_per_s = bench_median(rate, p->runs);
-	cr->cpu_pct = bench_median(cpu, p->runs);
-	cr->csw_per_s = bench_median(csw, p->runs);
+	cr->service_max_late_us = median_of(p, f_service_late);
+	cr->load_pairs_per_s = median_of(p, f_load_rate);
+	cr->cpu_pct = median_of(p, f_cpu);
+	cr->csw_per_s = median_of(p, f_csw);
+	cr->stall_ms = median_of(p, f_stall);
 	return 0;
 }
 
@@ -663,6 +252,17 @@ static const char *tick_str(char *buf, size_t len, uint64_t tick_ns)
 	return buf;
 }
 
+static void json_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			putchar('\\');
+		putchar(*s);
+	}
+	putchar('"');
+}
+
 static void json_head(const struct plan *p, const struct bench_late_job *j)
 {
 	printf("{\"bench\":\"latency\",\"workload\":\"lateness\",\"pending\":%llu,\"tick_us\":%.0f,"
@@ -672,22 +272,30 @@ static void json_head(const struct plan *p, const struct bench_late_job *j)
 	       p->duration_s);
 }
 
+/* The percentiles every row has (JSON). */
+static void json_percentiles(const struct cell_result *cr)
+{
+	printf(",\"n\":%llu,\"p50_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f",
+	       (unsigned long long)cr->n, cr->pct.p50_us, cr->pct.p99_us, cr->pct.p999_us,
+	       cr->pct.max_us);
+}
+
 static void print_json(const struct plan *p, const struct bench_late_job *j,
 		       const struct cell_result *cr)
 {
 	bool first = true;
 
 	json_head(p, j);
-	printf(",\"n\":%llu,\"p50_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,"
-	       "\"p99_min_us\":%.2f,\"p99_max_us\":%.2f,\"service_max_late_us\":%.2f,"
+	json_percentiles(cr);
+	printf(",\"p99_min_us\":%.2f,\"p99_max_us\":%.2f,\"service_max_late_us\":%.2f,"
 	       "\"load_pairs_per_s\":%.0f,\"slack_us\":%.3f,\"cpu_pct\":%.1f,"
-	       "\"csw_per_s\":%.0f,\"shards\":%u,\"runs\":%u,\"hist_per_decade\":%d,"
-	       "\"hist\":[",
-	       (unsigned long long)cr->n, cr->p50_us, cr->p99_us, cr->p999_us, cr->max_us,
+	       "\"csw_per_s\":%.0f,\"pending_ran\":%llu,\"shards\":%u,\"runs\":%u,"
+	       "\"hist_per_decade\":%d,\"hist\":[",
 	       cr->p99_min_us, cr->p99_max_us, cr->service_max_late_us, cr->load_pairs_per_s,
-	       cr->slack_us, cr->cpu_pct, cr->csw_per_s, bench_ncpus(), p->runs, HIST_PER_DECADE);
+	       cr->slack_us, cr->cpu_pct, cr->csw_per_s, (unsigned long long)cr->pending_ran,
+	       bench_ncpus(), p->runs, HIST_PER_DECADE);
 	for (unsigned b = 0; b < HIST_BUCKETS; b++) {
-		double hi = b + 1 < HIST_BUCKETS ? hist_lo_us(b + 1) : cr->max_us;
+		double hi = b + 1 < HIST_BUCKETS ? hist_lo_us(b + 1) : cr->pct.max_us;
 
 		if (!cr->hist[b])
 			continue;
@@ -722,9 +330,9 @@ static void print_cell(const struct plan *p, const struct bench_late_job *j,
 		table_head(j);
 		printf(" %llu | %.1f | %.1f | %.1f | %.1f | %.1f .. %.1f | %.1f | %.1f | %.0f | "
 		       "%.0f |",
-		       (unsigned long long)cr->n, cr->p50_us, cr->p99_us, cr->p999_us, cr->max_us,
-		       cr->p99_min_us, cr->p99_max_us, cr->service_max_late_us, cr->slack_us,
-		       cr->cpu_pct, cr->csw_per_s);
+		       (unsigned long long)cr->n, cr->pct.p50_us, cr->pct.p99_us, cr->pct.p999_us,
+		       cr->pct.max_us, cr->p99_min_us, cr->p99_max_us, cr->service_max_late_us,
+		       cr->slack_us, cr->cpu_pct, cr->csw_per_s);
 		if (j->load_threads)
 			printf(" %.2fM |\n", cr->load_pairs_per_s / 1e6);
 		else
@@ -743,18 +351,49 @@ static void print_error(const struct plan *p, const struct bench_late_job *j, co
 		load_name(j->load_threads), err);
 	if (p->json) {
 		json_head(p, j);
-		printf(",\"error\":\"");
-		for (const char *c = err; *c; c++) {
-			if (*c == '"' || *c == '\\')
-				putchar('\\');
-			putchar(*c);
-		}
-		printf("\"}\n");
+		printf(",\"error\":");
+		json_string(err);
+		printf("}\n");
 	} else {
 		table_head(j);
 		printf(" error: %s | | | | | | | | | | |\n", err);
 	}
 	fflush(stdout);
+}
+
+/* ---- the grid's cells ------------------------------------------------------- */
+
+struct cell {
+	const struct plan *p;
+	struct bench_late_job job;
+};
+
+static int run_cell(void *arg, unsigned run, struct bench_sample *out)
+{
+	const struct cell *c = arg;
+	const struct plan *p = c->p;
+	int err =
+		bench_late_run(&c->job, run, p->samples + run * p->max_samples, &p->res[run], out);
+
+	out->value = p->res[run].pct.p99_us;
+	out->timed_ns = (double)c->job.window_ns;
+	return err;
+}
+
+/* Run the plan's runs of fn(arg) and pool them; 0, or the error with err set. */
+static int run_pooled(struct plan *p, bench_run_fn *fn, void *arg, double limit_s,
+		      struct cell_result *cr, char *err, size_t errlen)
+{
+	struct bench_summary sum;
+	int rc;
+
+	memset(p->res, 0, BENCH_MAX_RUNS * sizeof(*p->res));
+	rc = bench_repeat(fn, arg, p->runs, limit_s, &sum, err, errlen);
+	if (!rc && pool_runs(p, cr) != 0) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "no memory to pool the samples");
+	}
+	return rc;
 }
 
 static void do_cell(struct plan *p, uint64_t pending, uint64_t tick_ns, unsigned load_threads)
@@ -763,24 +402,16 @@ static void do_cell(struct plan *p, uint64_t pending, uint64_t tick_ns, unsigned
 			 .job = {.pending = pending,
 				 .tick_ns = tick_ns,
 				 .slack_ns = p->slack_ns,
+				 .pending_min_ns = p->pending_min_ns,
 				 .no_pin = p->no_pin,
 				 .window_ns = (uint64_t)(p->duration_s * 1e9),
 				 .load_threads = load_threads,
 				 .load_rate = p->load_rate,
 				 .max_samples = p->max_samples}};
-	double limit_s = p->runs * (p->duration_s + 30);
-	struct bench_summary sum;
 	struct cell_result cr;
 	char err[240];
-	int rc;
 
-	memset(p->res, 0, BENCH_MAX_RUNS * sizeof(*p->res));
-	rc = bench_repeat(run_cell, &c, p->runs, limit_s, &sum, err, sizeof(err));
-	if (!rc && pool_runs(p, &cr) != 0) {
-		rc = -ENOMEM;
-		snprintf(err, sizeof(err), "no memory to pool the samples");
-	}
-	if (rc) {
+	if (run_pooled(p, run_cell, &c, p->runs * (p->duration_s + 30), &cr, err, sizeof(err))) {
 		p->failed = true;
 		print_error(p, &c.job, err);
 		return;
@@ -788,29 +419,127 @@ static void do_cell(struct plan *p, uint64_t pending, uint64_t tick_ns, unsigned
 	print_cell(p, &c.job, &cr);
 }
 
-/* ---- options and main ---------------------------------------------------- */
+/* ---- stolen CPU ------------------------------------------------------------------ */
 
-static void usage(FILE *f)
+struct stolen_cell {
+	const struct plan *p;
+	struct stolen_cpu_job job;
+};
+
+static int run_stolen_cell(void *arg, unsigned run, struct bench_sample *out)
 {
-	fprintf(f,
-		"usage: spoke-bench latency [options]\n"
-		"  Lateness of expiry callbacks (callback entry - start time - delay), p50, p99,\n"
-		"  p99.9, max in us, at 1e3, 1e5, 1e6 pending timers, tick 100 us, 1 ms, 10 ms,\n"
-		"  without and with a start/cancel load (see the top of bench/bench_latency.c).\n"
-		"  --json             one JSON object per cell, with a histogram\n"
-		"  --quick            1e3 pending, tick 1 ms, 0.1 s, 2 runs (smoke test)\n"
-		"  --duration S       seconds of measured stream per run (default 2)\n"
-		"  --runs K           runs per cell, each in a fresh process (default 3)\n"
-		"  --load-threads L   start/cancel load threads (default one per CPU)\n"
-		"  --load-rate R      their start+cancel pairs per second, all together\n"
-		"                     (default %.0e; 0 = as fast as they can)\n"
-		"  --no-load          only the cells without load\n"
-		"  --pending LIST     pending counts instead of 1e3,1e5,1e6 (at most 3)\n"
-		"  --tick LIST        tick lengths in us instead of 100,1000,10000 (at most 3)\n"
-		"  --slack US         the service's slack_ns in us (default 0: tick/4)\n"
-		"  --no-pin           shard threads not pinned to their CPUs (pin_threads)\n",
-		(double)DEFAULT_LOAD_RATE);
+	const struct stolen_cell *c = arg;
+	const struct plan *p = c->p;
+	int err =
+		stolen_cpu_run(&c->job, run, p->samples + run * p->max_samples, &p->res[run], out);
+
+	out->value = p->res[run].pct.p99_us;
+	out->timed_ns = (double)c->job.stall_ns;
+	return err;
 }
+
+/* One column's outcome. */
+struct stolen_result {
+	int rc; /* 0 measured; -EPERM, -EXDEV skipped; else failed */
+	char why[240];
+	struct cell_result cr;
+};
+
+static void stolen_json(const struct plan *p, const struct stolen_cell *c,
+			const struct stolen_result *sr)
+{
+	printf("{\"bench\":\"latency\",\"workload\":\"stolen-cpu\",\"rescue\":\"%s\",\"pending\":%"
+	       "llu,"
+	       "\"tick_us\":%.0f,\"stall_ms\":%.0f,\"timers\":%zu",
+	       stolen_cpu_columns[c->job.column].key, (unsigned long long)c->job.pending,
+	       (double)c->job.tick_ns / 1000.0, (double)c->job.stall_ns / 1e6, c->job.timers);
+	if (sr->rc) {
+		printf(",\"%s\":", sr->rc == -EPERM || sr->rc == -EXDEV ? "skipped" : "error");
+		json_string(sr->why);
+		printf("}\n");
+		return;
+	}
+	json_percentiles(&sr->cr);
+	printf(",\"in_stall\":%llu,\"stall_measured_ms\":%.1f,\"runs\":%u}\n",
+	       (unsigned long long)sr->cr.in_stall, sr->cr.stall_ms, p->runs);
+}
+
+/* The stolen-CPU table: a row per figure, a column per configuration. */
+static void stolen_table(const struct plan *p, const struct stolen_cell *c,
+			 const struct stolen_result *sr, size_t ncols)
+{
+	static const char *const rows[] = {"p50", "p99", "p99.9", "max"};
+	char nb[32], tb[32];
+
+	printf("\nStolen CPU: shard 0's thread held off CPU 0 for %.0f ms by a SCHED_FIFO busy "
+	       "thread, %zu timers on shard 0 due during it (pool callbacks), %s pending, tick "
+	       "%s; lateness in us, the samples of %u runs pooled.\n\n| lateness (us) |",
+	       (double)c->job.stall_ns / 1e6, c->job.timers,
+	       bench_fmt_count(nb, sizeof(nb), c->job.pending),
+	       tick_str(tb, sizeof(tb), c->job.tick_ns), p->runs);
+	for (size_t k = 0; k < ncols; k++)
+		printf(" %s |", stolen_cpu_columns[k].name);
+	printf("\n|---|");
+	for (size_t k = 0; k < ncols; k++)
+		printf("--:|");
+	printf("\n");
+	for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
+		printf("| %s |", rows[r]);
+		for (size_t k = 0; k < ncols; k++) {
+			const struct bench_pcts *x = &sr[k].cr.pct;
+			double v[] = {x->p50_us, x->p99_us, x->p999_us, x->max_us};
+
+			if (sr[k].rc)
+				printf(" %s |", sr[k].rc == -EPERM || sr[k].rc == -EXDEV ? "skipped"
+											 : "error");
+			else
+				printf(" %.1f |", v[r]);
+		}
+		printf("\n");
+	}
+	printf("| ran during the stall |");
+	for (size_t k = 0; k < ncols; k++)
+		if (sr[k].rc)
+			printf(" - |");
+		else
+			printf(" %llu of %llu |", (unsigned long long)sr[k].cr.in_stall,
+			       (unsigned long long)sr[k].cr.n);
+	printf("\n");
+	for (size_t k = 0; k < ncols; k++)
+		if (sr[k].rc)
+			printf("\n%s: %s: %s\n", stolen_cpu_columns[k].name,
+			       sr[k].rc == -EPERM || sr[k].rc == -EXDEV ? "skipped" : "error",
+			       sr[k].why);
+}
+
+static void do_stolen(struct plan *p)
+{
+	static struct stolen_result sr[8];
+	struct stolen_cell c = {.p = p,
+				.job = {.pending = p->pending[0],
+					.tick_ns = p->tick_ns[0],
+					.stall_ns = p->stall_ns,
+					.timers = STOLEN_TIMERS}};
+	size_t ncols = stolen_cpu_ncolumns < 8 ? stolen_cpu_ncolumns : 8;
+
+	for (size_t k = 0; k < ncols; k++) {
+		c.job.column = (unsigned)k;
+		sr[k].rc = run_pooled(p, run_stolen_cell, &c, p->runs * 30.0, &sr[k].cr, sr[k].why,
+				      sizeof(sr[k].why));
+		if (sr[k].rc && sr[k].rc != -EPERM && sr[k].rc != -EXDEV) {
+			p->failed = true;
+			fprintf(stderr, "spoke-bench latency: stolen-cpu, %s: %s\n",
+				stolen_cpu_columns[k].name, sr[k].why);
+		}
+		if (p->json)
+			stolen_json(p, &c, &sr[k]);
+		fflush(stdout);
+	}
+	if (!p->json)
+		stolen_table(p, &c, sr, ncols);
+}
+
+/* ---- options and main ---------------------------------------------------- */
 
 /* "1e3,1e5": up to max counts, each 1..1e12, into v[]; how many, or -EINVAL. */
 static int parse_counts(const char *arg, uint64_t *v, size_t max)
@@ -838,91 +567,141 @@ static bool parse_count_or_zero(const char *arg, uint64_t *v)
 
 /* What latency's own options gave (zero or false: not given). */
 struct latency_opts {
-	uint64_t load, rate, slack_us;
+	uint64_t load, rate, slack_us, stall_ms, pending_min_ms;
 	double duration;
 	uint64_t pending[MAX_PENDING], tick_us[MAX_TICKS];
 	int npending, nticks;
-	bool no_load, no_pin;
+	bool no_load, no_pin, stall_given, stolen_only;
 };
 
+static struct latency_opts lopts;
+static struct bench_opts common;
+
 /* A latency option (bench_option_fn); ctx is struct latency_opts. */
-static int latency_option(void *ctx, int opt, const char *arg)
+static const char *latency_option(void *ctx, int key, const char *arg)
 {
 	struct latency_opts *l = ctx;
 
-	switch (opt) {
+	switch (key) {
 	case 'd':
 		if (bench_parse_seconds(arg, &l->duration) == 0 && l->duration <= 3600)
-			return 0;
-		fprintf(stderr, "--duration: seconds, above 0, at most 3600\n");
-		return -1;
+			return NULL;
+		return "seconds, above 0, at most 3600";
 	case 'l':
 		if (bench_parse_count(arg, &l->load) == 0 && l->load <= MAX_LOAD_THREADS)
-			return 0;
-		fprintf(stderr, "--load-threads: 1..%d\n", MAX_LOAD_THREADS);
-		return -1;
+			return NULL;
+		return bench_opts_why("1..%d", MAX_LOAD_THREADS);
 	case 'a':
 		if (parse_count_or_zero(arg, &l->rate))
-			return 0;
-		fprintf(stderr, "--load-rate: pairs per second, e.g. 1e6; 0 = unthrottled\n");
-		return -1;
+			return NULL;
+		return "pairs per second, e.g. 1e6; 0 = unthrottled";
 	case 'n':
 		l->no_load = true;
-		return 0;
+		return NULL;
 	case 'p':
 		l->npending = parse_counts(arg, l->pending, MAX_PENDING);
-		if (l->npending > 0)
-			return 0;
-		fprintf(stderr, "--pending: up to %d counts, e.g. 1e3,1e5\n", MAX_PENDING);
-		return -1;
+		return l->npending > 0
+			       ? NULL
+			       : bench_opts_why("up to %d counts, e.g. 1e3,1e5", MAX_PENDING);
 	case 't':
 		l->nticks = parse_counts(arg, l->tick_us, MAX_TICKS);
-		if (l->nticks > 0)
-			return 0;
-		fprintf(stderr, "--tick: up to %d tick lengths in us, e.g. 100,1000\n", MAX_TICKS);
-		return -1;
+		return l->nticks > 0 ? NULL
+				     : bench_opts_why("up to %d tick lengths in us, e.g. 100,1000",
+						      MAX_TICKS);
 	case 's':
-		if (parse_count_or_zero(arg, &l->slack_us))
-			return 0;
-		fprintf(stderr, "--slack: us, e.g. 250; 0 = the service's default\n");
-		return -1;
+		return parse_count_or_zero(arg, &l->slack_us)
+			       ? NULL
+			       : "us, e.g. 250; 0 = the service's default";
 	case 'u':
 		l->no_pin = true;
-		return 0;
+		return NULL;
+	case 'S':
+		l->stall_given = true;
+		if (parse_count_or_zero(arg, &l->stall_ms) &&
+		    (l->stall_ms == 0 || (l->stall_ms > 20 && l->stall_ms <= 900)))
+			return NULL;
+		return "ms, 21..900 (the kernel lets a SCHED_FIFO thread have 950 ms a second); 0 "
+		       "= no stolen-CPU row";
+	case 'O':
+		l->stolen_only = true;
+		return NULL;
+	case 'm':
+		if (bench_parse_count(arg, &l->pending_min_ms) == 0 && l->pending_min_ms <= 3600000)
+			return NULL;
+		return "ms, 1..3600000";
 	default:
-		return -1;
+		return "an option latency does not take";
 	}
 }
+
+static const struct bench_option latency_options[] = {
+	BENCH_OPT_JSON,
+	BENCH_OPT_QUICK("1e3 pending, tick 1 ms, 0.1 s of stream, 2 runs (the smoke test)"),
+	BENCH_OPT_RUNS("3; 2 with --quick"),
+	{"duration", 'd', "S", "seconds of measured stream per run", "2; 0.1 with --quick"},
+	{"load-threads", 'l', "L", "start/cancel load threads, thread i pinned to CPU i % CPUs",
+	 "one per CPU"},
+	{"load-rate", 'a', "R",
+	 "their start+cancel pairs per second, all together (0 = as fast\n"
+	 "as they can)",
+	 "1e6"},
+	{"no-load", 'n', NULL, "only the cells without load", "both"},
+	{"pending", 'p', "LIST", "pending counts (at most 3); the first is stolen-cpu's too",
+	 "1e3,1e5,1e6; 1e3 with --quick"},
+	{"tick", 't', "LIST", "tick lengths in us (at most 3); the first is stolen-cpu's too",
+	 "100,1000,10000; 1000 with --quick"},
+	{"slack", 's', "US", "the service's slack_ns in us (0: its default, tick/4)", "0"},
+	{"no-pin", 'u', NULL, "shard threads not pinned to their CPUs (pin_threads false)",
+	 "pinned"},
+	{"pending-min", 'm', "MS",
+	 "the held-pending timers' shortest delay: theirs are uniform in [MS,\n"
+	 "120 x MS); a short one lets them run during the measurement (counted)",
+	 "5000"},
+	{"stall", 'S', "MS", "stolen-cpu: how long shard 0's CPU is taken; 0 leaves the row out",
+	 "200"},
+	{"stolen-only", 'O', NULL, "only the stolen-cpu row, not the grid", "the grid too"},
+	BENCH_OPT_END,
+};
+
+const struct bench_cmd bench_latency_cmd = {
+	.name = "spoke-bench latency",
+	.about = "Lateness of expiry callbacks (callback entry - start time - delay), p50, p99,\n"
+		 "p99.9, max in us, at 1e3, 1e5, 1e6 pending timers, tick 100 us, 1 ms, 10 ms,\n"
+		 "without and with a start/cancel load; then the same while shard 0's CPU is\n"
+		 "taken for --stall ms (stolen-cpu). See the top of bench/bench_latency.c.",
+	.options = latency_options,
+	.handle = latency_option,
+	.ctx = &lopts,
+	.common = &common,
+};
 
 /* Fill the plan from argv. -1 to go on, or the exit status for main (usage or error). */
 static int parse_options(struct plan *p, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"duration", required_argument, NULL, 'd'},
-		{"load-threads", required_argument, NULL, 'l'},
-		{"load-rate", required_argument, NULL, 'a'},
-		{"no-load", no_argument, NULL, 'n'},
-		{"pending", required_argument, NULL, 'p'},
-		{"tick", required_argument, NULL, 't'},
-		{"slack", required_argument, NULL, 's'},
-		{"no-pin", no_argument, NULL, 'u'},
-		{NULL, 0, NULL, 0},
-	};
-	struct latency_opts l = {.load = bench_ncpus(), .rate = DEFAULT_LOAD_RATE};
-	struct bench_opts o;
-	int rc = bench_parse_options(argc, argv, false, longopts, latency_option, &l, usage, &o);
+	const struct bench_opts *o = &common;
+	struct latency_opts *l = &lopts;
+	int rc;
 
+	*l = (struct latency_opts){.load = bench_ncpus(), .rate = DEFAULT_LOAD_RATE};
+	rc = bench_cmd_parse(&bench_latency_cmd, argc, argv);
 	if (rc >= 0)
 		return rc;
-	p->json = o.json;
-	p->quick = o.quick;
-	p->runs = bench_opts_runs(&o, 2, 3);
-	p->duration_s = l.duration > 0 ? l.duration : p->quick ? 0.1 : 2;
-	p->load_threads = (unsigned)l.load;
-	p->load_rate = (double)l.rate;
-	p->slack_ns = l.slack_us * 1000;
-	p->no_pin = l.no_pin;
-	p->nloads = l.no_load ? 1 : 2;
+	p->json = o->json;
+	p->quick = o->quick;
+	p->runs = bench_opts_runs(o, 2, 3);
+	p->duration_s = l->duration > 0 ? l->duration : p->quick ? 0.1 : 2;
+	p->load_threads = (unsigned)l->load;
+	p->load_rate = (double)l->rate;
+	p->slack_ns = l->slack_us * NS_PER_US;
+	p->pending_min_ns = l->pending_min_ms * NS_PER_MS;
+	p->no_pin = l->no_pin;
+	p->nloads = l->no_load ? 1 : 2;
+	p->stall_ns = (l->stall_given ? l->stall_ms : DEFAULT_STALL_MS) * NS_PER_MS;
+	p->stolen_only = l->stolen_only;
+	if (p->stolen_only && !p->stall_ns) {
+		fprintf(stderr, "spoke-bench latency: --stolen-only with --stall 0 runs nothing\n");
+		return 2;
+	}
 	if (p->quick) {
 		p->pending[0] = 1000;
 		p->npending = 1;
@@ -933,21 +712,24 @@ static int parse_options(struct plan *p, int argc, char **argv)
 		p->pending[1] = 100000;
 		p->pending[2] = 1000000;
 		p->npending = 3;
-		p->tick_ns[0] = 100000;
+		p->tick_ns[0] = 100 * NS_PER_US;
 		p->tick_ns[1] = NS_PER_MS;
 		p->tick_ns[2] = 10 * NS_PER_MS;
 		p->nticks = 3;
 	}
-	if (l.npending > 0) {
-		memcpy(p->pending, l.pending, sizeof(l.pending));
-		p->npending = (size_t)l.npending;
+	if (l->npending > 0) {
+		memcpy(p->pending, l->pending, sizeof(l->pending));
+		p->npending = (size_t)l->npending;
 	}
-	for (int i = 0; i < l.nticks; i++)
-		p->tick_ns[i] = l.tick_us[i] * 1000;
-	if (l.nticks > 0)
-		p->nticks = (size_t)l.nticks;
-	/* The stream starts at most STREAM_BATCH timers per STREAM_PACE_NS. */
-	p->max_samples = ((size_t)(p->duration_s * 1e9 / STREAM_PACE_NS) + 2) * STREAM_BATCH;
+	for (int i = 0; i < l->nticks; i++)
+		p->tick_ns[i] = l->tick_us[i] * NS_PER_US;
+	if (l->nticks > 0)
+		p->nticks = (size_t)l->nticks;
+	/* The stream starts at most LATE_STREAM_BATCH timers per LATE_STREAM_PACE_NS. */
+	p->max_samples =
+		((size_t)(p->duration_s * 1e9 / LATE_STREAM_PACE_NS) + 2) * LATE_STREAM_BATCH;
+	if (p->max_samples < STOLEN_TIMERS)
+		p->max_samples = STOLEN_TIMERS;
 	return -1;
 }
 
@@ -984,10 +766,12 @@ int bench_latency_main(int argc, char **argv)
 		       "with %.3g s of stream; load: %u start/cancel threads, %s pairs/s.\n"
 		       "machine: %s\n\n",
 		       p->runs, p->duration_s, p->load_threads, rate, machine);
-	for (size_t t = 0; t < p->nticks; t++)
+	for (size_t t = 0; t < p->nticks && !p->stolen_only; t++)
 		for (size_t i = 0; i < p->npending; i++)
 			for (size_t l = 0; l < p->nloads; l++)
 				do_cell(p, p->pending[i], p->tick_ns[t], l ? p->load_threads : 0);
+	if (p->stall_ns)
+		do_stolen(p);
 	fprintf(p->json ? stderr : stdout, "\nspoke-bench latency: wall time %.1f s\n",
 		(double)(bench_now_ns() - t0) / 1e9);
 	munmap(map, p->map_bytes);

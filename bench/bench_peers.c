@@ -4,10 +4,16 @@
  * would otherwise use, under the workloads of `spoke-bench schemes`, in one
  * invocation, with each figure's ratio to spoke's best engine.
  *
- * Subjects (peers.h has the table of operations; one file per family):
+ * Subjects (peers.h has the table of operations; one file per family; the
+ * runs of the workloads are in peers_run.c):
  *   hierarchical, hashed, lawn   spoke's engines (peers_spoke.c)
+ *   hierarchical+clock           `hierarchical` plus one clock read per start
+ *                                and per reset (W1 and reset-own only): the
+ *                                least a service start must add
  *   service                      spoke's service, one shard attached to the
- *                                bench thread (peers_spoke.c)
+ *                                bench thread (peers_spoke.c): W1 is the
+ *                                owner's path, spoke_start + spoke_cancel
+ *                                with the ids kept by the caller
  *   binheap                      a binary heap written for the bench
  *                                (peers_heap.c)
  *   libevent, libuv              the two event loops (peers_loops.c)
@@ -33,6 +39,22 @@
  *               /proc/meminfo (unit "B/timer RSS+slab"), a system-wide
  *               figure that every other process moves too: noisy (even
  *               negative) at small N, look at the median.
+ *   reset-own   the idle-timeout pattern, a reset per request: start N
+ *               timers (untimed), then time max(N, 1e5) resets of a random
+ *               one to a random delay, on the owner's thread. ns per reset.
+ *               Each peer resets its own way (peers.h): the engines stop +
+ *               start, hierarchical+clock also reads the clock, libuv
+ *               uv_timer_set_repeat + uv_timer_again, libevent evtimer_add,
+ *               the kernel timers settime, the service spoke_reset. As in
+ *               W1 the clocks stand still or the tick is 1 ms; a reset that
+ *               finds its timer fired (-ENOENT) is accepted from the
+ *               real-time peers alone.
+ *   reset-foreign  the same resets from a thread that does not own the
+ *               timers: only the service has such a path (an owner thread
+ *               attaches its shard and runs a server's loop; the bench
+ *               thread starts the N timers with spoke_start_on, waits until
+ *               the owner has them, and resets). The single-threaded peers
+ *               would need a lock or a queue of the caller's own: n/a.
  *
  * Ticks. Engines and binheap count abstract ticks. libevent and libuv
  * count 1 ms ticks; their W2 runs on a clock the bench feeds (clock_gettime
@@ -75,8 +97,15 @@
  * pair can cost less than one dependent miss (ratio > 1).
  *
  * Ratio: a figure's median / the smallest median among hierarchical, hashed
- * and lawn for the same workload and N ("ratio" in JSON, "1.00x" in the
- * table).
+ * and lawn for the same workload and N, in the same unit ("ratio" in JSON
+ * with "ratio_basis" naming the unit, "1.00x" in the table): a row in ns/op
+ * against the engines' ns/op; a row in CPU ns/op (the real-time peers'
+ * W2-tick) against the engines' CPU time per op, which every run also
+ * takes (CLOCK_PROCESS_CPUTIME_ID over its timed part); B/timer against
+ * B/timer. The memory floor's row alone compares across units: ns per
+ * dependent load / the best engine's W1 ns per pair, which is its point.
+ * The table's goals at the end compare the service with what the owner's
+ * path is measured against: hierarchical+clock, hierarchical, libuv.
  *
  * Runs: every run is a forked child (bench_repeat), K = 5 (--runs): median,
  * min, max. Every subject is driven through the same function-pointer
@@ -90,7 +119,6 @@
 
 #include <spoke/engine.h>
 
-#include <malloc.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,9 +131,6 @@
 #define QUICK_BUDGET_S	  1.0
 #define RT_TICK_NS	  1000u /* real-time W2: 2^20 ticks ~ 1 s */
 #define QUICK_RT_TICK_NS  100u
-#define RT_MARGIN_NS	  (2 * NS_PER_MS)	      /* W2-advance sleeps this past the span */
-#define RT_LIMIT_NS	  (10 * UINT64_C(1000000000)) /* "never": a run gives up */
-#define FLOOR_LINE	  64u
 #define FLOOR_MIN_LOADS	  (UINT64_C(1) << 20)
 #define QUICK_FLOOR_LOADS (UINT64_C(1) << 16)
 #define FLOOR_WORKLOAD	  "dep-load"
@@ -114,7 +139,8 @@
 
 /* libevent and libuv only if bench/CMakeLists.txt found them. */
 static const struct peer_ops *const all_peers[] = {
-	&peer_hierarchical, &peer_hashed,      &peer_lawn, &peer_service, &peer_binheap,
+	&peer_hierarchical, &peer_hashed,      &peer_lawn,
+	&peer_engine_clock, &peer_service,     &peer_binheap,
 #if SPOKE_BENCH_LIBEVENT
 	&peer_libevent,
 #endif
@@ -125,311 +151,40 @@ static const struct peer_ops *const all_peers[] = {
 };
 #define NALL_PEERS (sizeof(all_peers) / sizeof(all_peers[0]))
 
-enum workload_id { W1, W2_ADVANCE, W2_TICK, W3, NWORKLOADS };
+static const char *const workload_names[NWORKLOADS] = {"W1", "W2-advance", "W2-tick",
+						       "W3", "reset-own",  "reset-foreign"};
 
-static const char *const workload_names[NWORKLOADS] = {"W1", "W2-advance", "W2-tick", "W3"};
-
-/* One run's subject. */
-struct cell {
-	const struct peer_ops *ops;
-	uint64_t n;
-	uint64_t rt_tick_ns;  /* real-time peers' W2 tick */
-	double floor_bytes;   /* memory floor: buffer size */
-	uint64_t floor_loads; /* memory floor: at least this many loads */
-	enum workload_id w;
-};
-
-/* ---- the workloads (each run in a forked child) ------------------------ */
-
-static bool real_time(const struct peer_ops *ops)
+/* Does this peer run w? */
+static bool runs(const struct peer_ops *ops, workload_id w)
 {
-	return ops->clock == PEER_REAL_TIME;
+	return (ops->workloads ? ops->workloads : PEER_WL_DEFAULT) & PEER_WL(w);
 }
 
-/* Open the peer with ps and start its first nstart timers. */
-static int open_started(const struct cell *c, unsigned run, const struct peer_setup *ps,
-			size_t nstart, struct peer **pp, struct bench_rng *rng,
-			struct bench_sample *out)
+/* A row's figure is CPU time (its ratio then compares CPU times). */
+static bool cpu_figure(const struct peer_ops *ops, workload_id w)
 {
-	int err;
-
-	bench_rng_seed(rng, BENCH_SEED + run);
-	err = c->ops->open(pp, c->ops, ps, out);
-	if (err)
-		return err;
-	for (size_t i = 0; i < nstart; i++) {
-		err = c->ops->start(*pp, i, bench_random_delay(bench_rng_next(rng)));
-		if (err) {
-			c->ops->close(*pp);
-			return bench_fail(out, err < 0 ? err : -EIO, "start of timer %zu: %s", i,
-					  strerror(err < 0 ? -err : EIO));
-		}
-	}
-	return 0;
+	return w == W2_TICK && real_time(ops);
 }
 
-static int run_w1(void *arg, unsigned run, struct bench_sample *out)
-{
-	const struct cell *c = arg;
-	const struct peer_ops *ops = c->ops;
-	const uint32_t n = (uint32_t)c->n;
-	const uint64_t pairs = bench_w1_pairs(c->n);
-	const struct peer_setup ps = {.ntimers = (size_t)n + 1, .tick_ns = NS_PER_MS};
-	const int fired_ok = real_time(ops) ? -ENOENT : 0; /* a stop that came too late */
-	uint32_t spare = n;				   /* the one timer not pending */
-	struct bench_rng rng;
-	uint64_t t0, t1, t2;
-	struct peer *p;
-	int err, bad = 0;
-
-	t0 = peers_real_now_ns();
-	err = open_started(c, run, &ps, n, &p, &rng, out);
-	if (err)
-		return err;
-	t1 = peers_real_now_ns();
-	for (uint64_t i = 0; i < pairs; i++) {
-		uint64_t x = bench_rng_next(&rng);
-		uint32_t victim = bench_w1_victim(x, n, spare);
-		int r;
-
-		bad |= ops->start(p, spare, bench_random_delay(x));
-		r = ops->stop(p, victim);
-		bad |= r == fired_ok ? 0 : r;
-		spare = victim;
-	}
-	t2 = peers_real_now_ns();
-	if (bad)
-		err = bench_fail(out, -EPROTO, "a start or stop failed");
-	else if (!real_time(ops) && p->fired)
-		err = bench_fail(out, -EPROTO, "%zu timers fired with the clock stopped", p->fired);
-	ops->close(p);
-	out->setup_ns = (double)(t1 - t0);
-	out->timed_ns = (double)(t2 - t1);
-	out->value = out->timed_ns / (double)pairs;
-	return err;
-}
-
-static uint64_t process_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* W2 on a clock the bench steps: one advance(span) or span advance(1). */
-static int w2_stepped(struct peer *p, bool tick_by_tick)
-{
-	int err = 0;
-
-	if (!tick_by_tick)
-		return p->ops->advance(p, BENCH_DELAY_SPAN_TICKS);
-	for (uint64_t i = 0; i < BENCH_DELAY_SPAN_TICKS; i++)
-		err |= p->ops->advance(p, 1);
-	return err;
-}
-
-/*
- * W2 in real time, armed at armed_ns: either sleep past every deadline and
- * time draining all, or drain as they come and take the CPU time. Returns
- * the figure's total (ns) in *total_ns.
- */
-static int w2_real_time(struct peer *p, const struct cell *c, uint64_t armed_ns, bool tick_by_tick,
-			double *total_ns)
-{
-	uint64_t due = armed_ns + BENCH_DELAY_SPAN_TICKS * c->rt_tick_ns + RT_MARGIN_NS;
-	uint64_t limit = due + RT_LIMIT_NS, now = peers_real_now_ns(), t1;
-	int err = 0;
-
-	if (tick_by_tick) {
-		t1 = process_cpu_ns();
-		while (!err && p->fired < c->n && peers_real_now_ns() < limit)
-			err = p->ops->drain(p, true);
-		*total_ns = (double)(process_cpu_ns() - t1);
-		return err;
-	}
-	if (now < due)
-		bench_sleep_ns(due - now);
-	t1 = peers_real_now_ns();
-	while (!err && p->fired < c->n) {
-		size_t before = p->fired;
-
-		err = p->ops->drain(p, false);
-		if (!err && p->fired == before) /* not delivered yet: rare */
-			err = peers_real_now_ns() < limit ? p->ops->drain(p, true) : -ETIME;
-	}
-	*total_ns = (double)(peers_real_now_ns() - t1);
-	return err;
-}
-
-static int run_w2(const struct cell *c, unsigned run, struct bench_sample *out, bool tick_by_tick)
-{
-	const struct peer_ops *ops = c->ops;
-	const struct peer_setup ps = {
-		.ntimers = c->n,
-		.tick_ns = real_time(ops) ? c->rt_tick_ns : NS_PER_MS,
-		.fed_clock = !real_time(ops),
-	};
-	struct bench_rng rng;
-	uint64_t t0, t1, t2;
-	double total_ns = 0;
-	struct peer *p;
-	int err;
-
-	t0 = peers_real_now_ns();
-	err = open_started(c, run, &ps, c->n, &p, &rng, out);
-	if (err)
-		return err;
-	t1 = peers_real_now_ns();
-	if (real_time(ops)) {
-		err = w2_real_time(p, c, t1, tick_by_tick, &total_ns);
-	} else {
-		err = w2_stepped(p, tick_by_tick);
-		total_ns = (double)(peers_real_now_ns() - t1);
-	}
-	t2 = peers_real_now_ns();
-	if (err)
-		err = bench_fail(out, err < 0 ? err : -EIO, "%s failed: %s",
-				 real_time(ops) ? "drain" : "advance",
-				 strerror(err < 0 ? -err : EIO));
-	else if (p->fired != c->n)
-		err = bench_fail(out, -EPROTO, "%zu expiries handled, of %llu timers", p->fired,
-				 (unsigned long long)c->n);
-	ops->close(p);
-	out->setup_ns = (double)(t1 - t0);
-	out->timed_ns = (double)(t2 - t1);
-	out->value = total_ns / (double)c->n;
-	return err;
-}
-
-static int run_w2_advance(void *arg, unsigned run, struct bench_sample *out)
-{
-	return run_w2(arg, run, out, false);
-}
-
-static int run_w2_tick(void *arg, unsigned run, struct bench_sample *out)
-{
-	return run_w2(arg, run, out, true);
-}
-
-/* System-wide slab memory (/proc/meminfo "Slab:"), bytes; -1 on error. */
-static long slab_bytes(void)
-{
-	char line[128];
-	long kb = -1;
-	FILE *f = fopen("/proc/meminfo", "r");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "Slab: %ld kB", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kb < 0 ? -1 : kb * 1024;
-}
-
-/* What W3 counts: anonymous RSS, plus the slab for kernel timers. */
-static long footprint(const struct peer_ops *ops)
-{
-	long rss = bench_rss_bytes(), slab = ops->kernel ? slab_bytes() : 0;
-
-	return rss < 0 || slab < 0 ? -1 : rss + slab;
-}
-
-static int run_w3(void *arg, unsigned run, struct bench_sample *out)
-{
-	const struct cell *c = arg;
-	const struct peer_setup ps = {.ntimers = c->n, .tick_ns = NS_PER_MS};
-	struct bench_rng rng;
-	long before, after;
-	uint64_t t0, t1;
-	struct peer *p;
-	int err;
-
-	malloc_trim(0); /* resident free heap would hide growth */
-	before = footprint(c->ops);
-	t0 = peers_real_now_ns();
-	err = open_started(c, run, &ps, c->n, &p, &rng, out);
-	if (err)
-		return err;
-	t1 = peers_real_now_ns();
-	after = footprint(c->ops);
-	c->ops->close(p);
-	if (before < 0 || after < 0)
-		return bench_fail(out, -EIO, "cannot read /proc/self/statm or /proc/meminfo");
-	out->setup_ns = (double)(t1 - t0);
-	out->value = (double)(after - before) / (double)c->n;
-	return 0;
-}
-
-/* The memory floor: ns per dependent load along one random cycle of lines. */
-static int run_floor(void *arg, unsigned run, struct bench_sample *out)
-{
-	const struct cell *c = arg;
-	size_t lines = (size_t)(c->floor_bytes / FLOOR_LINE);
-	uint64_t loads, t0, t1, t2;
-	struct bench_rng rng;
-	uint32_t *cycle;
-	void **buf, **q;
-
-	if (lines < 2)
-		lines = 2;
-	loads = lines > c->floor_loads ? lines : c->floor_loads;
-	t0 = peers_real_now_ns();
-	buf = aligned_alloc(FLOOR_LINE, lines * FLOOR_LINE);
-	cycle = malloc(lines * sizeof(*cycle));
-	if (!buf || !cycle) {
-		free(buf);
-		free(cycle);
-		return bench_fail(out, -ENOMEM, "no memory for %zu lines", lines);
-	}
-	bench_rng_seed(&rng, BENCH_SEED + run);
-	for (size_t i = 0; i < lines; i++)
-		cycle[i] = (uint32_t)i;
-	for (size_t i = lines - 1; i > 0; i--) { /* Sattolo: one cycle through all */
-		size_t j = bench_below((uint32_t)bench_rng_next(&rng), (uint32_t)i);
-		uint32_t tmp = cycle[i];
-
-		cycle[i] = cycle[j];
-		cycle[j] = tmp;
-	}
-	for (size_t i = 0; i < lines; i++)
-		buf[i * (FLOOR_LINE / sizeof(void *))] =
-			&buf[(size_t)cycle[i] * (FLOOR_LINE / sizeof(void *))];
-	free(cycle);
-	q = buf;
-	for (size_t i = 0; i < lines; i++) /* once round, untimed */
-		q = *q;
-	t1 = peers_real_now_ns();
-	for (uint64_t i = 0; i < loads; i++)
-		q = *q;
-	t2 = peers_real_now_ns();
-	__asm__ volatile("" : : "r"(q)); /* the chase has a use */
-	free(buf);
-	out->setup_ns = (double)(t1 - t0);
-	out->timed_ns = (double)(t2 - t1);
-	out->value = out->timed_ns / (double)loads;
-	return 0;
-}
-
-static bench_run_fn *const workload_runs[NWORKLOADS] = {
-	[W1] = run_w1,
-	[W2_ADVANCE] = run_w2_advance,
-	[W2_TICK] = run_w2_tick,
-	[W3] = run_w3,
-};
-
-static const char *unit_of(const struct peer_ops *ops, enum workload_id w)
+static const char *unit_of(const struct peer_ops *ops, workload_id w)
 {
 	if (w == W3)
 		return ops->kernel ? "B/timer RSS+slab" : "B/timer";
-	if (w == W2_TICK && real_time(ops))
-		return "CPU ns/op";
-	return "ns/op";
+	return cpu_figure(ops, w) ? "CPU ns/op" : "ns/op";
+}
+
+/* What a row's ratio compares: its unit, the engines' figure in it. */
+static const char *basis_of(const struct peer_ops *ops, workload_id w)
+{
+	if (w == W3)
+		return "B/timer";
+	return cpu_figure(ops, w) ? "CPU ns/op" : "ns/op";
 }
 
 /* ---- the plan, the caps, the results ----------------------------------- */
 
 enum cell_state { CELL_NOT_RUN, CELL_DONE, CELL_SKIPPED, CELL_STOPPED, CELL_CAPPED, CELL_FAILED };
+/* (CELL_NOT_RUN stays for the workloads a peer does not have: "n/a".) */
 
 struct cell_result {
 	enum cell_state state;
@@ -453,13 +208,13 @@ struct plan {
 };
 
 /* Timed operations of w at n, for scaling the timed part of a run. */
-static double timed_ops(enum workload_id w, uint64_t n)
+static double timed_ops(workload_id w, uint64_t n)
 {
-	return (double)(w == W1 ? bench_w1_pairs(n) : n);
+	return (double)(w == W1 || w == RESET_OWN || w == RESET_FOREIGN ? bench_w1_pairs(n) : n);
 }
 
 /* The part of a run that does not grow with n: real-time W2 waits out the span. */
-static double fixed_ns(const struct plan *p, const struct peer_ops *ops, enum workload_id w)
+static double fixed_ns(const struct plan *p, const struct peer_ops *ops, workload_id w)
 {
 	if (!real_time(ops) || (w != W2_ADVANCE && w != W2_TICK))
 		return 0;
@@ -467,7 +222,7 @@ static double fixed_ns(const struct plan *p, const struct peer_ops *ops, enum wo
 }
 
 /* Estimated ns of one run at sizes[i] from the last size j < i that ran, or -1. */
-static double estimate_run_ns(const struct plan *p, size_t s, enum workload_id w, size_t i)
+static double estimate_run_ns(const struct plan *p, size_t s, workload_id w, size_t i)
 {
 	double fixed = fixed_ns(p, p->peers[s], w);
 
@@ -487,7 +242,7 @@ static double estimate_run_ns(const struct plan *p, size_t s, enum workload_id w
 }
 
 /* Run (or skip) one cell; the row is printed by print_cell. */
-static void run_cell(struct plan *p, size_t s, enum workload_id w, size_t i)
+static void run_cell(struct plan *p, size_t s, workload_id w, size_t i)
 {
 	struct cell_result *r = &p->res[s][w][i];
 	const struct peer_ops *ops = p->peers[s];
@@ -526,12 +281,15 @@ static void run_cell(struct plan *p, size_t s, enum workload_id w, size_t i)
 			 nb, workload_names[w], p->runs * est / 1e9, p->runs, p->budget_s);
 		return;
 	}
-	rc = bench_repeat(workload_runs[w], &c, p->runs, p->budget_s, &r->sum, err, sizeof(err));
+	rc = bench_repeat(peers_workload_runs[w], &c, p->runs, p->budget_s, &r->sum, err,
+			  sizeof(err));
 	if (rc == 0) {
 		r->state = CELL_DONE;
 		return;
 	}
-	r->state = rc == PEER_CAP ? CELL_CAPPED : rc == -ETIMEDOUT ? CELL_STOPPED : CELL_FAILED;
+	r->state = rc == PEER_CAP				 ? CELL_CAPPED
+		   : rc == -ETIMEDOUT || rc == BENCH_OVER_BUDGET ? CELL_STOPPED
+								 : CELL_FAILED;
 	if (rc == PEER_CAP)
 		snprintf(r->why, sizeof(r->why), "%s", err);
 	else
@@ -541,28 +299,43 @@ static void run_cell(struct plan *p, size_t s, enum workload_id w, size_t i)
 		p->failed = true;
 }
 
-/* The smallest median of spoke's engines for w at sizes[i]; 0 if none ran. */
-static double best_engine(const struct plan *p, enum workload_id w, size_t i)
+/*
+ * The smallest median of spoke's engines for w at sizes[i] (their CPU
+ * medians with `cpu`); 0 if none ran.
+ */
+static double best_engine_in(const struct plan *p, workload_id w, size_t i, bool cpu)
 {
 	double best = 0;
 
 	for (size_t s = 0; s < p->npeers; s++) {
 		const struct cell_result *r = &p->res[s][w][i];
+		double v = cpu ? r->sum.cpu_median : r->sum.median;
 
-		if (p->peers[s]->spoke_engine && r->state == CELL_DONE &&
-		    (best == 0 || r->sum.median < best))
-			best = r->sum.median;
+		if (p->peers[s]->spoke_engine && r->state == CELL_DONE && v > 0 &&
+		    (best == 0 || v < best))
+			best = v;
 	}
 	return best;
 }
 
-static double ratio_of(double v, double best)
+static double best_engine(const struct plan *p, workload_id w, size_t i)
 {
+	return best_engine_in(p, w, i, false);
+}
+
+/* A row's ratio: to the best engine's figure in the row's own unit. */
+static double ratio_like(const struct plan *p, const struct peer_ops *ops, workload_id w, size_t i,
+			 double v)
+{
+	double best = best_engine_in(p, w, i, cpu_figure(ops, w));
+
 	return best > 0 ? v / best : 0;
 }
 
-static void print_result(struct plan *p, const char *subject, const char *workload, size_t i,
-			 const struct cell_result *r, const char *unit, double best)
+/* A row: its figure and ratio (ratio 0: none), or the note of a cell that did not run. */
+static void print_row(struct plan *p, const char *subject, const char *workload, size_t i,
+		      const struct cell_result *r, const char *unit, double ratio,
+		      const char *basis)
 {
 	const char *kind = r->state == CELL_CAPPED   ? "cap"
 			   : r->state == CELL_FAILED ? "error"
@@ -570,19 +343,29 @@ static void print_result(struct plan *p, const char *subject, const char *worklo
 
 	if (r->state == CELL_DONE)
 		bench_out_result_ratio(&p->out, subject, workload, p->sizes[i], &r->sum, unit,
-				       ratio_of(r->sum.median, best));
-	else
+				       ratio, basis);
+	else if (r->state != CELL_NOT_RUN)
 		bench_out_note(&p->out, kind, subject, workload, p->sizes[i], r->why);
+}
+
+/* Peer s's row of w at sizes[i]. */
+static void print_result(struct plan *p, size_t s, workload_id w, size_t i)
+{
+	const struct peer_ops *ops = p->peers[s];
+	const struct cell_result *r = &p->res[s][w][i];
+
+	print_row(p, ops->name, workload_names[w], i, r, unit_of(ops, w),
+		  ratio_like(p, ops, w, i, r->sum.median), basis_of(ops, w));
 }
 
 static void run_peer(struct plan *p, size_t s, size_t i, bool print)
 {
 	for (int w = 0; w < NWORKLOADS; w++) {
-		run_cell(p, s, (enum workload_id)w, i);
+		if (!runs(p->peers[s], (workload_id)w))
+			continue;
+		run_cell(p, s, (workload_id)w, i);
 		if (print)
-			print_result(p, p->peers[s]->name, workload_names[w], i, &p->res[s][w][i],
-				     unit_of(p->peers[s], (enum workload_id)w),
-				     best_engine(p, (enum workload_id)w, i));
+			print_result(p, s, (workload_id)w, i);
 	}
 }
 
@@ -598,20 +381,24 @@ static void run_floor_cell(struct plan *p, size_t i)
 	if (bytes <= 0) /* no engine's W3 here */
 		bytes = FALLBACK_BYTES;
 	c.floor_bytes = bytes * (double)c.n;
-	rc = bench_repeat(run_floor, &c, p->runs, p->budget_s, &r->sum, err, sizeof(err));
-	r->state = rc == 0 ? CELL_DONE : rc == -ETIMEDOUT ? CELL_STOPPED : CELL_FAILED;
+	rc = bench_repeat(peers_run_floor, &c, p->runs, p->budget_s, &r->sum, err, sizeof(err));
+	r->state = rc == 0					 ? CELL_DONE
+		   : rc == -ETIMEDOUT || rc == BENCH_OVER_BUDGET ? CELL_STOPPED
+								 : CELL_FAILED;
 	if (rc) {
 		snprintf(r->why, sizeof(r->why), "memory floor at n=%llu: %s",
 			 (unsigned long long)c.n, err);
 		p->failed |= r->state == CELL_FAILED;
 	}
 	snprintf(unit, sizeof(unit), "ns/load over N x %.0f B", bytes);
-	print_result(p, "memory-floor", FLOOR_WORKLOAD, i, r, unit, best_engine(p, W1, i));
+	print_row(p, "memory-floor", FLOOR_WORKLOAD, i, r, unit,
+		  best_engine(p, W1, i) > 0 ? r->sum.median / best_engine(p, W1, i) : 0,
+		  "W1 ns/op");
 }
 
 /* ---- reporting --------------------------------------------------------- */
 
-static void summary_cell(FILE *f, const struct cell_result *r, double best)
+static void summary_cell(FILE *f, const struct cell_result *r, double ratio)
 {
 	char buf[40];
 
@@ -624,9 +411,8 @@ static void summary_cell(FILE *f, const struct cell_result *r, double best)
 		return;
 	}
 	snprintf(buf, sizeof(buf), r->sum.median < 100 ? "%.1f" : "%.0f", r->sum.median);
-	if (best > 0)
-		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), " (%.2fx)",
-			 r->sum.median / best);
+	if (ratio > 0)
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), " (%.2fx)", ratio);
 	fprintf(f, " %16s |", buf);
 }
 
@@ -636,21 +422,31 @@ static void print_summary(const struct plan *p)
 	FILE *f = p->out.f;
 
 	for (int w = 0; w < NWORKLOADS; w++) {
-		fprintf(f, "\n%s, median of %u runs (ratio to the best spoke engine)\n\n",
+		fprintf(f,
+			"\n%s, median of %u runs (ratio to the best spoke engine, same unit)\n\n",
 			workload_names[w], p->runs);
-		bench_md_sizes_head(f, "peer", 12, p->sizes, p->nsizes, 16);
+		bench_md_sizes_head(f, "peer", 18, p->sizes, p->nsizes, 16);
 		for (size_t s = 0; s < p->npeers; s++) {
-			fprintf(f, "| %-12s |", p->peers[s]->name);
-			for (size_t i = 0; i < p->nsizes; i++)
-				summary_cell(f, &p->res[s][w][i],
-					     best_engine(p, (enum workload_id)w, i));
+			if (!runs(p->peers[s], (workload_id)w))
+				continue;
+			fprintf(f, "| %-18s |", p->peers[s]->name);
+			for (size_t i = 0; i < p->nsizes; i++) {
+				const struct cell_result *r = &p->res[s][w][i];
+
+				summary_cell(f, r,
+					     ratio_like(p, p->peers[s], (workload_id)w, i,
+							r->sum.median));
+			}
 			fputc('\n', f);
 		}
 		if (w != W1)
 			continue;
-		fprintf(f, "| %-12s |", "memory-floor");
+		fprintf(f, "| %-18s |", "memory-floor");
 		for (size_t i = 0; i < p->nsizes; i++)
-			summary_cell(f, &p->floor[i], best_engine(p, W1, i));
+			summary_cell(f, &p->floor[i],
+				     best_engine(p, W1, i) > 0
+					     ? p->floor[i].sum.median / best_engine(p, W1, i)
+					     : 0);
 		fputc('\n', f);
 	}
 }
@@ -683,8 +479,11 @@ static void print_header(struct plan *p, unsigned long nofile, unsigned long sig
 	}
 	printf("spoke-bench peers: N = %s .. %s outstanding timers, delays uniform in [1, 2^20) "
 	       "ticks (seed %#llx),\n"
-	       "median, min, max of %u runs; ratio = median / best spoke engine's median (same "
-	       "workload and N).\n"
+	       "median, min, max of %u runs; ratio = median / best spoke engine's median, same "
+	       "workload, N and unit:\n"
+	       "ns/op rows against the engines' ns/op, CPU ns/op rows against the engines' CPU "
+	       "time per op\n(taken in the same runs), B/timer against B/timer; memory-floor: "
+	       "ns/load against the best W1 ns/op.\n"
 	       "Ticks: engines and binheap count ticks; libevent and libuv 1 ms on a fed clock; "
 	       "service,\ntimerfd, posix-timer 1 ms in W1/W3 and %llu ns in W2, which runs in "
 	       "real time.\n"
@@ -699,26 +498,68 @@ static void print_header(struct plan *p, unsigned long nofile, unsigned long sig
 	printf("  %-12s dependent random loads over N x (best engine's W3 bytes per timer)\n\n",
 	       "memory-floor");
 	fprintf(p->out.f, "%-14s %-11s %5s %10s %10s %10s  %s\n", "peer", "workload", "n", "median",
-		"min", "max", "unit  ratio");
+		"min", "max", "unit  ratio (same unit)");
 	p->out.header_done = true;
 }
 
-/* ---- options ----------------------------------------------------------- */
+/* ---- the owner's path: its goals ---------------------------------------- */
 
-static void usage(FILE *f)
+/* The index of the peer named name in the plan, or -1. */
+static long plan_peer(const struct plan *p, const char *name)
 {
-	fprintf(f, "usage: spoke-bench peers [options]\n"
-		   "  spoke's engines and service beside a binary heap, libevent, libuv, timerfd\n"
-		   "  and POSIX timers: W1 ns per (start, stop random) pair, W2 ns per fired\n"
-		   "  timer (one advance, tick by tick), W3 bytes per timer, and a memory floor.\n"
-		   "  --json          one JSON object per line instead of the table\n"
-		   "  --runs K        runs per cell, median/min/max (default 5)\n"
-		   "  --max-n N       largest N, a power of ten 1e3..1e7 (default 1e6)\n"
-		   "  --quick         N = 1e3 only, 3 runs, budget 1 s, W2 real-time tick 100 ns,\n"
-		   "                  2^16 floor loads (smoke test)\n"
-		   "  --peer NAME     only this subject (repeatable; ratios need an engine)\n"
-		   "  --budget SEC    skip a cell whose runs would take longer (default 30)\n");
+	for (size_t s = 0; s < p->npeers; s++)
+		if (strcmp(p->peers[s]->name, name) == 0)
+			return (long)s;
+	return -1;
 }
+
+/* Median of peer `name`'s w at sizes[i], 0 if it did not run there. */
+static double median_of(const struct plan *p, const char *name, workload_id w, size_t i)
+{
+	long s = plan_peer(p, name);
+
+	return s >= 0 && p->res[s][w][i].state == CELL_DONE ? p->res[s][w][i].sum.median : 0;
+}
+
+/* A goal: "- <what> at n=1e3: 1.23x (a vs b ns) - met" when both ran. */
+static void goal_line(const struct plan *p, const char *what, size_t i, double a, double b,
+		      double limit)
+{
+	char nb[32];
+
+	if (a <= 0 || b <= 0)
+		return;
+	fprintf(p->out.f, "- %s at n=%s: %.2fx (%.1f vs %.1f ns) - %s\n", what,
+		bench_fmt_count(nb, sizeof(nb), p->sizes[i]), a / b, a, b,
+		a / b <= limit ? "met" : "NOT met");
+}
+
+/*
+ * The goals of the owner's path (an attached shard's own thread: plain
+ * spoke_start + spoke_cancel with the ids kept by the caller, W1; and
+ * spoke_reset, reset-own), against the rows they are stated on.
+ */
+static void print_goals(const struct plan *p)
+{
+	fprintf(p->out.f,
+		"\nThe owner's path (service: an attached shard's own thread), goals\n\n");
+	for (size_t i = 0; i < p->nsizes; i++) {
+		double svc = median_of(p, "service", W1, i);
+
+		if (i == 0)
+			goal_line(p, "W1 at most 1.3x hierarchical+clock", i, svc,
+				  median_of(p, "hierarchical+clock", W1, i), 1.3);
+		goal_line(p, "W1 at most 0.5x libuv", i, svc, median_of(p, "libuv", W1, i), 0.5);
+		if (p->sizes[i] == 1000000)
+			goal_line(p, "W1 at most 2.5x hierarchical", i, svc,
+				  median_of(p, "hierarchical", W1, i), 2.5);
+		goal_line(p, "reset-own at most 1.3x hierarchical+clock", i,
+			  median_of(p, "service", RESET_OWN, i),
+			  median_of(p, "hierarchical+clock", RESET_OWN, i), 1.3);
+	}
+}
+
+/* ---- options ----------------------------------------------------------- */
 
 static const struct peer_ops *find_peer(const char *name)
 {
@@ -728,44 +569,80 @@ static const struct peer_ops *find_peer(const char *name)
 	return NULL;
 }
 
+/* "one of hierarchical, hashed, ..." (the peers built into this binary) */
+static const char *peer_list(void)
+{
+	char buf[256];
+	size_t len = 0;
+
+	for (size_t s = 0; s < NALL_PEERS && len < sizeof(buf); s++)
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%s",
+					len ? ", " : "one of ", all_peers[s]->name);
+	return bench_opts_why("%s", buf);
+}
+
+static struct plan plan;
+static struct bench_opts common;
+
 /* A peers option (bench_option_fn); ctx is the plan. */
-static int peers_option(void *ctx, int opt, const char *arg)
+static const char *peers_option(void *ctx, int key, const char *arg)
 {
 	struct plan *p = ctx;
 	const struct peer_ops *ops = find_peer(arg);
 
-	(void)opt; /* --peer, its only option */
-	if (!ops) {
-		fprintf(stderr, "--peer: unknown peer '%s'\n", arg);
-		return -1;
-	}
+	(void)key; /* --peer, its only option */
+	if (!ops)
+		return peer_list();
 	if (p->npeers < MAX_PEERS)
 		p->peers[p->npeers++] = ops;
-	return 0;
+	return NULL;
 }
+
+static const struct bench_option peers_options[] = {
+	BENCH_OPT_JSON,
+	BENCH_OPT_QUICK("N = 1e3 only, 3 runs, budget 1 s, W2 real-time tick 100 ns, 2^16\n"
+			"floor loads (the smoke test)"),
+	BENCH_OPT_RUNS("5; 3 with --quick"),
+	BENCH_OPT_MAX_N("1e6; 1e3 with --quick"),
+	BENCH_OPT_BUDGET("30 s; 1 s with --quick"),
+	{"peer", 's', "NAME",
+	 "only this subject (repeatable; ratios need an engine): hierarchical\n"
+	 "hashed lawn hierarchical+clock service binheap libevent libuv timerfd\n"
+	 "posix-timer (libevent, libuv: where they were found at build time)",
+	 "all"},
+	BENCH_OPT_END,
+};
+
+const struct bench_cmd bench_peers_cmd = {
+	.name = "spoke-bench peers",
+	.about = "spoke's engines and service beside a binary heap, libevent, libuv, timerfd\n"
+		 "and POSIX timers: W1 ns per (start, stop random) pair, W2 ns per fired\n"
+		 "timer (one advance, tick by tick), W3 bytes per timer, reset-own and\n"
+		 "reset-foreign ns per reset, and a memory floor (bench/bench_peers.c).",
+	.options = peers_options,
+	.handle = peers_option,
+	.ctx = &plan,
+	.common = &common,
+};
 
 /* Fill the plan from argv. -1 to go on, or the exit status for main (usage or error). */
 static int parse_options(struct plan *p, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"peer", required_argument, NULL, 's'},
-		{NULL, 0, NULL, 0},
-	};
-	struct bench_opts o;
-	int rc = bench_parse_options(argc, argv, true, longopts, peers_option, p, usage, &o);
+	const struct bench_opts *o = &common;
+	int rc = bench_cmd_parse(&bench_peers_cmd, argc, argv);
 
 	if (rc >= 0)
 		return rc;
 	p->out = (struct bench_out){
-		.f = stdout, .format = o.json ? BENCH_JSON : BENCH_TABLE, .subject_key = "peer"};
-	p->runs = bench_opts_runs(&o, 3, 5);
-	p->budget_s = o.budget_s > 0 ? o.budget_s : o.quick ? QUICK_BUDGET_S : DEFAULT_BUDGET_S;
-	p->rt_tick_ns = o.quick ? QUICK_RT_TICK_NS : RT_TICK_NS;
-	p->floor_loads = o.quick ? QUICK_FLOOR_LOADS : FLOOR_MIN_LOADS;
+		.f = stdout, .format = o->json ? BENCH_JSON : BENCH_TABLE, .subject_key = "peer"};
+	p->runs = bench_opts_runs(o, 3, 5);
+	p->budget_s = o->budget_s > 0 ? o->budget_s : o->quick ? QUICK_BUDGET_S : DEFAULT_BUDGET_S;
+	p->rt_tick_ns = o->quick ? QUICK_RT_TICK_NS : RT_TICK_NS;
+	p->floor_loads = o->quick ? QUICK_FLOOR_LOADS : FLOOR_MIN_LOADS;
 	p->nsizes = bench_grid_sizes(p->sizes, MAX_SIZES,
-				     o.max_n   ? o.max_n
-				     : o.quick ? 1000
-					       : 1000000);
+				     o->max_n	? o->max_n
+				     : o->quick ? 1000
+						: 1000000);
 	if (p->nsizes == 0)
 		return 2;
 	for (size_t s = 0; p->npeers == 0 && s < NALL_PEERS; s++)
@@ -787,7 +664,6 @@ static void peer_step(struct bench_progress *pr, const char *who, const char *n)
 
 int bench_peers_main(int argc, char **argv)
 {
-	static struct plan plan;
 	struct bench_progress progress;
 	struct plan *p = &plan;
 	uint64_t t0 = peers_real_now_ns();
@@ -815,10 +691,8 @@ int bench_peers_main(int argc, char **argv)
 			}
 		for (size_t s = 0; s < p->npeers; s++)
 			for (int w = 0; w < NWORKLOADS && p->peers[s]->spoke_engine; w++)
-				print_result(p, p->peers[s]->name, workload_names[w], i,
-					     &p->res[s][w][i],
-					     unit_of(p->peers[s], (enum workload_id)w),
-					     best_engine(p, (enum workload_id)w, i));
+				if (runs(p->peers[s], (workload_id)w))
+					print_result(p, s, (workload_id)w, i);
 		run_floor_cell(p, i);
 		peer_step(&progress, "memory floor", nb);
 		for (size_t s = 0; s < p->npeers; s++)
@@ -829,8 +703,10 @@ int bench_peers_main(int argc, char **argv)
 	}
 	bench_progress_end(&progress);
 
-	if (p->out.format == BENCH_TABLE)
+	if (p->out.format == BENCH_TABLE) {
 		print_summary(p);
+		print_goals(p);
+	}
 	fprintf(p->out.format == BENCH_TABLE ? stdout : stderr,
 		"\nspoke-bench peers: wall time %.1f s\n",
 		(double)(peers_real_now_ns() - t0) / 1e9);

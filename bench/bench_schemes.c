@@ -489,7 +489,8 @@ static void run_cell(struct plan *p, size_t s, enum workload_id w, size_t i)
 		return;
 	}
 	snprintf(why, sizeof(why), "%s at n=%s %s %s", c.scheme, nb, workloads[w].name, err);
-	record_note(p, s, w, i, rc == -ETIMEDOUT ? CELL_STOPPED : CELL_FAILED, why);
+	record_note(p, s, w, i,
+		    rc == -ETIMEDOUT || rc == BENCH_OVER_BUDGET ? CELL_STOPPED : CELL_FAILED, why);
 }
 
 /* Can this scheme be created here? (Placeholders refuse with -EINVAL.) */
@@ -576,22 +577,6 @@ static int plot(const struct plan *p)
 
 /* ---- options ----------------------------------------------------------- */
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: spoke-bench schemes [options]\n"
-		"  W1 ns per (start, stop random) pair; W2 ns per fired timer when N drain by\n"
-		"  one advance(2^20) and tick by tick; W3 bytes of RSS per timer.\n"
-		"  --json          one JSON object per line instead of the table\n"
-		"  --plot FILE     also draw FILE (PNG, 2x2 panels: W1, W2-advance, W2-tick, W3)\n"
-		"  --runs K        runs per cell, median/min/max (default 5)\n"
-		"  --max-n N       largest N, a power of ten 1e3..1e7 (default 1e6)\n"
-		"  --quick         N = 1e3 and 1e4, 3 runs, budget 0.2 s (smoke test)\n"
-		"  --scheme NAME   only this scheme (repeatable)\n"
-		"  --budget SEC    skip a cell whose runs would take longer (default 30)\n"
-		"  --ttls K        draw every delay from K distinct TTLs (default: all uniform)\n");
-}
-
 static bool known_scheme(const char *name)
 {
 	for (const char *const *s = spoke_engine_schemes(); *s; s++)
@@ -600,61 +585,90 @@ static bool known_scheme(const char *name)
 	return false;
 }
 
+/* "one of list, sorted-list, ..." */
+static const char *scheme_list(void)
+{
+	char buf[256];
+	size_t len = 0;
+
+	for (const char *const *s = spoke_engine_schemes(); *s && len < sizeof(buf); s++)
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%s",
+					len ? ", " : "one of ", *s);
+	return bench_opts_why("%s", buf);
+}
+
+static struct plan plan;
+static struct bench_opts common;
+
 /* A schemes option (bench_option_fn); ctx is the plan. */
-static int schemes_option(void *ctx, int opt, const char *arg)
+static const char *schemes_option(void *ctx, int key, const char *arg)
 {
 	struct plan *p = ctx;
 	unsigned long k;
 	char *end;
 
-	switch (opt) {
+	switch (key) {
 	case 'p':
 		p->plot = arg;
-		return 0;
+		return NULL;
 	case 's':
-		if (!known_scheme(arg)) {
-			fprintf(stderr, "--scheme: unknown scheme '%s'\n", arg);
-			return -1;
-		}
+		if (!known_scheme(arg))
+			return scheme_list();
 		if (p->nschemes < MAX_SCHEMES)
 			p->schemes[p->nschemes++] = arg;
-		return 0;
+		return NULL;
 	case 't':
 		k = strtoul(arg, &end, 10);
-		if (*end || k < 1 || k > MAX_TTLS) {
-			fprintf(stderr, "--ttls: want 1..%d distinct TTLs, not '%s'\n", MAX_TTLS,
-				arg);
-			return -1;
-		}
+		if (*end || k < 1 || k > MAX_TTLS)
+			return bench_opts_why("1..%d distinct TTLs", MAX_TTLS);
 		ttls_init((unsigned)k);
-		return 0;
+		return NULL;
 	default:
-		return -1;
+		return "an option schemes does not take";
 	}
 }
+
+static const struct bench_option schemes_options[] = {
+	BENCH_OPT_JSON,
+	BENCH_OPT_QUICK("N = 1e3 and 1e4, 3 runs, budget 0.2 s (the smoke test)"),
+	BENCH_OPT_RUNS("5; 3 with --quick"),
+	BENCH_OPT_MAX_N("1e6; 1e4 with --quick"),
+	BENCH_OPT_BUDGET("30 s; 0.2 s with --quick"),
+	{"plot", 'p', "FILE", "also draw FILE (PNG, 2x2 panels: W1, W2-advance, W2-tick, W3)",
+	 "no plot"},
+	{"scheme", 's', "NAME", "only this scheme (repeatable)", "every scheme"},
+	{"ttls", 't', "K", "draw every delay from K distinct TTLs (1..65536)",
+	 "all uniform in [1, 2^20)"},
+	BENCH_OPT_END,
+};
+
+const struct bench_cmd bench_schemes_cmd = {
+	.name = "spoke-bench schemes",
+	.about = "The paper's comparison of the engine schemes: W1 ns per (start, stop random)\n"
+		 "pair; W2 ns per fired timer when N drain by one advance(2^20) and tick by\n"
+		 "tick; W3 bytes of RSS per timer (see the top of bench/bench_schemes.c).",
+	.options = schemes_options,
+	.handle = schemes_option,
+	.ctx = &plan,
+	.common = &common,
+};
 
 /* Fill the plan from argv. -1 to go on, or the exit status for main (usage or error). */
 static int parse_options(struct plan *p, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"plot", required_argument, NULL, 'p'},
-		{"scheme", required_argument, NULL, 's'},
-		{"ttls", required_argument, NULL, 't'},
-		{NULL, 0, NULL, 0},
-	};
-	struct bench_opts o;
-	int rc = bench_parse_options(argc, argv, true, longopts, schemes_option, p, usage, &o);
+	const struct bench_opts *o = &common;
+	int rc = bench_cmd_parse(&bench_schemes_cmd, argc, argv);
 
 	if (rc >= 0)
 		return rc;
 	p->out = (struct bench_out){
-		.f = stdout, .format = o.json ? BENCH_JSON : BENCH_TABLE, .subject_key = "scheme"};
-	p->runs = bench_opts_runs(&o, 3, 5);
-	p->budget_s = o.budget_s > 0 ? o.budget_s : o.quick ? QUICK_BUDGET_S : DEFAULT_BUDGET_S;
+		.f = stdout, .format = o->json ? BENCH_JSON : BENCH_TABLE, .subject_key = "scheme"};
+	p->runs = bench_opts_runs(o, 3, 5);
+	p->budget_s = o->budget_s > 0 ? o->budget_s : o->quick ? QUICK_BUDGET_S : DEFAULT_BUDGET_S;
 	p->nsizes = bench_grid_sizes(p->sizes, MAX_SIZES,
-				     o.max_n   ? o.max_n
-				     : o.quick ? 10000
-					       : 1000000);
+				     o->max_n	? o->max_n
+				     : o->quick ? 10000
+						: 1000000);
 	if (p->nsizes == 0)
 		return 2;
 	if (p->nschemes == 0)
@@ -668,7 +682,6 @@ static int parse_options(struct plan *p, int argc, char **argv)
 
 int bench_schemes_main(int argc, char **argv)
 {
-	static struct plan plan;
 	struct plan *p = &plan;
 	uint64_t t0 = bench_now_ns();
 	char machine[256], nb0[32], nb1[32];

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * bench_util.c - the shared half of spoke-bench: forked repeat-and-summarize,
- * RSS, table/JSON rows, gnuplot output, option parsing. See bench_util.h.
+ * RSS, table/JSON rows, progress, percentiles, sleeping. See bench_util.h.
  */
 #define _GNU_SOURCE /* pthread_setaffinity_np */
 #include "bench_util.h"
@@ -81,7 +81,7 @@ static int read_msg(int fd, struct child_msg *msg, uint64_t deadline_ns)
 
 			if (now >= deadline_ns)
 				return -ETIMEDOUT;
-			timeout_ms = (int)((deadline_ns - now) / 1000000u) + 1;
+			timeout_ms = (int)((deadline_ns - now) / NS_PER_MS) + 1;
 		}
 		r = poll(&pfd, 1, timeout_ms);
 		if (r < 0 && errno == EINTR)
@@ -167,25 +167,31 @@ double bench_median(double *v, unsigned k)
 	return k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
 }
 
+/* The runs' samples, one array per field, for the medians. */
+struct series {
+	double value[BENCH_MAX_RUNS], cpu[BENCH_MAX_RUNS], setup[BENCH_MAX_RUNS],
+		timed[BENCH_MAX_RUNS];
+};
+
 /* Summarize the first k runs (k may be 0: nothing measured). */
-static void summarize(struct bench_summary *sum, double *value, double *setup, double *timed,
-		      unsigned k)
+static void summarize(struct bench_summary *sum, struct series *v, unsigned k)
 {
 	memset(sum, 0, sizeof(*sum));
 	sum->runs = k;
 	if (k == 0)
 		return;
-	sum->median = bench_median(value, k); /* sorted now */
-	sum->min = value[0];
-	sum->max = value[k - 1];
-	sum->setup_ns = bench_median(setup, k);
-	sum->timed_ns = bench_median(timed, k);
+	sum->median = bench_median(v->value, k); /* sorted now */
+	sum->min = v->value[0];
+	sum->max = v->value[k - 1];
+	sum->cpu_median = bench_median(v->cpu, k);
+	sum->setup_ns = bench_median(v->setup, k);
+	sum->timed_ns = bench_median(v->timed, k);
 }
 
 int bench_repeat(bench_run_fn *fn, void *arg, unsigned runs, double limit_s,
 		 struct bench_summary *sum, char *err, size_t errlen)
 {
-	double value[BENCH_MAX_RUNS], setup[BENCH_MAX_RUNS], timed[BENCH_MAX_RUNS];
+	struct series v;
 	uint64_t start_ns = bench_now_ns(), limit_ns = (uint64_t)(limit_s * 1e9);
 	unsigned done = 0;
 	int rc = 0;
@@ -206,20 +212,21 @@ int bench_repeat(bench_run_fn *fn, void *arg, unsigned runs, double limit_s,
 				  2 * limit_s, done + 1, runs);
 		if (rc != 0)
 			break;
-		value[done] = s.value;
-		setup[done] = s.setup_ns;
-		timed[done] = s.timed_ns;
+		v.value[done] = s.value;
+		v.cpu[done] = s.cpu_value;
+		v.setup[done] = s.setup_ns;
+		v.timed[done] = s.timed_ns;
 		done++;
 		spent_s = (double)(bench_now_ns() - start_ns) / 1e9;
 		total_s = spent_s / done * runs;
 		if (limit_s > 0 && done < runs && total_s > limit_s) {
 			set_error(err, errlen, "would take ~%.*f s for %u runs (%u took %.1f s)",
 				  total_s < 10 ? 1 : 0, total_s, runs, done, spent_s);
-			rc = -ETIMEDOUT;
+			rc = BENCH_OVER_BUDGET;
 			break;
 		}
 	}
-	summarize(sum, value, setup, timed, done);
+	summarize(sum, &v, done);
 	return rc;
 }
 
@@ -304,7 +311,7 @@ static void table_head(struct bench_out *o, const char *subject, const char *wor
 
 void bench_out_result_ratio(struct bench_out *o, const char *subject, const char *workload,
 			    uint64_t n, const struct bench_summary *s, const char *unit,
-			    double ratio)
+			    double ratio, const char *basis)
 {
 	if (o->format == BENCH_JSON) {
 		json_head(o, subject, workload, n);
@@ -313,12 +320,17 @@ void bench_out_result_ratio(struct bench_out *o, const char *subject, const char
 		json_string(o->f, unit);
 		if (ratio > 0)
 			fprintf(o->f, ",\"ratio\":%.3f", ratio);
+		if (ratio > 0 && basis) {
+			fputs(",\"ratio_basis\":", o->f);
+			json_string(o->f, basis);
+		}
 		fprintf(o->f, ",\"runs\":%u}\n", s->runs);
 	} else {
 		table_head(o, subject, workload, n);
 		fprintf(o->f, " %10.1f %10.1f %10.1f  %s", s->median, s->min, s->max, unit);
 		if (ratio > 0)
-			fprintf(o->f, "  %.2fx", ratio);
+			fprintf(o->f, "  %.2fx%s%s", ratio, basis ? " of " : "",
+				basis ? basis : "");
 		fputc('\n', o->f);
 	}
 	fflush(o->f);
@@ -327,7 +339,7 @@ void bench_out_result_ratio(struct bench_out *o, const char *subject, const char
 void bench_out_result(struct bench_out *o, const char *subject, const char *workload, uint64_t n,
 		      const struct bench_summary *s, const char *unit)
 {
-	bench_out_result_ratio(o, subject, workload, n, s, unit, 0);
+	bench_out_result_ratio(o, subject, workload, n, s, unit, 0, NULL);
 }
 
 void bench_out_note(struct bench_out *o, const char *kind, const char *subject,
@@ -382,7 +394,7 @@ void bench_machine(char *buf, size_t len)
 		 u.release);
 }
 
-/* ---- the paper's workloads (schemes, peers) ----------------------------- */
+/* ---- runs and grids ------------------------------------------------------ */
 
 int bench_fail(struct bench_sample *out, int err, const char *fmt, ...)
 {
@@ -391,7 +403,7 @@ int bench_fail(struct bench_sample *out, int err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(out->error, sizeof(out->error), fmt, ap);
 	va_end(ap);
-	return err;
+	return err ? err : -EPROTO;
 }
 
 size_t bench_grid_sizes(uint64_t *sizes, size_t max, uint64_t max_n)
@@ -405,272 +417,6 @@ size_t bench_grid_sizes(uint64_t *sizes, size_t max, uint64_t max_n)
 		return 0;
 	}
 	return k;
-}
-
-/* ---- plot -------------------------------------------------------------- */
-
-/* A gnuplot single-quoted string: '' stands for one quote. */
-static void gp_quote(FILE *gp, const char *s)
-{
-	fputc('\'', gp);
-	for (; *s; s++) {
-		if (*s == '\'')
-			fputc('\'', gp);
-		if (*s != '\n')
-			fputc(*s, gp);
-	}
-	fputc('\'', gp);
-}
-
-static void gp_set(FILE *gp, const char *what, const char *text)
-{
-	fprintf(gp, "set %s ", what);
-	gp_quote(gp, text);
-	fputc('\n', gp);
-}
-
-/* Eight colours far apart (series i always gets colour i and point type i). */
-static const char *const palette[] = {
-	"#9400d3", "#009e73", "#56b4e9", "#e69f00", "#8b4513", "#0032b2", "#e41a1c", "#000000",
-};
-#define NPALETTE (sizeof(palette) / sizeof(palette[0]))
-
-static void gp_panel(FILE *gp, size_t p, const struct bench_panel *pn)
-{
-	double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
-	bool first = true;
-
-	for (size_t s = 0; s < pn->nseries; s++) {
-		const struct bench_series *se = &pn->series[s];
-
-		if (se->npts == 0)
-			continue;
-		fprintf(gp, "$d%zu_%zu << EOD\n", p, s);
-		for (size_t i = 0; i < se->npts; i++) {
-			fprintf(gp, "%.6g %.6g\n", se->pts[i].x, se->pts[i].y);
-			xmin = fmin(xmin, se->pts[i].x);
-			xmax = fmax(xmax, se->pts[i].x);
-			ymin = fmin(ymin, se->pts[i].y);
-			ymax = fmax(ymax, se->pts[i].y);
-		}
-		fputs("EOD\n", gp);
-	}
-	gp_set(gp, "title", pn->title);
-	gp_set(gp, "xlabel", pn->xlabel);
-	gp_set(gp, "ylabel", pn->ylabel);
-	fputs("set logscale x 10\nset format x '10^{%L}'\n", gp);
-	fputs(pn->logy ? "set logscale y 10\n" : "unset logscale y\n", gp);
-	if (xmin > xmax) { /* nothing measured: an empty frame */
-		fputs("set xrange [1e3:1e6]\nset yrange [1:10]\nplot 1/0 notitle\n", gp);
-		fputs("set autoscale\n", gp);
-		return;
-	}
-	fprintf(gp, "set xrange [%g:%g]\n", xmin / 1.5, xmax * 1.5);
-	if (pn->logy && ymin > 0) { /* whole decades: one point alone is no empty range */
-		double lo = floor(log10(ymin)), hi = ceil(log10(ymax));
-
-		fprintf(gp, "set yrange [%g:%g]\n", pow(10, lo), pow(10, hi > lo ? hi : lo + 1));
-	} else {
-		fputs("set autoscale y\n", gp);
-	}
-	for (size_t s = 0; s < pn->nseries; s++) {
-		const struct bench_series *se = &pn->series[s];
-
-		if (se->npts == 0)
-			continue;
-		fprintf(gp,
-			"%s $d%zu_%zu using 1:2 with linespoints lw 2 lc rgb '%s' pt %zu ps 1.2 "
-			"title ",
-			first ? "plot" : ",", p, s, palette[s % NPALETTE], s % 13 + 1);
-		gp_quote(gp, se->title);
-		fputs(" noenhanced", gp);
-		first = false;
-	}
-	fputc('\n', gp);
-}
-
-int bench_plot_png(const char *file, const char *title, const struct bench_panel *panels,
-		   size_t npanels)
-{
-	size_t cols = npanels > 1 ? 2 : 1, rows = (npanels + cols - 1) / cols;
-	void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
-	struct stat st;
-	FILE *gp;
-	int status;
-
-	unlink(file);
-	gp = popen("gnuplot", "w");
-	if (!gp) {
-		signal(SIGPIPE, old_pipe);
-		return -errno;
-	}
-	fprintf(gp, "set terminal pngcairo size %zu,%zu font 'Sans,10'\n", 820 * cols, 520 * rows);
-	gp_set(gp, "output", file);
-	fputs("set grid\nset key outside right top font ',9'\nset format y '%g'\n", gp);
-	fprintf(gp, "set multiplot layout %zu,%zu title ", rows, cols);
-	gp_quote(gp, title);
-	fputc('\n', gp);
-	for (size_t p = 0; p < npanels; p++)
-		gp_panel(gp, p, &panels[p]);
-	fputs("unset multiplot\nset output\n", gp);
-	status = pclose(gp);
-	signal(SIGPIPE, old_pipe);
-	if (status != 0 || stat(file, &st) != 0 || st.st_size == 0)
-		return -EIO;
-	return 0;
-}
-
-/* ---- options ----------------------------------------------------------- */
-
-static const struct option common_longopts[] = {
-	{"json", no_argument, NULL, 'j'},
-	{"quick", no_argument, NULL, 'q'},
-	{"runs", required_argument, NULL, 'r'},
-	{"help", no_argument, NULL, 'h'},
-};
-static const struct option grid_longopts[] = {
-	{"max-n", required_argument, NULL, 'n'},
-	{"budget", required_argument, NULL, 'b'},
-};
-#define MAX_LONGOPTS 32
-
-/* Append src[0..n-1] (n = SIZE_MAX: up to a zero entry) at all[*len]; false if it does not fit. */
-static bool add_longopts(struct option *all, size_t *len, const struct option *src, size_t n)
-{
-	for (size_t i = 0; src && i < n && src[i].name; i++) {
-		if (*len + 1 >= MAX_LONGOPTS)
-			return false;
-		all[(*len)++] = src[i];
-	}
-	all[*len] = (struct option){0};
-	return true;
-}
-
-/* A common option (the grid's too with `grid`): 0 taken, -1 a bad value (said), 1 not one. */
-static int common_option(struct bench_opts *o, bool grid, int opt, const char *arg)
-{
-	if (!grid && (opt == 'n' || opt == 'b'))
-		return 1; /* the subcommand's own */
-	switch (opt) {
-	case 'j':
-		o->json = true;
-		return 0;
-	case 'q':
-		o->quick = true;
-		return 0;
-	case 'r':
-		if (bench_parse_count(arg, &o->runs) == 0 && o->runs <= BENCH_MAX_RUNS)
-			return 0;
-		fprintf(stderr, "--runs: 1..%d\n", BENCH_MAX_RUNS);
-		return -1;
-	case 'n':
-		if (bench_parse_count(arg, &o->max_n) == 0)
-			return 0;
-		fprintf(stderr, "--max-n: a power of ten from 1e3 to 1e7\n");
-		return -1;
-	case 'b':
-		if (bench_parse_seconds(arg, &o->budget_s) == 0)
-			return 0;
-		fprintf(stderr, "--budget: seconds > 0\n");
-		return -1;
-	default:
-		return 1;
-	}
-}
-
-int bench_parse_options(int argc, char **argv, bool grid, const struct option *own,
-			bench_option_fn *fn, void *ctx, void (*usage)(FILE *f),
-			struct bench_opts *o)
-{
-	struct option all[MAX_LONGOPTS];
-	size_t len = 0;
-	int opt, rc;
-
-	*o = (struct bench_opts){0};
-	if (!add_longopts(all, &len, common_longopts, ARRAY_LEN(common_longopts)) ||
-	    !add_longopts(all, &len, grid_longopts, grid ? ARRAY_LEN(grid_longopts) : 0) ||
-	    !add_longopts(all, &len, own, SIZE_MAX)) {
-		fprintf(stderr, "spoke-bench %s: too many options\n", argv[0]);
-		return 2;
-	}
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "", all, NULL)) != -1) {
-		if (opt == 'h') {
-			usage(stdout);
-			return 0;
-		}
-		if (opt == '?') {
-			usage(stderr);
-			return 2;
-		}
-		rc = common_option(o, grid, opt, optarg);
-		if (rc > 0)
-			rc = fn(ctx, opt, optarg);
-		if (rc != 0)
-			return 2;
-	}
-	if (optind < argc) {
-		fprintf(stderr, "spoke-bench %s: unexpected argument '%s'\n", argv[0],
-			argv[optind]);
-		return 2;
-	}
-	return -1;
-}
-
-int bench_parse_count(const char *s, uint64_t *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end != '\0' || !(v >= 1 && v <= 1e12) || v != floor(v))
-		return -EINVAL;
-	*out = (uint64_t)v;
-	return 0;
-}
-
-int bench_parse_threads(const char *arg, unsigned *out, size_t cap, unsigned max)
-{
-	const char *s = arg;
-	size_t n = 0;
-
-	while (*s) {
-		char *end;
-		long v = strtol(s, &end, 10);
-
-		if (end == s || v < 1 || (unsigned long)v > max || n >= cap ||
-		    (*end && *end != ','))
-			return -EINVAL;
-		out[n++] = (unsigned)v;
-		s = *end ? end + 1 : end;
-	}
-	return n ? (int)n : -EINVAL;
-}
-
-size_t bench_threads_doubling(unsigned *out, size_t cap, unsigned upto)
-{
-	size_t n = 0;
-	unsigned t = 1;
-
-	for (; n < cap && t <= upto; t *= 2)
-		out[n++] = t;
-	if (n < cap && n && out[n - 1] != upto)
-		out[n++] = upto;
-	return n;
-}
-
-int bench_parse_seconds(const char *s, double *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end != '\0' || !(v > 0 && v < 1e6))
-		return -EINVAL;
-	*out = v;
-	return 0;
 }
 
 /* ---- threads and sleeping ---------------------------------------------- */
@@ -693,139 +439,58 @@ void bench_pin_self(unsigned index)
 
 void bench_sleep_ns(uint64_t ns)
 {
-	struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+	struct timespec ts = {(time_t)(ns / NS_PER_S), (long)(ns % NS_PER_S)};
 
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		;
 }
 
-/* ---- a team of threads ------------------------------------------------- */
-
-static uint64_t thread_cpu_ns(void)
+void bench_sleep_until_ns(uint64_t t_ns)
 {
-	struct timespec ts;
+	struct timespec ts = {(time_t)(t_ns / NS_PER_S), (long)(t_ns % NS_PER_S)};
 
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
 }
 
-void bench_thread_fail(struct bench_thread *t, int err, const char *what)
+size_t bench_threads_doubling(unsigned *out, size_t cap, unsigned upto)
 {
-	if (!t->err) {
-		t->err = err ? err : -EPROTO;
-		t->what = what;
-	}
+	size_t n = 0;
+	unsigned t = 1;
+
+	for (; n < cap && t <= upto; t *= 2)
+		out[n++] = t;
+	if (n < cap && n && out[n - 1] != upto)
+		out[n++] = upto;
+	return n;
 }
 
-/* Team thread: prepared; wait for the gate. Whether to run the body. */
-static bool team_wait_gate(struct bench_team *tm)
-{
-	bool run;
+/* ---- percentiles ------------------------------------------------------- */
 
-	pthread_mutex_lock(&tm->mu);
-	tm->ready++;
-	pthread_cond_broadcast(&tm->cv);
-	while (!tm->open)
-		pthread_cond_wait(&tm->cv, &tm->mu);
-	run = tm->run;
-	pthread_mutex_unlock(&tm->mu);
-	return run;
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
 }
 
-static void *team_thread_main(void *arg)
+void bench_sort_u64(uint64_t *v, size_t k)
 {
-	struct bench_thread *t = arg;
-	struct bench_team *tm = t->team;
-	bool run;
-
-	if (tm->pin)
-		bench_pin_self(t->index);
-	if (tm->prepare && !t->err)
-		tm->prepare(t);
-	run = team_wait_gate(tm);
-	t->cpu0 = thread_cpu_ns();
-	t->t0 = bench_now_ns();
-	if (!t->err && run)
-		tm->body(t);
-	t->t1 = bench_now_ns();
-	t->cpu1 = thread_cpu_ns();
-	return NULL;
+	qsort(v, k, sizeof(*v), cmp_u64);
 }
 
-int bench_team_start(struct bench_team *tm)
+double bench_pct_us(const uint64_t *sorted, size_t k, double q)
 {
-	int err;
+	size_t i = (size_t)ceil(q * (double)k);
 
-	pthread_mutex_init(&tm->mu, NULL);
-	pthread_cond_init(&tm->cv, NULL);
-	tm->started = tm->ready = 0;
-	tm->open = tm->run = false;
-	atomic_store(&tm->stop, 0);
-	for (; tm->started < tm->T; tm->started++) {
-		struct bench_thread *t = bench_team_thread(tm, tm->started);
-
-		t->team = tm;
-		t->index = tm->started;
-		err = pthread_create(&t->th, NULL, team_thread_main, t);
-		if (err) {
-			struct bench_team_result r;
-
-			bench_team_go(tm, false);
-			bench_team_join(tm, &r);
-			return -err;
-		}
-	}
-	return 0;
+	i = i == 0 ? 0 : i - 1;
+	return (double)sorted[i < k ? i : k - 1] / 1000.0;
 }
 
-void bench_team_ready(struct bench_team *tm)
+struct bench_pcts bench_pcts_us(const uint64_t *sorted, size_t k)
 {
-	pthread_mutex_lock(&tm->mu);
-	while (tm->ready < tm->started)
-		pthread_cond_wait(&tm->cv, &tm->mu);
-	pthread_mutex_unlock(&tm->mu);
-}
-
-void bench_team_go(struct bench_team *tm, bool run)
-{
-	pthread_mutex_lock(&tm->mu);
-	tm->open = true;
-	tm->run = run;
-	pthread_cond_broadcast(&tm->cv);
-	pthread_mutex_unlock(&tm->mu);
-}
-
-void bench_team_stop(struct bench_team *tm)
-{
-	atomic_store(&tm->stop, 1);
-}
-
-void bench_team_join(struct bench_team *tm, struct bench_team_result *r)
-{
-	uint64_t last_t1 = 0;
-
-	memset(r, 0, sizeof(*r));
-	r->first_t0 = UINT64_MAX;
-	for (unsigned i = 0; i < tm->started; i++) {
-		struct bench_thread *t = bench_team_thread(tm, i);
-
-		pthread_join(t->th, NULL);
-		if (t->err && !r->err) {
-			r->err = t->err;
-			r->err_index = i;
-			r->what = t->what;
-		}
-		r->ops += t->ops;
-		r->thread_ns += (double)(t->t1 - t->t0);
-		r->cpu_ns += (double)(t->cpu1 - t->cpu0);
-		if (t->t0 < r->first_t0)
-			r->first_t0 = t->t0;
-		if (t->t1 > last_t1)
-			last_t1 = t->t1;
-	}
-	r->window_ns = tm->started ? (double)(last_t1 - r->first_t0) : 0;
-	pthread_cond_destroy(&tm->cv);
-	pthread_mutex_destroy(&tm->mu);
+	return (struct bench_pcts){bench_pct_us(sorted, k, 0.50), bench_pct_us(sorted, k, 0.99),
+				   bench_pct_us(sorted, k, 0.999), (double)sorted[k - 1] / 1000.0};
 }
 
 /* ---- progress ---------------------------------------------------------- */

@@ -3,7 +3,8 @@
 # latency --quick --json` (exit 0, no error row - an early fire is one - no
 # sanitizer report), then, for each cell of the quick grid (1e3 pending,
 # tick 1 ms, without and with the start/cancel load), a row with p50, p99,
-# p99.9 and max.
+# p99.9 and max; and the stolen-CPU row of every column: its percentiles,
+# or skipped with a reason (SCHED_FIFO refused, or no second CPU).
 # Usage: cmake -DBENCH=/path/to/spoke-bench -P latency_smoke.cmake
 set(SUB latency)
 set(WORKLOADS lateness)
@@ -14,3 +15,6 @@ foreach(load none start-cancel)
     message(FATAL_ERROR "no percentiles for pending 1e3, tick 1 ms, load ${load}:\n${out}")
   endif()
 endforeach()
+if(NOT out MATCHES "\"workload\":\"stolen-cpu\",\"rescue\":\"off\"[^\n]*(\"p99_us\":[0-9.]+,\"p999_us\":[0-9.]+,\"max_us\":[0-9.]+|\"skipped\":\"[^\"]+\")")
+  message(FATAL_ERROR "no stolen-cpu row (measured or skipped with a reason):\n${out}")
+endif()

@@ -4,7 +4,8 @@
  * min-heap of (deadline, slot) pairs, 16 bytes each, kept in one array so a
  * sift compares deadlines without following a pointer; each slot remembers
  * its position (pos[slot] = heap index + 1, 0 when idle) so a stop removes
- * from the middle in O(log n). Sifts move a hole instead of swapping.
+ * from the middle in O(log n), and a reset changes the key in place and
+ * sifts it up or down. Sifts move a hole instead of swapping.
  * Clock: an integer tick count that advance() moves, like the engines'.
  */
 #include "peers.h"
@@ -72,6 +73,15 @@ static void heap_sift_down(struct heap_peer *h, size_t k, struct heap_entry e)
 	heap_place(h, k, e);
 }
 
+/* Put e at hole k (whose old entry is gone), moving it whichever way it belongs. */
+static void heap_place_moving(struct heap_peer *h, size_t k, struct heap_entry e)
+{
+	if (k > 0 && h->heap[(k - 1) / 2].deadline > e.deadline)
+		heap_sift_up(h, k, e);
+	else
+		heap_sift_down(h, k, e);
+}
+
 /* Take heap[k] out: the last entry fills the hole. */
 static void heap_remove_at(struct heap_peer *h, size_t k)
 {
@@ -80,10 +90,7 @@ static void heap_remove_at(struct heap_peer *h, size_t k)
 	heap_pos(h)[h->heap[k].slot] = 0;
 	if (k == h->len)
 		return;
-	if (k > 0 && h->heap[(k - 1) / 2].deadline > last.deadline)
-		heap_sift_up(h, k, last);
-	else
-		heap_sift_down(h, k, last);
+	heap_place_moving(h, k, last);
 }
 
 static void heap_close(struct peer *p)
@@ -129,6 +136,16 @@ static int heap_stop(struct peer *p, size_t i)
 	return 0;
 }
 
+static int heap_reset(struct peer *p, size_t i, uint64_t delay_ticks)
+{
+	struct heap_peer *h = to_heap(p);
+
+	if (!heap_pos(h)[i])
+		return -ENOENT;
+	heap_place_moving(h, heap_pos(h)[i] - 1, (struct heap_entry){h->now + delay_ticks, i});
+	return 0;
+}
+
 static int heap_advance(struct peer *p, uint64_t ticks)
 {
 	struct heap_peer *h = to_heap(p);
@@ -149,5 +166,6 @@ const struct peer_ops peer_binheap = {
 	.close = heap_close,
 	.start = heap_start,
 	.stop = heap_stop,
+	.reset = heap_reset,
 	.advance = heap_advance,
 };

@@ -9,14 +9,16 @@
  *                one epoll instance at open (EPOLLIN, data = slot). start =
  *                timerfd_settime(relative), stop = timerfd_settime(0).
  *                drain: epoll_wait (up to 256 ready fds; with `wait`, up to
- *                PEER_WAIT_NS) and one read() of each ready fd. Cap: one
+ *                PEER_WAIT_NS) and one read() of each ready fd. reset =
+ *                timerfd_settime(relative) of the armed timer. Cap: one
  *                file descriptor per timer, RLIMIT_NOFILE (the bench raises
  *                its soft limit to the hard one first).
  *   posix-timer  timer_create(CLOCK_MONOTONIC, SIGEV_SIGNAL, SIGRTMIN,
  *                sival_int = slot) per timer: a real-time signal, so every
  *                expiry is queued on its own; the signal is blocked and
  *                read through a signalfd (up to 64 siginfo per read()).
- *                start = timer_settime(relative), stop = timer_settime(0).
+ *                start = timer_settime(relative), stop = timer_settime(0),
+ *                reset = timer_settime(relative) of the armed timer.
  *                Cap: each timer preallocates its queued signal, counted
  *                against RLIMIT_SIGPENDING (per user; the bench raises the
  *                soft limit to the hard one): timer_create fails with EAGAIN.
@@ -52,8 +54,7 @@ static const struct itimerspec disarm;
 static int arm_after(struct peer *p, size_t i, uint64_t delay_ticks, arm_fn *arm)
 {
 	uint64_t ns = delay_ticks * p->tick_ns;
-	struct itimerspec its = {
-		.it_value = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)}};
+	struct itimerspec its = {.it_value = {(time_t)(ns / NS_PER_S), (long)(ns % NS_PER_S)}};
 
 	return arm(p, i, &its);
 }
@@ -185,6 +186,7 @@ const struct peer_ops peer_timerfd = {
 	.close = timerfd_close,
 	.start = timerfd_start,
 	.stop = timerfd_stop,
+	.reset = timerfd_start, /* re-arming an armed timerfd moves it */
 	.drain = timerfd_drain,
 };
 
@@ -315,5 +317,6 @@ const struct peer_ops peer_posix_timer = {
 	.close = posix_close,
 	.start = posix_start,
 	.stop = posix_stop,
+	.reset = posix_start, /* re-arming an armed timer moves it */
 	.drain = posix_drain,
 };

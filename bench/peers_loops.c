@@ -6,10 +6,16 @@
  *   libevent  one event_base (epoll backend, no locking, min-heap timers);
  *             the caller owns an array of struct event (evtimer_assign,
  *             event_get_struct_event_size()); start = evtimer_add(tv),
- *             stop = event_del. One tick = 1 ms.
+ *             stop = event_del, reset = evtimer_add(tv) of the pending
+ *             event (it moves it). One tick = 1 ms.
  *   libuv     one uv_loop_t, an array of uv_timer_t (uv_timer_init once);
  *             start = uv_timer_start(timeout ms, repeat 0), stop =
- *             uv_timer_stop. One tick = 1 ms (libuv's resolution).
+ *             uv_timer_stop, reset = uv_timer_set_repeat(timeout ms) +
+ *             uv_timer_again, libuv's idle-timeout idiom (a server sets
+ *             the repeat once; here each reset has its own timeout). One
+ *             tick = 1 ms (libuv's resolution). libuv's "now" is the loop
+ *             time cached at its last turn: its starts and resets read no
+ *             clock.
  *
  * W2 without sleeping. Both loops take "now" from clock_gettime(
  * CLOCK_MONOTONIC or _COARSE) - libuv in uv__hrtime() when uv_run updates
@@ -86,8 +92,8 @@ int clock_gettime(clockid_t id, struct timespec *ts)
 	if (__builtin_expect(__atomic_load_n(&fake_on, __ATOMIC_RELAXED), 0) && is_monotonic(id)) {
 		uint64_t ns = __atomic_load_n(&fake_ns, __ATOMIC_RELAXED);
 
-		ts->tv_sec = (time_t)(ns / 1000000000u);
-		ts->tv_nsec = (long)(ns % 1000000000u);
+		ts->tv_sec = (time_t)(ns / NS_PER_S);
+		ts->tv_nsec = (long)(ns % NS_PER_S);
 		return 0;
 	}
 	return real_gettime(id, ts);
@@ -98,7 +104,7 @@ uint64_t peers_real_now_ns(void)
 	struct timespec ts;
 
 	real_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return bench_ts_ns(&ts);
 }
 
 void peers_clock_fake_start(void)
@@ -218,6 +224,12 @@ static int event_stop(struct peer *p, size_t i)
 	return event_del(event_at(to_event(p), i)) == 0 ? 0 : -EIO;
 }
 
+/* evtimer_add of a pending event moves it. */
+static int event_reset(struct peer *p, size_t i, uint64_t delay_ticks)
+{
+	return event_start(p, i, delay_ticks);
+}
+
 static int event_advance(struct peer *p, uint64_t ticks)
 {
 	peers_clock_fake_advance(ticks * p->tick_ns);
@@ -234,6 +246,7 @@ const struct peer_ops peer_libevent = {
 	.close = event_close,
 	.start = event_start,
 	.stop = event_stop,
+	.reset = event_reset,
 	.advance = event_advance,
 };
 
@@ -311,6 +324,12 @@ static int uv_peer_stop(struct peer *p, size_t i)
 	return uv_timer_stop(&uv_timers(p)[i]);
 }
 
+static int uv_peer_reset(struct peer *p, size_t i, uint64_t delay_ticks)
+{
+	uv_timer_set_repeat(&uv_timers(p)[i], delay_ms(p, delay_ticks));
+	return uv_timer_again(&uv_timers(p)[i]);
+}
+
 static int uv_peer_advance(struct peer *p, uint64_t ticks)
 {
 	peers_clock_fake_advance(ticks * p->tick_ns);
@@ -327,6 +346,7 @@ const struct peer_ops peer_libuv = {
 	.close = uv_peer_close,
 	.start = uv_peer_start,
 	.stop = uv_peer_stop,
+	.reset = uv_peer_reset,
 	.advance = uv_peer_advance,
 };
 #endif /* SPOKE_BENCH_LIBUV */

@@ -3,7 +3,7 @@
 # __tls_get_addr (CMakeLists.txt: -fno-semantic-interposition,
 # -ftls-model=initial-exec, -Bsymbolic-functions). A PLT hop or a TLS call on
 # every start and cancel made the shared library about 10 % slower than the
-# static one (docs/benchmarks.md).
+# static one (docs/design/service.md, "What a call costs").
 #   cmake -DLIB=<libspoke.so> -DREADELF=<readelf> -P check_self_binding.cmake
 cmake_minimum_required(VERSION 3.25)
 execute_process(COMMAND ${READELF} -rW ${LIB} OUTPUT_VARIABLE out RESULT_VARIABLE rc)

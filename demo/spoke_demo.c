@@ -78,6 +78,8 @@
  * successful reset for the others.
  */
 #define _GNU_SOURCE
+#include "demo_options.h"
+
 #include <spoke/spoke.h>
 
 #include <errno.h>
@@ -626,7 +628,7 @@ static unsigned terminal_columns(void)
  * One progress line: the service's counters per second over the last interval
  * (spoke_stats deltas) and the lateness of the one-shot callbacks that ran in
  * it (now - the earliest allowed time, so it includes the wait for the end
- * of the deadline's slot, up to the slack: docs/service.md). On a terminal it
+ * of the deadline's slot, up to the slack: docs/design/service.md). On a terminal it
  * is rewritten in place, cut to the terminal's width.
  */
 static void progress(bool tty, double t_s, const struct spoke_stats *now,
@@ -657,15 +659,9 @@ static void progress(bool tty, double t_s, const struct spoke_stats *now,
 
 /* --- main thread: the run's phases ------------------------------------------------------- */
 
-struct options {
-	double seconds;
-	unsigned threads;
-	bool quiet;
-};
-
 /* What the main thread gathers; the verdict is computed from it in check(). */
 struct run {
-	struct options opt;
+	struct demo_options opt;
 	struct producer *prod;
 	struct spoke_stats *st, *prev_st; /* st: the latest snapshot */
 	struct counts tot;		  /* the producers' counts, summed */
@@ -683,48 +679,6 @@ static void print_shard_row(const char *name, const struct spoke_shard_stats *x)
 	       " %9" PRIu64 " %9.3f ms\n",
 	       name, x->started, x->cancelled, x->reset, x->fired, x->pending, x->inbox_hwm,
 	       (double)x->max_late_ns / 1e6);
-}
-
-static void usage(FILE *f)
-{
-	fprintf(f, "usage: spoke-demo [--seconds S] [--threads T] [--quiet]\n"
-		   "  --seconds S   how long to run the load (default 10)\n"
-		   "  --threads T   producer threads (default 4)\n"
-		   "  --quiet       no progress line, only the summary\n");
-}
-
-/* 0: run; 1: exit 0 (--help); 2: exit 2 (bad usage). */
-static int parse_args(int argc, char **argv, struct options *o)
-{
-	*o = (struct options){.seconds = 10, .threads = 4};
-	for (int i = 1; i < argc; i++) {
-		char *end;
-
-		if (!strcmp(argv[i], "--seconds") && i + 1 < argc) {
-			o->seconds = strtod(argv[++i], &end);
-			if (*end || !(o->seconds > 0 && o->seconds <= 86400)) {
-				fprintf(stderr, "spoke-demo: bad --seconds '%s'\n", argv[i]);
-				return 2;
-			}
-		} else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-			long v = strtol(argv[++i], &end, 10);
-
-			if (*end || v < 1 || v > 64) {
-				fprintf(stderr, "spoke-demo: --threads must be 1..64\n");
-				return 2;
-			}
-			o->threads = (unsigned)v;
-		} else if (!strcmp(argv[i], "--quiet")) {
-			o->quiet = true;
-		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			usage(stdout);
-			return 1;
-		} else {
-			usage(stderr);
-			return 2;
-		}
-	}
-	return 0;
 }
 
 /* Start the producers, print progress once a second, stop them; they drain on their way out. */
@@ -947,9 +901,9 @@ int main(int argc, char **argv)
 	bool ok;
 	int err;
 
-	err = parse_args(argc, argv, &r.opt);
-	if (err)
-		return err == 1 ? 0 : 2;
+	err = demo_parse_options(argc, argv, &r.opt);
+	if (err >= 0)
+		return err;
 	err = spoke_create(&svc, NULL); /* the default configuration */
 	if (err) {
 		fprintf(stderr, "spoke-demo: spoke_create: %s\n", strerror(-err));

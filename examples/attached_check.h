@@ -4,7 +4,7 @@
  *
  * Not part of the pattern to copy: each example's own file holds the loop
  * integration (spoke_attach, the wake fd watched by the loop, loop_turn with
- * spoke_poll and spoke_next_deadline); this header holds the timers both
+ * spoke_poll and spoke_next_deadline_ns); this header holds the timers both
  * start to exercise it and the checks on them, so the two loops are driven
  * and judged alike.
  *

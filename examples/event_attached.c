@@ -4,15 +4,16 @@
  *
  * The pattern to copy: the loop thread takes shard K over (spoke_attach),
  * watches spoke_wake_fd() with an EV_READ | EV_PERSIST event and keeps one
- * evtimer armed for spoke_next_deadline(); both callbacks call loop_turn(),
+ * evtimer armed for spoke_next_deadline_ns(); both callbacks call loop_turn(),
  * which runs what is due (spoke_poll: the timers' callbacks run right
  * there, on the loop thread) and re-arms the evtimer:
  *
  *     static void loop_turn(struct app *a)
  *     {
  *             spoke_poll(a->s);                       callbacks run here
- *             int64_t ns = spoke_next_deadline(a->s); -1: nothing pending
- *             if (ns < 0) evtimer_del(a->deadline);
+ *             uint64_t ns;
+ *             if (spoke_next_deadline_ns(a->s, &ns) == 1) evtimer_del(a->deadline);
+ *                                                     1: nothing pending
  *             else { event_base_update_cache_time(base);
  *                    evtimer_add(a->deadline, &(struct timeval){ceil(ns / 1 us)}); }
  *     }
@@ -43,14 +44,15 @@ struct app {
 	struct check c; /* the timers and checks (attached_check.h) */
 	struct event_base *base;
 	struct event *wake;	/* readable: another thread's call needs the loop sooner */
-	struct event *deadline; /* armed for spoke_next_deadline() */
+	struct event *deadline; /* armed for spoke_next_deadline_ns() */
 };
 
 /* --- the libevent side -------------------------------------------------------------- */
 
 static void loop_turn(struct app *a)
 {
-	int64_t ns;
+	uint64_t ns;
+	int next;
 
 	a->c.in_poll = true;
 	if (spoke_poll(a->c.s) < 0)
@@ -62,14 +64,14 @@ static void loop_turn(struct app *a)
 		event_del(a->deadline);
 		return;
 	}
-	ns = spoke_next_deadline(a->c.s);
-	if (ns < -1) {
-		check_fail(&a->c, "spoke_next_deadline failed");
+	next = spoke_next_deadline_ns(a->c.s, &ns);
+	if (next < 0) {
+		check_fail(&a->c, "spoke_next_deadline_ns failed");
 		event_base_loopbreak(a->base);
-	} else if (ns == -1) {
+	} else if (next == 1) {
 		evtimer_del(a->deadline); /* nothing pending: only the wake fd can wake us */
 	} else {
-		uint64_t us = ((uint64_t)ns + 999) / 1000;
+		uint64_t us = (ns + 999) / 1000;
 		struct timeval tv = {.tv_sec = (time_t)(us / 1000000),
 				     .tv_usec = (suseconds_t)(us % 1000000)};
 

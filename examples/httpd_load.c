@@ -14,7 +14,13 @@
  *       first broken promise, 2 on a setup error.
  *   idle --port P --conns N --idle-ms MS [--tick-us U]
  *       the idle flood of scripts/server-load.sh: N connections, one request
- *       each, then silent; prints when the server closed each one.
+ *       each, then silent; prints when the server closed each one (a close
+ *       before request sent + idle is counted as early, not failed: this
+ *       mode also measures servers that close early).
+ *   hold --port P --conns N --pids "PID..."
+ *       memory per idle connection: after a warm-up, N connections, one
+ *       request each, held open; prints how much the anonymous resident
+ *       memory (RssAnon) of the processes PID... grew, per connection.
  *   sleep --port P --deadline-ms MS [--sleeps N]
  *       /sleep requests around the deadline; prints the exactly-one-answer and
  *       never-early checks.
@@ -68,13 +74,14 @@ struct cc {
 };
 
 static struct {
-	const char *server, *timers;
+	const char *server, *timers, *pids;
 	int port;
 	unsigned conns, sleeps, threads;
 	uint64_t idle_ms, deadline_ms, tick_us, timeout_s;
-} opt = {NULL, "spoke", 0, 500, 40, 2, 300, 1000, 1000, 120};
+} opt = {NULL, "spoke", NULL, 0, 500, 40, 2, 300, 1000, 1000, 120};
 
 static unsigned failures;
+static bool early_counted; /* idle: an early close is counted in result.early, not failed */
 
 static uint64_t now_ns(void)
 {
@@ -163,7 +170,7 @@ static unsigned cc_parse(struct cc *c)
 }
 
 struct result {
-	unsigned opened, cap;
+	unsigned opened, cap, early;
 	unsigned idle_closed, active_closed_after_stall, sleep_closed;
 	uint64_t responses, sleep_200, sleep_504;
 	uint64_t *late_ns; /* idle: close - (send + idle), per idle connection */
@@ -228,7 +235,9 @@ static void on_eof(struct cc *c, struct result *r, uint64_t now)
 	}
 	if (c->responses == 0)
 		fail("a connection (role %d) was closed before its answer", c->role);
-	if (now - c->t_send < idle)
+	if (now - c->t_send < idle && early_counted)
+		r->early++;
+	else if (now - c->t_send < idle)
 		fail("a connection was closed %.3f ms after its request, before the idle "
 		     "timeout of %" PRIu64 " ms",
 		     (double)(now - c->t_send) / 1e6, opt.idle_ms);
@@ -596,9 +605,9 @@ static int run_check(void)
 			fail("timers started != cancelled + fired at exit: %s", stats);
 		expect(stats, "timers_fired",
 		       stat_of(stats, "close_idle") + r.sleep_504 +
-			       stat_of(stats, "idle_late_served"),
-		       "every fired timer closed a connection, answered 504, or served a request "
-		       "its late loop had not read yet");
+			       stat_of(stats, "idle_late_served") + stat_of(stats, "close_linger"),
+		       "every fired timer closed a connection, answered 504, ended a linger, or "
+		       "served a request its late loop had not read yet");
 	}
 	if (r.n_late) {
 		qsort(r.late_ns, r.n_late, sizeof(*r.late_ns), cmp_u64);
@@ -626,18 +635,18 @@ static int run_idle(void)
 {
 	struct result r = {0};
 	struct cc *cs;
-	uint64_t t0 = now_ns(), t1, tick = opt.tick_us * 1000, early = 0, over = 0;
+	uint64_t t0 = now_ns(), t1, tick = opt.tick_us * 1000, over = 0;
 
+	early_counted = true;
 	drive(opt.conns, 0, 0, NULL, &r, &cs);
 	t1 = now_ns();
 	for (unsigned i = 0; i < r.n_late; i++)
 		if (r.late_ns[i] > 2 * tick + 50 * MS)
 			over++;
-	early = r.earliest_ns < 0 ? failures : 0;
 	qsort(r.late_ns, r.n_late, sizeof(*r.late_ns), cmp_u64);
-	printf("idle conns=%u closed=%u early=%" PRIu64 " late_p50_ms=%.3f late_p99_ms=%.3f "
+	printf("idle conns=%u closed=%u early=%u late_p50_ms=%.3f late_p99_ms=%.3f "
 	       "late_max_ms=%.3f over_2ticks_50ms=%" PRIu64 " seconds=%.3f failures=%u\n",
-	       r.cap, r.idle_closed, early, r.n_late ? (double)r.late_ns[r.n_late / 2] / 1e6 : 0,
+	       r.cap, r.idle_closed, r.early, r.n_late ? (double)r.late_ns[r.n_late / 2] / 1e6 : 0,
 	       r.n_late ? (double)r.late_ns[r.n_late * 99 / 100] / 1e6 : 0,
 	       r.n_late ? (double)r.late_ns[r.n_late - 1] / 1e6 : 0, over, (double)(t1 - t0) / 1e9,
 	       failures);
@@ -667,6 +676,86 @@ static int run_sleep(void)
 	return failures ? 1 : 0;
 }
 
+/* --- hold: memory per idle connection, for scripts/server-load.sh ------------------- */
+
+/* The sum of RssAnon, in bytes, of the processes in pids ("PID PID ..."). */
+static uint64_t rss_anon_bytes(const char *pids)
+{
+	char *list = strdup(pids), *save = NULL;
+	uint64_t sum = 0;
+
+	if (!list)
+		setup_fail("strdup");
+	for (char *p = strtok_r(list, " ", &save); p; p = strtok_r(NULL, " ", &save)) {
+		char path[64], line[256];
+		uint64_t kib = 0;
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%s/status", p);
+		f = fopen(path, "r");
+		if (!f)
+			setup_fail(path);
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "RssAnon: %" SCNu64, &kib) == 1)
+				break;
+		fclose(f);
+		sum += kib * 1024;
+	}
+	free(list);
+	return sum;
+}
+
+/* A new connection whose one request was answered 200; its fd, left open. */
+static int hold_one(void)
+{
+	struct cc c = {.role = R_IDLE};
+	struct pollfd p;
+
+	c.fd = connect_one(opt.port);
+	p = (struct pollfd){c.fd, POLLOUT, 0};
+	if (c.fd < 0 || poll(&p, 1, 30000) != 1)
+		setup_fail("connect");
+	cc_send_role(&c);
+	while (!cc_parse(&c)) {
+		ssize_t n;
+
+		p = (struct pollfd){c.fd, POLLIN, 0};
+		if (poll(&p, 1, 30000) != 1)
+			setup_fail("no answer in 30 s");
+		n = read(c.fd, c.buf + c.blen, sizeof(c.buf) - 1 - c.blen);
+		if (n <= 0 && errno != EAGAIN)
+			setup_fail("the server closed a connection before its answer");
+		c.blen += n > 0 ? (size_t)n : 0;
+	}
+	if (c.status != 200)
+		fail("GET / answered %u", c.status);
+	return c.fd;
+}
+
+static int run_hold(void)
+{
+	int *fds = calloc(opt.conns ? opt.conns : 1, sizeof(*fds));
+	uint64_t before, after;
+
+	if (!fds)
+		setup_fail("calloc");
+	/* Warm-up: the servers' allocators and caches settle first. */
+	for (unsigned i = 0; i < 100; i++)
+		close(hold_one());
+	before = rss_anon_bytes(opt.pids);
+	for (unsigned i = 0; i < opt.conns; i++)
+		fds[i] = hold_one();
+	after = rss_anon_bytes(opt.pids);
+	printf("hold conns=%u rss_before=%" PRIu64 " rss_after=%" PRIu64
+	       " bytes_per_conn=%.1f failures=%u\n",
+	       opt.conns, before, after,
+	       after > before ? (double)(after - before) / opt.conns : 0.0, failures);
+	for (unsigned i = 0; i < opt.conns; i++)
+		close(fds[i]);
+	free(fds);
+	return failures ? 1 : 0;
+}
+
 static void usage(void)
 {
 	fprintf(stderr,
@@ -674,6 +763,7 @@ static void usage(void)
 		"           [--sleeps N] [--idle-ms MS] [--deadline-ms MS] [--threads N]\n"
 		"       spoke-httpd-load idle --port P --conns N --idle-ms MS [--tick-us U]\n"
 		"       spoke-httpd-load sleep --port P --deadline-ms MS [--sleeps N]\n"
+		"       spoke-httpd-load hold --port P --conns N --pids \"PID...\"\n"
 		"       (any: [--timeout-s S], default 120)\n");
 	exit(2);
 }
@@ -691,6 +781,8 @@ int main(int argc, char **argv)
 			opt.server = v;
 		else if (!strcmp(a, "--timers"))
 			opt.timers = v;
+		else if (!strcmp(a, "--pids"))
+			opt.pids = v;
 		else if (!strcmp(a, "--port"))
 			opt.port = atoi(v);
 		else if (!strcmp(a, "--conns"))
@@ -726,6 +818,8 @@ int main(int argc, char **argv)
 		return run_idle();
 	if (!strcmp(argv[1], "sleep") && opt.port)
 		return run_sleep();
+	if (!strcmp(argv[1], "hold") && opt.port && opt.pids)
+		return run_hold();
 	usage();
 	return 2;
 }

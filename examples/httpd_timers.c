@@ -36,7 +36,7 @@ void tmr_init(struct tmr *t, tmr_fn *fn)
 	memset(t, 0, sizeof(*t));
 	t->kind = EP_TIMERFD;
 	t->fn = fn;
-	t->tfd = -1;
+	t->tfd = -1; /* the other backends set their members of the union at start */
 	atomic_init(&t->state, TMR_OFF);
 }
 
@@ -226,8 +226,13 @@ static void sp_release(struct tmr_loop *tl, struct tmr *t)
 
 static int64_t sp_next_ns(struct tmr_loop *tl)
 {
+	uint64_t ns;
+	int next = spoke_next_deadline_ns(tmr_spoke, &ns);
+
 	(void)tl;
-	return spoke_next_deadline(tmr_spoke);
+	if (next < 0) /* next_ns says an error below -1 */
+		return next == -EPERM ? -EINVAL : next;
+	return next == 1 ? -1 : (int64_t)ns;
 }
 
 static int sp_poll(struct tmr_loop *tl)
@@ -639,6 +644,11 @@ static const struct tmr_ops backends[] = {
 	{"mutex-heap", mh_global_init, mh_global_fini, mh_loop_init, mh_loop_fini, mh_start,
 	 mh_reset, mh_cancel, mh_cancel_remote, mh_release, tf_next_ns, mh_poll, NULL},
 };
+
+const char *tmr_backend_name(unsigned i)
+{
+	return i < sizeof(backends) / sizeof(backends[0]) ? backends[i].name : NULL;
+}
 
 const struct tmr_ops *tmr_backend(const char *name)
 {

@@ -6,7 +6,7 @@
  *
  *   spoke       each loop thread attaches its own spoke shard (spoke_attach);
  *               the shard's wake fd sits in the loop's epoll set and
- *               spoke_next_deadline() is the epoll timeout.
+ *               spoke_next_deadline_ns() is the epoll timeout.
  *   heap        a binary heap per loop thread, as libuv keeps its timers.
  *   timerfd     one timerfd per timer, in the loop's epoll set.
  *   mutex-heap  one heap behind a global mutex and a timer thread that hands
@@ -39,16 +39,22 @@ enum { TMR_OFF, TMR_ARMED, TMR_CANCELLED, TMR_FIRED };
 
 struct tmr {
 	int kind; /* EP_TIMERFD: an epoll tag for the timerfd backend */
+	_Atomic int state;
 	tmr_fn *fn;
 	struct tmr_loop *tl;
-	_Atomic int state;
-	spoke_id id;	      /* spoke */
-	uint64_t due;	      /* heap, mutex-heap: absolute CLOCK_MONOTONIC ns */
-	uint32_t hidx;	      /* heap, mutex-heap: index + 1 in the heap; 0 = not in it */
-	bool in_exp;	      /* mutex-heap: on its loop's list of expiries */
-	struct tmr *exp_next; /* mutex-heap */
-	struct tmr **exp_pprev;
-	int tfd; /* timerfd: -1 until the first start */
+	/* what the backend in use keeps */
+	union {
+		spoke_id id; /* spoke */
+		int tfd;     /* timerfd: -1 until the first start */
+		/* heap, mutex-heap */
+		struct {
+			uint64_t due;	      /* absolute CLOCK_MONOTONIC ns */
+			uint32_t hidx;	      /* index + 1 in the heap; 0 = not in it */
+			bool in_exp;	      /* mutex-heap: on its loop's list of expiries */
+			struct tmr *exp_next; /* mutex-heap */
+			struct tmr **exp_pprev;
+		};
+	};
 };
 
 struct tmr_heap {
@@ -99,6 +105,7 @@ struct tmr_ops {
 };
 
 const struct tmr_ops *tmr_backend(const char *name); /* NULL if unknown */
+const char *tmr_backend_name(unsigned i); /* the i-th backend's name; NULL past the last */
 void tmr_init(struct tmr *t, tmr_fn *fn);
 uint64_t tmr_remote_cancels(void); /* cancel_remote calls that returned 0 */
 extern struct spoke *tmr_spoke;	   /* the spoke backend's instance (NULL for others) */

@@ -4,15 +4,16 @@
  *
  * The pattern to copy: the loop thread takes shard K over (spoke_attach),
  * watches spoke_wake_fd() with a uv_poll_t and keeps one uv_timer_t armed
- * for spoke_next_deadline(); both callbacks call loop_turn(), which runs
+ * for spoke_next_deadline_ns(); both callbacks call loop_turn(), which runs
  * what is due (spoke_poll: the timers' callbacks run right there, on the
  * loop thread) and re-arms the uv_timer_t:
  *
  *     static void loop_turn(struct app *a)
  *     {
  *             spoke_poll(a->s);                       callbacks run here
- *             int64_t ns = spoke_next_deadline(a->s); -1: nothing pending
- *             if (ns < 0) uv_timer_stop(&a->deadline);
+ *             uint64_t ns;
+ *             if (spoke_next_deadline_ns(a->s, &ns) == 1) uv_timer_stop(&a->deadline);
+ *                                                     1: nothing pending
  *             else { uv_update_time(loop); uv_timer_start(&a->deadline, on_deadline,
  *                                                          ceil(ns / 1 ms), 0); }
  *     }
@@ -41,7 +42,7 @@ struct app {
 	struct check c; /* the timers and checks (attached_check.h) */
 	uv_loop_t loop;
 	uv_poll_t wake;	     /* readable: another thread's call needs the loop sooner */
-	uv_timer_t deadline; /* armed for spoke_next_deadline() */
+	uv_timer_t deadline; /* armed for spoke_next_deadline_ns() */
 };
 
 /* --- the libuv side ------------------------------------------------------------------ */
@@ -55,7 +56,8 @@ static void on_closed(uv_handle_t *h)
 
 static void loop_turn(struct app *a)
 {
-	int64_t ns;
+	uint64_t ns;
+	int next;
 
 	a->c.in_poll = true;
 	if (spoke_poll(a->c.s) < 0)
@@ -67,15 +69,15 @@ static void loop_turn(struct app *a)
 		uv_close((uv_handle_t *)&a->deadline, on_closed);
 		return;
 	}
-	ns = spoke_next_deadline(a->c.s);
-	if (ns < -1) {
-		check_fail(&a->c, "spoke_next_deadline failed");
+	next = spoke_next_deadline_ns(a->c.s, &ns);
+	if (next < 0) {
+		check_fail(&a->c, "spoke_next_deadline_ns failed");
 		uv_stop(&a->loop);
-	} else if (ns == -1) {
+	} else if (next == 1) {
 		uv_timer_stop(&a->deadline); /* nothing pending: only the wake fd can wake us */
 	} else {
 		uv_update_time(&a->loop); /* uv counts from its cached time */
-		uv_timer_start(&a->deadline, on_deadline, ((uint64_t)ns + MS - 1) / MS, 0);
+		uv_timer_start(&a->deadline, on_deadline, (ns + MS - 1) / MS, 0);
 	}
 }
 

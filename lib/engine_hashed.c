@@ -40,14 +40,10 @@
 
 #include <errno.h>
 
-#define HASHED_DEFAULT_TABLE_SIZE 4096u
-#define HASHED_LIMIT_TABLE_SIZE	  ((size_t)1 << 24)
-
 struct hashed_engine {
 	struct spoke_engine base;
-	struct spoke_wheel_slots buckets;
+	struct spoke_hashed_wheel w;
 	uint64_t *bucket_min; /* per occupied bucket: <= each of its deadlines */
-	struct spoke_next_cache next;
 };
 
 static struct hashed_engine *to_hashed(struct spoke_engine *e)
@@ -58,19 +54,14 @@ static struct hashed_engine *to_hashed(struct spoke_engine *e)
 static int hashed_init(struct spoke_engine *e, const struct spoke_engine_params *p)
 {
 	struct hashed_engine *h = to_hashed(e);
-	size_t table_size = p->table_size ? p->table_size : HASHED_DEFAULT_TABLE_SIZE;
-	int err;
+	int err = spoke_hashed_init(&h->w, p->table_size);
 
-	if (table_size > HASHED_LIMIT_TABLE_SIZE || (table_size & (table_size - 1)) != 0)
-		return -EINVAL;
-	h->bucket_min = malloc(table_size * sizeof(*h->bucket_min));
-	if (!h->bucket_min)
-		return -ENOMEM;
-	err = spoke_slots_init(&h->buckets, table_size);
-	if (err) {
-		free(h->bucket_min);
-		h->bucket_min = NULL;
+	if (err)
 		return err;
+	h->bucket_min = malloc((h->w.buckets.mask + 1) * sizeof(*h->bucket_min));
+	if (!h->bucket_min) {
+		spoke_hashed_fini(&h->w);
+		return -ENOMEM;
 	}
 	return 0;
 }
@@ -79,7 +70,7 @@ static void hashed_fini(struct spoke_engine *e)
 {
 	struct hashed_engine *h = to_hashed(e);
 
-	spoke_slots_fini(&h->buckets);
+	spoke_hashed_fini(&h->w);
 	free(h->bucket_min);
 	h->bucket_min = NULL;
 }
@@ -87,20 +78,17 @@ static void hashed_fini(struct spoke_engine *e)
 static void hashed_insert(struct spoke_engine *e, struct spoke_timer *t)
 {
 	struct hashed_engine *h = to_hashed(e);
-	size_t j = spoke_slots_index(&h->buckets, t->sp_deadline);
+	size_t j = spoke_slots_index(&h->w.buckets, t->sp_deadline);
 
-	if (spoke_slots_push(&h->buckets, j, t) || t->sp_deadline < h->bucket_min[j])
+	if (spoke_slots_push(&h->w.buckets, j, t) || t->sp_deadline < h->bucket_min[j])
 		h->bucket_min[j] = t->sp_deadline;
-	spoke_next_cache_insert(&h->next, t->sp_deadline);
+	spoke_next_cache_insert(&h->w.next, t->sp_deadline);
 }
 
+/* bucket_min may go stale-low here: see the top of the file. */
 static void hashed_remove(struct spoke_engine *e, struct spoke_timer *t)
 {
-	struct hashed_engine *h = to_hashed(e);
-
-	/* bucket_min may go stale-low here: see the top of the file. */
-	spoke_slots_unlink(&h->buckets, t);
-	spoke_next_cache_remove(&h->next, t->sp_deadline);
+	spoke_hashed_remove(&to_hashed(e)->w, t);
 }
 
 static uint64_t bucket_bound(const void *ctx, size_t j)
@@ -112,14 +100,14 @@ static uint64_t hashed_next_event(struct spoke_engine *e)
 {
 	struct hashed_engine *h = to_hashed(e);
 
-	return spoke_slots_earliest_cached(&h->buckets, &h->next, e->now, bucket_bound, h);
+	return spoke_hashed_next_event(&h->w, e->now, bucket_bound, h);
 }
 
 static void hashed_collect(struct spoke_engine *e)
 {
 	struct hashed_engine *h = to_hashed(e);
-	size_t j = spoke_slots_index(&h->buckets, e->now);
-	struct spoke_timer *t = h->buckets.slot[j].first;
+	size_t j = spoke_slots_index(&h->w.buckets, e->now);
+	struct spoke_timer *t = h->w.buckets.slot[j].first;
 	uint64_t min_deadline = UINT64_MAX;
 
 	/* Newest first, so the due list ends oldest first. */
@@ -127,13 +115,13 @@ static void hashed_collect(struct spoke_engine *e)
 		struct spoke_timer *next = t->sp_next;
 
 		if (t->sp_deadline <= e->now)
-			spoke_slots_to_due(&h->buckets, e, t);
+			spoke_slots_to_due(&h->w.buckets, e, t);
 		else if (t->sp_deadline < min_deadline)
 			min_deadline = t->sp_deadline;
 		t = next;
 	}
 	h->bucket_min[j] = min_deadline;
-	spoke_next_cache_forget(&h->next);
+	spoke_next_cache_forget(&h->w.next);
 }
 
 const struct spoke_engine_ops spoke_hashed_ops = {

@@ -29,13 +29,9 @@
 
 #include <errno.h>
 
-#define HASHED_SORTED_DEFAULT_TABLE_SIZE 4096u
-#define HASHED_SORTED_LIMIT_TABLE_SIZE	 ((size_t)1 << 24)
-
 struct hashed_sorted_engine {
 	struct spoke_engine base;
-	struct spoke_wheel_slots buckets;
-	struct spoke_next_cache next;
+	struct spoke_hashed_wheel w;
 };
 
 static struct hashed_sorted_engine *to_hashed_sorted(struct spoke_engine *e)
@@ -45,17 +41,12 @@ static struct hashed_sorted_engine *to_hashed_sorted(struct spoke_engine *e)
 
 static int hashed_sorted_init(struct spoke_engine *e, const struct spoke_engine_params *p)
 {
-	struct hashed_sorted_engine *h = to_hashed_sorted(e);
-	size_t table_size = p->table_size ? p->table_size : HASHED_SORTED_DEFAULT_TABLE_SIZE;
-
-	if (table_size > HASHED_SORTED_LIMIT_TABLE_SIZE || (table_size & (table_size - 1)) != 0)
-		return -EINVAL;
-	return spoke_slots_init(&h->buckets, table_size);
+	return spoke_hashed_init(&to_hashed_sorted(e)->w, p->table_size);
 }
 
 static void hashed_sorted_fini(struct spoke_engine *e)
 {
-	spoke_slots_fini(&to_hashed_sorted(e)->buckets);
+	spoke_hashed_fini(&to_hashed_sorted(e)->w);
 }
 
 /* The last timer of the bucket list with a deadline <= d, NULL if none. */
@@ -71,40 +62,37 @@ static struct spoke_timer *last_not_after(const struct spoke_tlist *bucket, uint
 static void hashed_sorted_insert(struct spoke_engine *e, struct spoke_timer *t)
 {
 	struct hashed_sorted_engine *h = to_hashed_sorted(e);
-	size_t j = spoke_slots_index(&h->buckets, t->sp_deadline);
-	struct spoke_timer *prev = last_not_after(&h->buckets.slot[j], t->sp_deadline);
+	size_t j = spoke_slots_index(&h->w.buckets, t->sp_deadline);
+	struct spoke_timer *prev = last_not_after(&h->w.buckets.slot[j], t->sp_deadline);
 
 	if (prev)
 		spoke_tlist_add_after(prev, t);
 	else
-		spoke_slots_push(&h->buckets, j, t);
-	spoke_next_cache_insert(&h->next, t->sp_deadline);
+		spoke_slots_push(&h->w.buckets, j, t);
+	spoke_next_cache_insert(&h->w.next, t->sp_deadline);
 }
 
 static void hashed_sorted_remove(struct spoke_engine *e, struct spoke_timer *t)
 {
-	struct hashed_sorted_engine *h = to_hashed_sorted(e);
-
-	spoke_slots_unlink(&h->buckets, t);
-	spoke_next_cache_remove(&h->next, t->sp_deadline);
+	spoke_hashed_remove(&to_hashed_sorted(e)->w, t);
 }
 
 static uint64_t bucket_head_deadline(const void *ctx, size_t j)
 {
-	return ((const struct hashed_sorted_engine *)ctx)->buckets.slot[j].first->sp_deadline;
+	return ((const struct hashed_sorted_engine *)ctx)->w.buckets.slot[j].first->sp_deadline;
 }
 
 static uint64_t hashed_sorted_next_event(struct spoke_engine *e)
 {
 	struct hashed_sorted_engine *h = to_hashed_sorted(e);
 
-	return spoke_slots_earliest_cached(&h->buckets, &h->next, e->now, bucket_head_deadline, h);
+	return spoke_hashed_next_event(&h->w, e->now, bucket_head_deadline, h);
 }
 
 static void hashed_sorted_collect(struct spoke_engine *e)
 {
 	struct hashed_sorted_engine *h = to_hashed_sorted(e);
-	struct spoke_tlist *bucket = &h->buckets.slot[spoke_slots_index(&h->buckets, e->now)];
+	struct spoke_tlist *bucket = &h->w.buckets.slot[spoke_slots_index(&h->w.buckets, e->now)];
 	struct spoke_tlist run;
 	struct spoke_timer *t;
 
@@ -114,12 +102,12 @@ static void hashed_sorted_collect(struct spoke_engine *e)
 	 */
 	spoke_tlist_init(&run);
 	while ((t = bucket->first) != NULL && t->sp_deadline <= e->now) {
-		spoke_slots_unlink(&h->buckets, t);
+		spoke_slots_unlink(&h->w.buckets, t);
 		spoke_tlist_push(&run, t);
 	}
 	while ((t = spoke_tlist_pop(&run)) != NULL)
 		spoke_due_push(e, t);
-	spoke_next_cache_forget(&h->next);
+	spoke_next_cache_forget(&h->w.next);
 }
 
 const struct spoke_engine_ops spoke_hashed_sorted_ops = {

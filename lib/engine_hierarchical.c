@@ -37,8 +37,8 @@
  * level * 2^B + j in one occupancy bitmap, so the next event is the first
  * set bit of that bitmap at or after now's level-0 digit: one scan, never
  * a walk over empty slots, and advance(next()) steps at most once per level
- * per deadline. When that first slot is whole (engine_hierarchical.h: a
- * level-0 slot, or one timer alone) its deadline is the next event itself,
+ * per deadline. When that first slot is whole (a level-0 slot, or one
+ * timer alone: hier_slot_whole()) its deadline is the next event itself,
  * and it is fired with no cascade.
  *
  * Fewer levels than 64 bits need (levels * B < 64): a timer beyond the top
@@ -52,9 +52,29 @@
  * Fields used: sp_next/sp_link (slot list, tlist.h), sp_deadline. A timer
  * does not store its slot (where it was placed depended on `now` back
  * then), so a stop only unlinks it and leaves the slot's bit to the next
- * scan (engine_hierarchical.h).
+ * scan:
+ *
+ * The occupancy bitmap is an upper bound: a clear bit means an empty slot,
+ * a set bit a slot that holds timers or that a stop emptied since. The
+ * first scan that meets such a stale bit clears it (hier_first_slot). Each
+ * stop leaves at most one stale bit and each is cleared at most once, so
+ * the scans stay O(1) amortized, and a slot that is emptied and filled
+ * again before the clock reaches it (a timeout cancelled, another armed)
+ * costs no bitmap work at all.
+ *
+ * Placement in one table load: for the highest bit b in which a deadline
+ * and `now` differ, place_of_bit[b] holds the shift of the level's digit
+ * (level * B, bits 0..7; the mask to 6 bits costs nothing on x86, whose
+ * shifts apply it themselves) and the level's first slot index (level <<
+ * B, bits 8..31), or HIER_OVERFLOW when b is above the top level. The slot
+ * is then base | ((d >> shift) & mask): no division, no multiply, one clz.
+ *
+ * The hot paths (start, stop, one step of the advance) are small static
+ * inline helpers with no call on their common path, so that they need no
+ * stack frame; the rare halves are out of line (noinline, cold).
  */
-#include "engine_hierarchical.h"
+#include "bitmap.h"
+#include "engine_impl.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -62,6 +82,36 @@
 
 #define DEFAULT_LEVEL_BITS 10
 #define MAX_LEVEL_BITS	   16
+
+#define HIER_OVERFLOW	UINT32_MAX
+#define HIER_SHIFT_MASK 63u
+#define HIER_BASE_SHIFT 8
+#define HIER_MAX_LEVELS 64 /* with B = 1 */
+
+struct hier_engine {
+	struct spoke_engine base;
+	uint64_t slot_mask;	   /* 2^B - 1 */
+	struct spoke_tlist *slots; /* levels * 2^B heads */
+	uint64_t *occupied0;	   /* occupied.word[0], one bit per slot */
+	uint64_t overflow_visit;   /* tick to re-examine overflow (<= the true one) */
+	struct spoke_tlist overflow;
+	struct spoke_tlist run;	  /* level-1 slots being fired in order, see below */
+	uint64_t *run_word;	  /* the bitmap word of the run's slots, */
+	uint64_t run_mask;	  /* and the bits of their range */
+	const uint64_t *low_word; /* the bitmap word whose low_mask bits cover level 0 */
+	uint64_t low_mask;
+	unsigned bits;		   /* B */
+	unsigned levels;	   /* levels actually kept: at most ceil(64 / B) */
+	uint32_t place_of_bit[64]; /* highest differing bit -> base << 8 | shift */
+	/* level k -> the bits of a tick above digit k (0 if there are none) */
+	uint64_t above[HIER_MAX_LEVELS];
+	struct spoke_bitmap occupied; /* an upper bound, see the top */
+};
+
+static struct hier_engine *to_hier(struct spoke_engine *e)
+{
+	return (struct hier_engine *)e;
+}
 
 /* Bits covered by levels 0..k-1: the shift of level k's digit. */
 static unsigned level_shift(const struct hier_engine *h, unsigned k)
@@ -77,81 +127,14 @@ static uint64_t clear_below(const struct hier_engine *h, uint64_t now, unsigned 
 	return s >= 64 ? 0 : now & ~((1ull << s) - 1);
 }
 
-/*
- * Level 0 is bits [0, 2^B) of the bitmap: the first word of the first
- * summary level at which they fit in one word (engine_hierarchical.h,
- * spoke_hier_run_alone). That level exists: the bitmap climbs until one
- * word covers all levels, and level 0 is at most all of them.
- */
-static void set_low_word(struct hier_engine *h)
-{
-	size_t n = (size_t)1 << h->bits; /* level 0's bits at bitmap level l */
-	unsigned l = 0;
-
-	while (n > 64) {
-		n = (n + 63) / 64;
-		l++;
-	}
-	h->low_word = h->occupied.word[l];
-	h->low_mask = n == 64 ? UINT64_MAX : (1ull << n) - 1;
-}
-
-static int hier_init(struct spoke_engine *e, const struct spoke_engine_params *p)
-{
-	struct hier_engine *h = spoke_to_hier(e);
-	unsigned bits = p->level_bits ? p->level_bits : DEFAULT_LEVEL_BITS;
-	unsigned levels, needed;
-	size_t nslots;
-
-	if (bits > MAX_LEVEL_BITS || p->levels > 64)
-		return -EINVAL;
-	needed = (64 + bits - 1) / bits;
-	levels = p->levels ? p->levels : needed;
-	if (levels > needed)
-		levels = needed; /* a level past bit 63 could never hold a timer */
-	h->bits = bits;
-	h->levels = levels;
-	h->slot_mask = (1ull << bits) - 1;
-	for (unsigned b = 0; b < 64; b++) {
-		unsigned k = b / bits;
-
-		h->place_of_bit[b] = k < levels ? (uint32_t)k << (bits + HIER_BASE_SHIFT) | k * bits
-						: HIER_OVERFLOW;
-	}
-	for (unsigned k = 0; k < levels; k++)
-		h->above[k] = clear_below(h, UINT64_MAX, k + 1);
-	nslots = (size_t)levels << bits;
-	h->slots = calloc(nslots, sizeof(*h->slots));
-	if (!h->slots)
-		return -ENOMEM;
-	if (spoke_bitmap_init(&h->occupied, nslots)) {
-		free(h->slots);
-		return -ENOMEM;
-	}
-	h->occupied0 = h->occupied.word[0];
-	set_low_word(h);
-	spoke_tlist_init(&h->overflow);
-	spoke_tlist_init(&h->run);
-	h->run_word = h->occupied0;
-	h->overflow_visit = UINT64_MAX;
-	return 0;
-}
-
-static void hier_fini(struct spoke_engine *e)
-{
-	struct hier_engine *h = spoke_to_hier(e);
-
-	spoke_bitmap_fini(&h->occupied);
-	free(h->slots);
-}
-
 /* First tick of the top-level span that holds d: when d stops overflowing. */
 static uint64_t overflow_entry_tick(const struct hier_engine *h, uint64_t d)
 {
 	return clear_below(h, d, h->levels);
 }
 
-int spoke_hier_overflow_push(struct hier_engine *h, struct spoke_timer *t)
+static __attribute__((noinline, cold)) int hier_overflow_push(struct hier_engine *h,
+							      struct spoke_timer *t)
 {
 	uint64_t visit = overflow_entry_tick(h, t->sp_deadline);
 
@@ -161,9 +144,98 @@ int spoke_hier_overflow_push(struct hier_engine *h, struct spoke_timer *t)
 	return 0;
 }
 
-int spoke_hier_mark_word(struct hier_engine *h, size_t word)
+static __attribute__((noinline, cold)) int hier_mark_word(struct hier_engine *h, size_t word)
 {
 	spoke_bitmap_set_from(&h->occupied, 1, word);
+	return 0;
+}
+
+/* The place_of_bit entry for x = deadline ^ now, which is not 0. */
+static inline uint32_t hier_place_of(const struct hier_engine *h, uint64_t x)
+{
+	return h->place_of_bit[63 - (size_t)__builtin_clzll(x)];
+}
+
+/*
+ * Push t on the slot that p (not HIER_OVERFLOW) gives its deadline, and
+ * set the slot's bit unconditionally (setting a set bit is harmless: "was
+ * the slot empty" is a coin flip). Returns the bit's word if that was zero,
+ * whose summary bits are then the caller's to set, or SPOKE_BITMAP_NONE.
+ */
+static inline size_t hier_push(struct hier_engine *h, struct spoke_timer *t, uint32_t p)
+{
+	size_t slot =
+		(p >> HIER_BASE_SHIFT) | ((t->sp_deadline >> (p & HIER_SHIFT_MASK)) & h->slot_mask);
+	uint64_t *w, was;
+
+	spoke_tlist_push(&h->slots[slot], t);
+	w = &h->occupied0[slot >> 6];
+	was = *w;
+	*w = was | (1ull << (slot & 63));
+	return was == 0 ? slot >> 6 : SPOKE_BITMAP_NONE;
+}
+
+/*
+ * Put t on its slot, given x = deadline ^ now, which is not 0; returns 0
+ * (see above): the summary bits, when the word was zero, out of line.
+ */
+static inline int hier_place_x(struct hier_engine *h, struct spoke_timer *t, uint64_t x)
+{
+	uint32_t p = hier_place_of(h, x);
+	size_t word;
+
+	if (__builtin_expect(p == HIER_OVERFLOW, 0))
+		return hier_overflow_push(h, t);
+	word = hier_push(h, t, p);
+	if (__builtin_expect(word != SPOKE_BITMAP_NONE, 0))
+		return hier_mark_word(h, word);
+	return 0;
+}
+
+/*
+ * start(): the common case, t not pending and a delay in [1, UINT64_MAX -
+ * now], with no call on its path (so no stack frame): there the deadline
+ * is now + delay with no max() and no saturation, and the one test that it
+ * lies after now (a sum that does not wrap) tells the case. Everything
+ * else, a delay of 0 included, is start_slow's.
+ */
+static __attribute__((noinline)) int hier_start_slow(struct spoke_engine *e, struct spoke_timer *t,
+						     uint64_t delay_ticks);
+
+static int hier_start(struct spoke_engine *e, struct spoke_timer *t, uint64_t delay_ticks)
+{
+	if (__builtin_expect(!spoke_timer_pending(t), 1)) {
+		uint64_t now = e->now, d = now + delay_ticks;
+
+		if (__builtin_expect(d > now, 1)) {
+			t->sp_deadline = d;
+			e->count++;
+			return hier_place_x(to_hier(e), t, d ^ now);
+		}
+	}
+	return hier_start_slow(e, t, delay_ticks);
+}
+
+/*
+ * stop(): unlink t from its slot, the overflow list, the run or the due
+ * list, all lists of tlist.h. The slot's bit stays set if this empties it
+ * (see the top), and overflow_visit stays as it is if t was the earliest
+ * or the last overflow timer: stale-low, one vain visit at worst.
+ */
+static int hier_stop(struct spoke_engine *e, struct spoke_timer *t)
+{
+	spoke_tlist_del(t);
+	e->count--;
+	return 0;
+}
+
+/* The rest of start(): a re-arm, a delay of 0, the end of time. */
+static int hier_start_slow(struct spoke_engine *e, struct spoke_timer *t, uint64_t delay_ticks)
+{
+	if (spoke_timer_pending(t))
+		(void)hier_stop(e, t);
+	if (spoke_arm(e, t, spoke_deadline_after(e->now, delay_ticks)))
+		(void)hier_place_x(to_hier(e), t, t->sp_deadline ^ e->now);
 	return 0;
 }
 
@@ -182,27 +254,17 @@ static void place(struct hier_engine *h, struct spoke_timer *t)
 		spoke_due_push(&h->base, t);
 		return;
 	}
-	p = spoke_hier_place_of(h, x);
+	p = hier_place_of(h, x);
 	if (p == HIER_OVERFLOW) {
-		spoke_hier_overflow_push(h, t);
+		hier_overflow_push(h, t);
 		return;
 	}
-	word = spoke_hier_push(h, t, p);
+	word = hier_push(h, t, p);
 	if (word != SPOKE_BITMAP_NONE)
 		spoke_bitmap_set_from(&h->occupied, 1, word);
 }
 
-static void hier_insert(struct spoke_engine *e, struct spoke_timer *t)
-{
-	spoke_hier_insert(spoke_to_hier(e), t);
-}
-
-static void hier_remove(struct spoke_engine *e, struct spoke_timer *t)
-{
-	spoke_hier_remove(spoke_to_hier(e), t);
-}
-
-void spoke_hier_visit_overflow(struct hier_engine *h)
+static __attribute__((noinline)) void hier_visit_overflow(struct hier_engine *h)
 {
 	struct spoke_timer *t = h->overflow.first;
 	uint64_t visit = UINT64_MAX;
@@ -222,38 +284,6 @@ void spoke_hier_visit_overflow(struct hier_engine *h)
 	h->overflow_visit = visit;
 }
 
-size_t spoke_hier_skip_stale(struct hier_engine *h, size_t slot)
-{
-	do {
-		spoke_bitmap_clear(&h->occupied, slot);
-		slot = spoke_bitmap_next(&h->occupied, slot + 1);
-	} while (slot != SPOKE_BITMAP_NONE && spoke_tlist_empty(&h->slots[slot]));
-	return slot;
-}
-
-/*
- * The next event: a whole slot's deadline, another slot's first tick, or
- * (wheels empty) the overflow visit, which outside an advance is always
- * ahead of the clock.
- */
-static uint64_t hier_next_event(struct spoke_engine *e)
-{
-	struct hier_engine *h = spoke_to_hier(e);
-	size_t slot = spoke_hier_first_slot(h);
-	uint64_t ev;
-
-	if (slot == SPOKE_BITMAP_NONE)
-		ev = h->overflow_visit;
-	else if (spoke_hier_slot_whole(h, slot))
-		ev = h->slots[slot].first->sp_deadline;
-	else
-		ev = spoke_hier_slot_tick(h, slot);
-	/* asked from an expiry function while a run is fired: its next member */
-	if (!spoke_tlist_empty(&h->run) && h->run.first->sp_deadline < ev)
-		ev = h->run.first->sp_deadline;
-	return ev;
-}
-
 /* Place each timer of the list from t again (a cascade: see place()). */
 static void place_list(struct hier_engine *h, struct spoke_timer *t)
 {
@@ -270,13 +300,114 @@ static void place_list(struct hier_engine *h, struct spoke_timer *t)
  * first tick): on a lower level, or on the due list if due now. place()
  * rewrites both links, so the timers are not unlinked one by one.
  */
-void spoke_hier_cascade(struct hier_engine *h, size_t slot)
+static __attribute__((noinline)) void hier_cascade(struct hier_engine *h, size_t slot)
 {
 	struct spoke_timer *t = h->slots[slot].first;
 
 	h->slots[slot].first = NULL;
 	spoke_bitmap_clear(&h->occupied, slot);
 	place_list(h, t);
+}
+
+static __attribute__((noinline)) size_t hier_skip_stale(struct hier_engine *h, size_t slot)
+{
+	do {
+		spoke_bitmap_clear(&h->occupied, slot);
+		slot = spoke_bitmap_next(&h->occupied, slot + 1);
+	} while (slot != SPOKE_BITMAP_NONE && spoke_tlist_empty(&h->slots[slot]));
+	return slot;
+}
+
+/*
+ * The first slot that holds timers, or SPOKE_BITMAP_NONE: the earliest
+ * event, as the lowest level comes first and a level's slots in tick order
+ * (the top of the .c). Level 0 holds nothing at or below now's digit, so
+ * the scan starts there; stale bits on the way are cleared.
+ */
+static inline size_t hier_first_slot(struct hier_engine *h)
+{
+	size_t slot = spoke_bitmap_next(&h->occupied, h->base.now & h->slot_mask);
+
+	if (__builtin_expect(slot != SPOKE_BITMAP_NONE && spoke_tlist_empty(&h->slots[slot]), 0))
+		slot = hier_skip_stale(h, slot);
+	return slot;
+}
+
+/* The first tick of a slot: now's digits above its level, its digit, zeros. */
+static inline uint64_t hier_slot_tick(const struct hier_engine *h, size_t slot)
+{
+	unsigned k = (unsigned)(slot >> h->bits);
+
+	return (h->base.now & h->above[k]) | (uint64_t)(slot & h->slot_mask) << (k * h->bits);
+}
+
+/*
+ * Whether every timer of a non-empty slot falls due at the deadline of its
+ * first: a level-0 slot (one tick), or a slot of one timer. Such a slot,
+ * when it is the first one, is fired whole at that deadline with no
+ * cascade: nothing else is due before it (levels below are empty, later
+ * slots and levels start after it).
+ */
+static inline bool hier_slot_whole(const struct hier_engine *h, size_t slot)
+{
+	/* one branch, not two: which of the two it is is a coin flip */
+	return (slot <= h->slot_mask) | (h->slots[slot].first->sp_next == NULL);
+}
+
+/*
+ * Move a whole slot (above) onto dst, which is empty (the engine's firing
+ * list: collected and fired at once, as nothing else is due at its tick).
+ */
+static inline void hier_take_whole(struct hier_engine *h, size_t slot, struct spoke_tlist *dst)
+{
+	spoke_tlist_move(dst, &h->slots[slot]);
+	spoke_bitmap_clear(&h->occupied, slot);
+}
+
+/*
+ * Sorted runs. When the first slot is a level-1 slot whose whole span (2^B
+ * ticks from its first tick) lies within the advance, it is not cascaded,
+ * and neither are the next occupied level-1 slots of its bitmap word that
+ * also lie within it: each one's timers (at most HIER_RUN_MAX; a slot of
+ * more ends the run, and is cascaded when its turn comes) are sorted by
+ * deadline and appended to h->run, slot after slot, and fire_run (below)
+ * fires them from there in order, with no level-0 placement, bit or scan
+ * per timer, and one bitmap store for all the slots.
+ *
+ * While the run lasts it holds the earliest timers of the wheels but for
+ * what an expiry function starts (or re-arms) meanwhile: a timer due within
+ * the run's slots lands on level 0 or on a level-1 slot of the run's range
+ * (it shares now's digits above 1). So before each member fire_run looks at
+ * level 0 and at the range's bits (hier_run_alone, two words), and
+ * when either is set steps the first slot first if its first tick comes no
+ * later than the member: the clock must not pass a slot's first tick with
+ * the slot in place, even one whose lone timer is due after the member (it
+ * is cascaded at that tick). A stale bit there costs one scan, which clears
+ * it. Every other slot and level comes after the range, and the overflow
+ * list after every level.
+ *
+ * A member is a pending timer on an ordinary list: a stop or re-arm unlinks
+ * it like any other (remove() is the unlink, whichever list holds it), and
+ * a member due at the tick of the one firing (a tie) waits on the run with
+ * its deadline equal to now. A run never outlives its advance (its slots
+ * lie within the target); next() answers its first member when that is
+ * earliest.
+ */
+#define HIER_RUN_INDEX_BITS 4
+#define HIER_RUN_MAX	    (1u << HIER_RUN_INDEX_BITS)
+
+/* Whether the first slot, not whole, with first tick ev may start a run. */
+static inline bool hier_run_fits(const struct hier_engine *h, size_t slot, uint64_t ev,
+				 uint64_t target)
+{
+	/* ev is a multiple of 2^B: the span's last tick does not wrap */
+	return (slot >> h->bits) == 1 && ev + h->slot_mask <= target;
+}
+
+/* Whether nothing on the wheels may come before the run's next member (above). */
+static inline bool hier_run_alone(const struct hier_engine *h)
+{
+	return ((*h->low_word & h->low_mask) | (*h->run_word & h->run_mask)) == 0;
 }
 
 /* Four keys of a run (vector compares where the target has them). */
@@ -432,12 +563,13 @@ static void **run_append(struct hier_engine *h, size_t slot, void **back,
 }
 
 /*
- * A run (engine_hierarchical.h): `slot` and the occupied slots after it in
+ * A run (see "Sorted runs"): `slot` and the occupied slots after it in
  * its bitmap word, up to the last level-1 slot, the last whose span ends by
  * target, or the first of more than HIER_RUN_MAX timers; their bits are
  * cleared with one store (a stale bit's slot is taken empty).
  */
-bool spoke_hier_take_run(struct hier_engine *h, size_t slot, uint64_t target)
+static __attribute__((noinline)) bool hier_take_run(struct hier_engine *h, size_t slot,
+						    uint64_t target)
 {
 	size_t word = slot >> 6, level1 = h->slot_mask + 1;
 	uint64_t base = h->base.now & h->above[1];
@@ -479,18 +611,216 @@ bool spoke_hier_take_run(struct hier_engine *h, size_t slot, uint64_t target)
 	return true;
 }
 
+static size_t fire_run(struct spoke_engine *e, spoke_expire_fn *fn, void *ctx);
+
 /*
- * No collect(): engine.c runs this scheme's advance itself (advance_hier),
- * from the helpers in engine_hierarchical.h, because a whole slot's
- * deadline, which next_event() answers, may lie after the target while its
- * first tick does not, and then the slot is cascaded at that tick instead.
+ * One step of `hierarchical`'s advance: the first occupied slot, the
+ * earliest event (see the top), with the clock allowed up to
+ * limit. A whole slot due by then is fired at its deadline, straight from
+ * the slot; any other whose first tick is due is emptied at that tick (a
+ * whole one too, when its deadline is past the limit: the clock may not
+ * pass a slot's first tick with the slot still in place): into a sorted
+ * run when it is a level-1 slot within the limit and no run is under way,
+ * else by a cascade, after which what that makes due is fired. False if
+ * the slot's first tick is past the limit.
+ */
+static inline __attribute__((always_inline)) bool hier_step(struct spoke_engine *e, size_t slot,
+							    uint64_t limit, spoke_expire_fn *fn,
+							    void *ctx, size_t *fired)
+{
+	struct hier_engine *h = to_hier(e);
+	struct spoke_timer *first = h->slots[slot].first;
+	uint64_t ev;
+
+	if (hier_slot_whole(h, slot) && first->sp_deadline <= limit) {
+		e->now = first->sp_deadline;
+		hier_take_whole(h, slot, &e->firing);
+		*fired += spoke_fire_firing(e, fn, ctx);
+		return true;
+	}
+	ev = hier_slot_tick(h, slot);
+	if (ev > limit)
+		return false;
+	e->now = ev;
+	if (spoke_tlist_empty(&h->run) && hier_run_fits(h, slot, ev, limit) &&
+	    hier_take_run(h, slot, limit)) {
+		*fired += fire_run(e, fn, ctx);
+		return true;
+	}
+	hier_cascade(h, slot);
+	*fired += spoke_fire_due(e, fn, ctx);
+	return true;
+}
+
+/*
+ * Fire h->run member by member, each at its deadline (see
+ * "Sorted runs"). A slot that an expiry function filled meanwhile is
+ * stepped first if its first tick comes no later than the next member (so
+ * the clock never passes a slot's first tick with the slot in place).
+ * Out of line: once per run, and hier_step, which it calls, calls it.
+ */
+static __attribute__((noinline)) size_t fire_run(struct spoke_engine *e, spoke_expire_fn *fn,
+						 void *ctx)
+{
+	struct hier_engine *h = to_hier(e);
+	struct spoke_timer *t;
+	size_t fired = 0;
+
+	while ((t = h->run.first) != NULL) {
+		if (__builtin_expect(!hier_run_alone(h), 0)) {
+			size_t slot = hier_first_slot(h);
+
+			if (slot != SPOKE_BITMAP_NONE &&
+			    hier_step(e, slot, t->sp_deadline, fn, ctx, &fired))
+				continue;
+		}
+		e->now = t->sp_deadline;
+		spoke_tlist_del(t);
+		fired += spoke_fire_one(e, t, fn, ctx);
+	}
+	return fired;
+}
+
+/*
+ * The loop of advance(): step the first slot (hier_step) until its event
+ * lies past the target. With the wheels empty, the overflow list is
+ * visited at its tick.
+ */
+static inline size_t hier_advance_to(struct spoke_engine *e, uint64_t target, spoke_expire_fn *fn,
+				     void *ctx)
+{
+	struct hier_engine *h = to_hier(e);
+	size_t fired = 0;
+
+	while (e->count > 0) {
+		size_t slot = hier_first_slot(h);
+
+		if (__builtin_expect(slot == SPOKE_BITMAP_NONE, 0)) {
+			uint64_t ev = h->overflow_visit;
+
+			/* nothing ahead, or the end of time: no tick left to collect */
+			if (ev > target || ev == UINT64_MAX || e->now == UINT64_MAX)
+				break;
+			if (ev > e->now) /* else stale-low: visit at now */
+				e->now = ev;
+			hier_visit_overflow(h);
+			fired += spoke_fire_due(e, fn, ctx);
+			continue;
+		}
+		if (!hier_step(e, slot, target, fn, ctx, &fired))
+			break;
+	}
+	return fired;
+}
+
+static size_t hier_advance(struct spoke_engine *e, uint64_t ticks, spoke_expire_fn *fn, void *ctx)
+{
+	return spoke_advance_with(e, ticks, fn, ctx, hier_advance_to);
+}
+
+/*
+ * The next event: a whole slot's deadline, another slot's first tick, or
+ * (wheels empty) the overflow visit, which outside an advance is always
+ * ahead of the clock.
+ */
+static uint64_t hier_next_event(struct spoke_engine *e)
+{
+	struct hier_engine *h = to_hier(e);
+	size_t slot = hier_first_slot(h);
+	uint64_t ev;
+
+	if (slot == SPOKE_BITMAP_NONE)
+		ev = h->overflow_visit;
+	else if (hier_slot_whole(h, slot))
+		ev = h->slots[slot].first->sp_deadline;
+	else
+		ev = hier_slot_tick(h, slot);
+	/* asked from an expiry function while a run is fired: its next member */
+	if (!spoke_tlist_empty(&h->run) && h->run.first->sp_deadline < ev)
+		ev = h->run.first->sp_deadline;
+	return ev;
+}
+
+/*
+ * Level 0 is bits [0, 2^B) of the bitmap: the first word of the first
+ * summary level at which they fit in one word (hier_run_alone). That level exists: the bitmap
+ * climbs until one word covers all levels, and level 0 is at most all of them.
+ */
+static void set_low_word(struct hier_engine *h)
+{
+	size_t n = (size_t)1 << h->bits; /* level 0's bits at bitmap level l */
+	unsigned l = 0;
+
+	while (n > 64) {
+		n = (n + 63) / 64;
+		l++;
+	}
+	h->low_word = h->occupied.word[l];
+	h->low_mask = n == 64 ? UINT64_MAX : (1ull << n) - 1;
+}
+
+static int hier_init(struct spoke_engine *e, const struct spoke_engine_params *p)
+{
+	struct hier_engine *h = to_hier(e);
+	unsigned bits = p->level_bits ? p->level_bits : DEFAULT_LEVEL_BITS;
+	unsigned levels, needed;
+	size_t nslots;
+
+	if (bits > MAX_LEVEL_BITS || p->levels > 64)
+		return -EINVAL;
+	needed = (64 + bits - 1) / bits;
+	levels = p->levels ? p->levels : needed;
+	if (levels > needed)
+		levels = needed; /* a level past bit 63 could never hold a timer */
+	h->bits = bits;
+	h->levels = levels;
+	h->slot_mask = (1ull << bits) - 1;
+	for (unsigned b = 0; b < 64; b++) {
+		unsigned k = b / bits;
+
+		h->place_of_bit[b] = k < levels ? (uint32_t)k << (bits + HIER_BASE_SHIFT) | k * bits
+						: HIER_OVERFLOW;
+	}
+	for (unsigned k = 0; k < levels; k++)
+		h->above[k] = clear_below(h, UINT64_MAX, k + 1);
+	nslots = (size_t)levels << bits;
+	h->slots = calloc(nslots, sizeof(*h->slots));
+	if (!h->slots)
+		return -ENOMEM;
+	if (spoke_bitmap_init(&h->occupied, nslots)) {
+		free(h->slots);
+		return -ENOMEM;
+	}
+	h->occupied0 = h->occupied.word[0];
+	set_low_word(h);
+	spoke_tlist_init(&h->overflow);
+	spoke_tlist_init(&h->run);
+	h->run_word = h->occupied0;
+	h->overflow_visit = UINT64_MAX;
+	return 0;
+}
+
+static void hier_fini(struct spoke_engine *e)
+{
+	struct hier_engine *h = to_hier(e);
+
+	spoke_bitmap_fini(&h->occupied);
+	free(h->slots);
+}
+
+/*
+ * No collect() and no remove(): this scheme has its own advance (a whole
+ * slot's deadline, which next_event() answers, may lie after the target
+ * while its first tick does not, and then the slot is cascaded at that
+ * tick instead) and its own stop.
  */
 const struct spoke_engine_ops spoke_hierarchical_ops = {
 	.name = "hierarchical",
 	.size = sizeof(struct hier_engine),
 	.init = hier_init,
 	.fini = hier_fini,
-	.insert = hier_insert,
-	.remove = hier_remove,
 	.next_event = hier_next_event,
+	.start = hier_start,
+	.stop = hier_stop,
+	.advance = hier_advance,
 };

@@ -15,30 +15,52 @@
  * tick): with a different TTL per timer that is an unsorted list. Here each
  * live queue carries a key timer at the deadline of its head, in the Lawn's
  * own wheel of heads (below), so the next queue to expire is found by a bit
- * scan, and collect() visits only the queues whose key is due at this
- * tick: O(1) per fired timer and per key move, whatever the number of TTLs
- * (docs/engines.md measures it). A start into an existing queue leaves its
- * key alone (the head does not change); a start that opens a queue places
- * its key (O(1)). A stop of a head that leaves the queue non-empty moves
- * the key to the new head (O(1)), so next() stays exact; t's own back
- * link is tagged iff t was the head (see the queue list). A stop that
- * empties the queue unlinks its key and closes the queue. So start and
- * stop stay O(1). A key found due whose head is not (none is, today:
- * every key sits at its head's deadline) would be moved to its head.
+ * scan, whatever the number of TTLs. A start into an existing queue leaves
+ * its key alone (the head does not change); a start that opens a queue
+ * places its key (O(1)). A stop of a head that leaves the queue non-empty
+ * moves the key to the new head (O(1)), so next() stays exact; t's own
+ * back link carries clist.h's first mark iff t was the head (see the queue
+ * list below). A stop that empties the queue unlinks its key and closes
+ * the queue. So start and stop stay O(1).
  *
- * The wheel of heads. HEADS_LEVELS levels of 2^HEADS_BITS slots cover all
- * 64 bits of a deadline, so any key has a level and nothing overflows. A
- * key sits on the level of the highest base-256 digit in which its
- * deadline d differs from now, in the slot of that digit of d: d shares
- * now's digits above its level, and its digit there is above now's. The
- * clock reaches slot j of level k at the first tick whose digit k is j
- * (<= d); the keys found there are placed again relative to that tick (a
- * lower level), or are due if d is that tick, so each key moves at most
- * once per level before it is due, at d exactly, and a level's keys all
- * come before the next boundary of the level above: the first occupied
- * slot of the lowest occupied level is the next event (bounded
- * advance(next()) steps). Occupancy is one bit per slot, in slot order, and
- * one summary bit per 64-slot word: next_event() is two bit scans.
+ * The wheel of heads. A key's deadline d is read in base 256: digit k is
+ * bits [8k, 8k + 8). Level k is a ring of 256 slots whose slot j holds the
+ * keys with digit k of d equal to j; 8 levels cover all 64 bits, so any key
+ * has a level and nothing overflows:
+ *
+ *   level  digit bits  one slot spans   the level spans    (1 tick = 1 ms)
+ *     0       0..7       1 tick          256 ticks           0.26 s
+ *     1       8..15      256 ticks       65536 ticks         66 s
+ *     2      16..23      65536 ticks     2^24 ticks          4.7 hours
+ *     3      24..31      2^24 ticks      2^32 ticks          50 days
+ *     ...
+ *     7      56..63      2^56 ticks      2^64 ticks
+ *
+ * A key sits on the level of the highest digit in which d differs from
+ * now: k = (63 - clz(d ^ now)) / 8, slot k * 256 + digit k of d. So d
+ * shares now's digits above k, and its digit k is above now's. The clock
+ * reaches slot j of level k at its first tick, T = (now's digits above k,
+ * j, zeros below) <= d; the keys there are then placed again relative to
+ * T (a lower level), or are due if d is T: each key moves down at most
+ * once per level, and is due at d exactly (a TTL below 2^16 ticks moves at
+ * most twice). A level's keys all come before the next boundary of the
+ * level above, so the first occupied slot of the lowest occupied level
+ * holds the earliest keys. Occupancy is one bit per slot in slot order,
+ * 2048 bits in 32 words, and one summary word with a bit per word: the
+ * first occupied slot is two bit scans, its first tick the next event
+ * (bounded advance(next()) steps). Memory: 2048 sentinels of 24 bytes,
+ * 48 KiB.
+ *
+ * The advance (lawn_advance_to) takes the first occupied slot. A key alone
+ * there is the next event itself: the clock jumps to its deadline, the key
+ * comes off and its queue's head fires (key_fire), with no cascade (no
+ * other slot's first tick comes before that deadline). Any other slot is
+ * emptied at its first tick as above, and what is due then is moved to the
+ * due list and fired. With a TTL per timer the keys of a level-2 slot move
+ * once, to level 1, in the order they were placed, and most of them are
+ * alone there: 1e4 timers started at tick 0 with TTLs in [1, 2^20) fill 15
+ * level-2 slots with about 625 keys each, and those fill the 4096 level-1
+ * slots with about 2.4.
  *
  * Why its own wheel, not a `hierarchical` engine: with random TTLs every
  * start opens a queue and every stop closes one, so the key's insert and
@@ -46,15 +68,13 @@
  * over 8 (no table), the slot lists are circular around sentinel heads
  * (clist.h: an unlink finds its emptied slot from the neighbour's address,
  * with no back-link arithmetic), the summary is one word with no levels to
- * climb, and nothing is counted, cached, overflowed or fired through a
- * second advance loop. docs/engines.md ("Part 3, second pass") has the
- * instruction counts.
+ * climb, and nothing is counted, cached or overflowed.
  *
  * Costs, n timers over q distinct TTLs: start and stop O(1) expected (one
  * hash lookup, an append or unlink, and a key placed or unlinked when a
- * queue opens or closes); next_event() O(1) (two bit scans); collect() O(1
- * + timers fired) plus the key moves. Memory: 64 bytes per live queue, 48
- * KiB of slot heads.
+ * queue opens or closes); next_event() O(1) (two bit scans); an advance
+ * O(1) per timer fired and per key move, and it never walks an empty slot.
+ * Memory: 64 bytes per live queue, 48 KiB of slot heads.
  *
  * Each queue is circular around a sentinel timer in its struct, as in
  * engine_sorted_list.c: no link of a queued timer is NULL, so it reads as
@@ -62,8 +82,9 @@
  * needs the timer's queue only when it empties the queue (to close it), and
  * then both neighbours of the timer are that queue's sentinel (in a longer
  * queue they are two different nodes), or when t was the head (to move the
- * key), and then its back link names the sentinel, tagged: the queue is
- * found from the sentinel's address, nothing per timer names it.
+ * key), and then its back link names the sentinel with the first mark:
+ * the queue is found from the sentinel's address, nothing per timer names
+ * it.
  *
  * Memory: queue structs (64 bytes on LP64, one cache line each) come from
  * a pool grown 64 at a time (a directory of chunks that never move, since
@@ -79,7 +100,8 @@
  *   sp_next      next (later) timer of the queue, or the queue's sentinel
  *                after the tail
  *   sp_link      previous (earlier) timer, a struct spoke_timer *, or the
- *                queue's sentinel before the head, | HEAD_TAG
+ *                queue's sentinel before the head, with the first mark
+ *                (clist.h: spoke_clist_init_marked)
  *   sp_deadline  set by this file's start (engine.c's arithmetic)
  * Unlinking sets both to NULL. Once collected the timer is unlinked first:
  * the due list (tlist.h) reuses sp_next and sp_link with its own meaning.
@@ -107,19 +129,19 @@ _Static_assert(HEADS_WORDS <= 64, "one summary word");
  * the pool aligns them to 64, so a queue is one cache line (a start that
  * opens a queue and places its key, or a stop that closes it, touches one
  * line of it). The TTL is kept in the sentinel's deadline field, which no
- * code reads as a deadline (the tag on the head's back link, not a
- * deadline of 0, tells the sentinel; see the queue list below): that word
- * pays for the hash chain's back link, so a close unlinks its queue with
- * stores only, without reading its bucket (a cache miss at 1e5 queues,
- * whose table is 2 MiB). No list of live queues: rehash walks the pool,
- * where a free queue has ttl_ticks 0.
+ * code reads as a deadline (the first mark on the head's back link, not a
+ * deadline of 0, tells the sentinel): that word pays for the hash chain's
+ * back link, so a close unlinks its queue with stores only, without
+ * reading its bucket (a cache miss at 1e5 queues, whose table is 2 MiB). No list of live queues:
+ * rehash walks the pool, where a free queue has ttl_ticks 0.
  */
 struct lawn_queue {
-	struct spoke_timer key; /* in a heads slot at the head's deadline, while live */
+	/* in a heads slot at the head's deadline while live; its links stale while not */
+	struct spoke_timer key;
 	union {
 		/*
-		 * sp_next = head (earliest), sp_link = tail (latest, untagged);
-		 * when empty sp_next is itself and sp_link itself, tagged
+		 * a marked clist: sp_next = head (earliest), sp_link = tail
+		 * (latest); when empty, itself both ways, sp_link marked
 		 */
 		struct spoke_timer sentinel;
 		struct {
@@ -174,53 +196,6 @@ static struct lawn_queue *queue_of_sentinel(struct spoke_timer *sentinel)
 static struct lawn_queue *queue_of_key(struct spoke_timer *key)
 {
 	return (struct lawn_queue *)(void *)((char *)key - offsetof(struct lawn_queue, key));
-}
-
-/*
- * The queue list: circular around the sentinel, as clist.h's, but the back
- * link of the head (the link that names the sentinel) carries HEAD_TAG, so
- * that a stop knows t was the head from t's own link. An unlink hands t's
- * link, tag and all, to t's successor, so the new head inherits the tag,
- * and an emptied sentinel gets it back in its own sp_link.
- */
-#define HEAD_TAG ((uintptr_t)1)
-
-static struct spoke_timer *untag(void *link)
-{
-	return (struct spoke_timer *)((uintptr_t)link & ~HEAD_TAG);
-}
-
-static bool was_head(void *link)
-{
-	return (uintptr_t)link & HEAD_TAG;
-}
-
-static void queue_list_init(struct spoke_timer *sentinel)
-{
-	sentinel->sp_next = sentinel;
-	sentinel->sp_link = (void *)((uintptr_t)sentinel | HEAD_TAG);
-}
-
-static void queue_list_append(struct spoke_timer *sentinel, struct spoke_timer *t)
-{
-	void *last = sentinel->sp_link; /* tagged iff the queue is empty */
-
-	t->sp_next = sentinel;
-	t->sp_link = last;
-	untag(last)->sp_next = t;
-	sentinel->sp_link = t;
-}
-
-/* Unlink t, whose back link was link; the sentinel if that emptied the queue, else NULL. */
-static struct spoke_timer *queue_list_del(struct spoke_timer *t, void *link)
-{
-	struct spoke_timer *prev = untag(link), *next = t->sp_next;
-
-	prev->sp_next = next;
-	next->sp_link = link;
-	t->sp_next = NULL;
-	t->sp_link = NULL;
-	return prev == next ? prev : NULL;
 }
 
 static struct spoke_timer *queue_head(const struct lawn_queue *q)
@@ -406,7 +381,7 @@ static struct lawn_queue *queue_open(struct lawn_engine *l, size_t b, uint64_t t
 	struct lawn_queue *q = l->free_queues;
 
 	l->free_queues = q->hash_next;
-	queue_list_init(&q->sentinel);
+	spoke_clist_init_marked(&q->sentinel);
 	q->ttl_ticks = ttl_ticks;
 	hash_add(l, b, q);
 	l->nqueues++;
@@ -444,30 +419,10 @@ static int queue_reserve(struct lawn_engine *l)
 	return err;
 }
 
-/*
- * Move the due run at the head of q to the due list, keeping its FIFO
- * order: the due list is pushed at its front and fired from there, so the
- * run goes on from its last timer back to its head.
- */
-static void queue_collect(struct spoke_engine *e, struct lawn_queue *q)
-{
-	struct spoke_timer *last = &q->sentinel;
-
-	while (last->sp_next != &q->sentinel && last->sp_next->sp_deadline <= e->now)
-		last = last->sp_next;
-	while (last != &q->sentinel) {
-		struct spoke_timer *t = last;
-
-		last = untag(t->sp_link);
-		(void)queue_list_del(t, t->sp_link);
-		spoke_due_push(e, t);
-	}
-}
-
 /* q's key, off its slot, is due now: move the due run, then re-place the key or close q. */
 static void key_due(struct lawn_engine *l, struct lawn_queue *q)
 {
-	queue_collect(&l->base, q);
+	spoke_clist_move_due(&q->sentinel, l->base.now, &l->base.due);
 	if (queue_empty(q))
 		queue_close(l, q);
 	else
@@ -475,23 +430,69 @@ static void key_due(struct lawn_engine *l, struct lawn_queue *q)
 }
 
 /*
- * The clock is at the first tick of slot s: each key there is due (its
- * deadline is this tick: always so on level 0) or goes to a lower level.
+ * Empty slot s, the first occupied one, at now, a tick no later than the
+ * deadline of any of its keys: each key due now has its due run moved to
+ * the due list, every other one goes to a lower level (see the top). No
+ * key returns to s: a key placed at s's level has a digit there above
+ * now's, which is s's. So the slot is emptied first and its list walked
+ * as it was, each placement rewriting the key's links.
  */
-static void heads_visit(struct lawn_engine *l, size_t s)
+static void heads_cascade(struct lawn_engine *l, size_t s)
 {
-	struct spoke_timer moving, *key;
+	struct spoke_timer *head = &l->heads[s], *key = head->sp_next;
 
-	spoke_clist_init(&moving);
-	spoke_clist_splice_tail(&l->heads[s], &moving);
+	spoke_clist_init(head);
 	heads_clear(l, s);
-	while ((key = moving.sp_next) != &moving) {
-		(void)spoke_clist_del(key);
+	while (key != head) {
+		struct spoke_timer *next = key->sp_next;
+
 		if (key->sp_deadline == l->base.now)
 			key_due(l, queue_of_key(key));
 		else
 			heads_place(l, key);
+		key = next;
 	}
+}
+
+/* The first occupied slot: the earliest keys (see the top). occupied_words != 0. */
+static size_t heads_first(const struct lawn_engine *l)
+{
+	unsigned w = (unsigned)__builtin_ctzll(l->occupied_words);
+
+	return (size_t)w * 64 + (size_t)__builtin_ctzll(l->occupied[w]);
+}
+
+/* The first tick of slot s: now's digits above its level, its digit, zeros below. */
+static uint64_t heads_slot_tick(const struct lawn_engine *l, size_t s)
+{
+	unsigned shift = (unsigned)(s >> HEADS_BITS) * HEADS_BITS;
+	/* 2 << 63 is 0: the top level has no digits above it */
+	uint64_t upper = l->base.now & ~((2ull << (shift + HEADS_BITS - 1)) - 1);
+
+	return upper | (uint64_t)(s & HEADS_MASK) << shift;
+}
+
+/*
+ * q's key, off its slot, is due now: fire its head, alone due (the next
+ * timer of q is due later, or there is none) with no due list: q's key is
+ * placed again or q closed first, so that fn finds the engine as after any
+ * stop. Ties (timers of one TTL started at one tick) go through the due
+ * list (key_due).
+ */
+static size_t key_fire(struct lawn_engine *l, struct lawn_queue *q, spoke_expire_fn *fn, void *ctx)
+{
+	struct spoke_timer *t = queue_head(q), *next = t->sp_next;
+
+	if (next != &q->sentinel && next->sp_deadline <= l->base.now) {
+		key_due(l, q);
+		return spoke_fire_due(&l->base, fn, ctx);
+	}
+	(void)spoke_clist_del(t);
+	if (next == &q->sentinel)
+		queue_close(l, q);
+	else
+		key_place(l, q);
+	return spoke_fire_one(&l->base, t, fn, ctx);
 }
 
 /* ---- the operations ---- */
@@ -546,11 +547,11 @@ static inline __attribute__((always_inline)) int start_into(struct lawn_engine *
 	t->sp_deadline = d;
 	l->base.count++;
 	if (q) {
-		queue_list_append(&q->sentinel, t);
+		spoke_clist_append(&q->sentinel, t);
 		return 0;
 	}
 	q = queue_open(l, b, ttl_ticks);
-	queue_list_append(&q->sentinel, t);
+	spoke_clist_append(&q->sentinel, t);
 	q->key.sp_deadline = d; /* key_place, inline: t is the head */
 	heads_place(l, &q->key);
 	return 0;
@@ -570,13 +571,10 @@ static __attribute__((noinline)) int start_slow(struct spoke_engine *e, struct s
 	struct lawn_queue *q;
 	size_t b;
 
-	if (ttl_ticks == 0) {
-		/* the end of time: due at once, as engine.c's start does */
+	if (ttl_ticks == 0) { /* the end of time: due at once */
 		if (spoke_timer_pending(t))
-			(void)spoke_engine_stop(e, t);
-		t->sp_deadline = e->now;
-		e->count++;
-		spoke_due_push(e, t);
+			spoke_unlink_pending(e, t);
+		(void)spoke_arm(e, t, e->now);
 		return 0;
 	}
 	b = bucket_of(l, ttl_ticks);
@@ -591,7 +589,7 @@ static __attribute__((noinline)) int start_slow(struct spoke_engine *e, struct s
 			b = bucket_of(l, ttl_ticks);
 	}
 	if (spoke_timer_pending(t)) {
-		(void)spoke_engine_stop(e, t);
+		spoke_unlink_pending(e, t);
 		if (q && q->ttl_ticks != ttl_ticks)
 			q = NULL;
 	}
@@ -623,56 +621,104 @@ static void lawn_remove(struct spoke_engine *e, struct spoke_timer *t)
 {
 	struct lawn_engine *l = to_lawn(e);
 	void *link = t->sp_link;
-	struct spoke_timer *emptied = queue_list_del(t, link);
+	struct spoke_timer *emptied = spoke_clist_del(t);
 
 	if (emptied) {
 		struct lawn_queue *q = queue_of_sentinel(emptied);
 
 		heads_unlink(l, &q->key);
 		queue_close(l, q);
-	} else if (was_head(link)) {
-		struct lawn_queue *q = queue_of_sentinel(untag(link));
+	} else if (spoke_clist_first(link)) {
+		struct lawn_queue *q = queue_of_sentinel(spoke_clist_node(link));
 
 		heads_unlink(l, &q->key);
 		key_place(l, q);
 	}
 }
 
-/* The first occupied slot's first tick (see the top), or UINT64_MAX with no key. */
-static uint64_t lawn_next_event(struct spoke_engine *e)
+/*
+ * The first occupied slot's first tick, or UINT64_MAX with no key: the
+ * clock may not pass it with the slot in place (see the top).
+ */
+static uint64_t heads_first_tick(const struct lawn_engine *l)
 {
-	struct lawn_engine *l = to_lawn(e);
-	uint64_t words = l->occupied_words, upper;
-	unsigned w, s, shift;
-
-	if (!words)
-		return UINT64_MAX;
-	w = (unsigned)__builtin_ctzll(words);
-	s = w * 64 + (unsigned)__builtin_ctzll(l->occupied[w]);
-	shift = (s >> HEADS_BITS) * HEADS_BITS;
-	/* now's digits above the slot's level (2 << 63 is 0: the top level has none) */
-	upper = e->now & ~((2ull << (shift + HEADS_BITS - 1)) - 1);
-	return upper | (uint64_t)(s & HEADS_MASK) << shift; /* the slot's digit, zeros below */
+	return l->occupied_words ? heads_slot_tick(l, heads_first(l)) : UINT64_MAX;
 }
 
 /*
- * PerTickBookkeeping: the slots whose first tick this is, highest level
- * first (a key moved down lands beyond now's digit, never in a slot still
- * to visit, or is due and handled where it is found).
+ * The first occupied slot's first tick, or the deadline of a key alone
+ * there, which advance() fires with no cascade: a tickless caller reaches
+ * each such key in one step.
  */
-static void lawn_collect(struct spoke_engine *e)
+static uint64_t lawn_next_event(struct spoke_engine *e)
 {
 	struct lawn_engine *l = to_lawn(e);
-	uint64_t now = e->now;
-	unsigned levels = now ? (unsigned)__builtin_ctzll(now) / HEADS_BITS + 1 : HEADS_LEVELS;
+	struct spoke_timer *head, *key;
+	size_t s;
 
-	while (levels-- > 0) {
-		size_t s = ((size_t)levels << HEADS_BITS) |
-			   (size_t)((now >> (levels * HEADS_BITS)) & HEADS_MASK);
+	if (!l->occupied_words)
+		return UINT64_MAX;
+	s = heads_first(l);
+	head = &l->heads[s];
+	key = head->sp_next;
+	return key->sp_next == head ? key->sp_deadline : heads_slot_tick(l, s);
+}
 
-		if (!spoke_clist_empty(&l->heads[s]))
-			heads_visit(l, s);
+/*
+ * The loop of advance(). The first occupied slot holds the earliest keys
+ * (see the top). A key alone there is the next event itself: when it is
+ * due by the target the clock jumps to its deadline and it is taken off
+ * and fired (key_fire), with no cascade (no other slot's first tick comes
+ * before it). Any other first slot is cascaded at its first tick, and what
+ * that makes due is fired: a slot of several keys due at one tick is
+ * collected whole before anything fires, since a timer due now but still
+ * in its queue would not be found by a stop (engine_impl.h). Like this, the
+ * clock never passes a slot's first tick with the slot in place.
+ */
+static inline size_t lawn_advance_to(struct spoke_engine *e, uint64_t target, spoke_expire_fn *fn,
+				     void *ctx)
+{
+	struct lawn_engine *l = to_lawn(e);
+	size_t fired = 0;
+
+	while (l->occupied_words) {
+		size_t s = heads_first(l);
+		struct spoke_timer *head = &l->heads[s], *key = head->sp_next;
+		uint64_t tick;
+
+		if (key->sp_next == head && key->sp_deadline <= target) {
+			e->now = key->sp_deadline;
+			spoke_clist_init(head);
+			heads_clear(l, s);
+			fired += key_fire(l, queue_of_key(key), fn, ctx);
+			continue;
+		}
+		tick = heads_slot_tick(l, s);
+		if (tick > target)
+			break;
+		e->now = tick;
+		heads_cascade(l, s);
+		fired += spoke_fire_due(e, fn, ctx);
 	}
+	return fired;
+}
+
+static __attribute__((noinline)) size_t lawn_advance_busy(struct spoke_engine *e, uint64_t ticks,
+							  spoke_expire_fn *fn, void *ctx)
+{
+	return spoke_advance_with(e, ticks, fn, ctx, lawn_advance_to);
+}
+
+/*
+ * advance(): one that finds nothing to do (the first slot's first tick
+ * past the target) only moves the clock, with no call and no stack frame:
+ * the tick-by-tick caller's common case.
+ */
+static size_t lawn_advance(struct spoke_engine *e, uint64_t ticks, spoke_expire_fn *fn, void *ctx)
+{
+	if (spoke_advance_idle(e, ticks, heads_first_tick(to_lawn(e))))
+		return 0;
+	return lawn_advance_busy(e, ticks, fn, ctx);
 }
 
 const struct spoke_engine_ops spoke_lawn_ops = {
@@ -683,5 +729,5 @@ const struct spoke_engine_ops spoke_lawn_ops = {
 	.start = lawn_start,
 	.remove = lawn_remove,
 	.next_event = lawn_next_event,
-	.collect = lawn_collect,
+	.advance = lawn_advance,
 };

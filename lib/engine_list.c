@@ -36,11 +36,6 @@ static int list_init(struct spoke_engine *e, const struct spoke_engine_params *p
 	return 0;
 }
 
-static void list_fini(struct spoke_engine *e)
-{
-	(void)e;
-}
-
 static void list_insert(struct spoke_engine *e, struct spoke_timer *t)
 {
 	struct list_engine *l = to_list(e);
@@ -105,7 +100,6 @@ const struct spoke_engine_ops spoke_list_ops = {
 	.name = "list",
 	.size = sizeof(struct list_engine),
 	.init = list_init,
-	.fini = list_fini,
 	.insert = list_insert,
 	.remove = list_remove,
 	.next_event = list_next_event,

@@ -44,14 +44,9 @@ static int sorted_init(struct spoke_engine *e, const struct spoke_engine_params 
 	struct sorted_list_engine *s = to_sorted(e);
 
 	(void)p;
-	spoke_timer_init(&s->sentinel);
 	spoke_clist_init(&s->sentinel);
+	s->sentinel.sp_deadline = 0;
 	return 0;
-}
-
-static void sorted_fini(struct spoke_engine *e)
-{
-	(void)e;
 }
 
 static void sorted_insert(struct spoke_engine *e, struct spoke_timer *t)
@@ -82,32 +77,16 @@ static uint64_t sorted_next_event(struct spoke_engine *e)
 	return spoke_clist_empty(&s->sentinel) ? UINT64_MAX : s->sentinel.sp_next->sp_deadline;
 }
 
-/*
- * Move the due prefix of the list onto the due list. The due list pops in
- * reverse push order, so push from the last due timer back to the head:
- * timers due on the same tick then fire in start order.
- */
+/* Move the due prefix of the list onto the due list; ties fire in start order. */
 static void sorted_collect(struct spoke_engine *e)
 {
-	struct sorted_list_engine *s = to_sorted(e);
-	struct spoke_timer *last = &s->sentinel;
-
-	while (last->sp_next != &s->sentinel && last->sp_next->sp_deadline <= e->now)
-		last = last->sp_next;
-	while (last != &s->sentinel) {
-		struct spoke_timer *prev = spoke_clist_prev(last);
-
-		(void)spoke_clist_del(last);
-		spoke_due_push(e, last);
-		last = prev;
-	}
+	spoke_clist_move_due(&to_sorted(e)->sentinel, e->now, &e->due);
 }
 
 const struct spoke_engine_ops spoke_sorted_list_ops = {
 	.name = "sorted-list",
 	.size = sizeof(struct sorted_list_engine),
 	.init = sorted_init,
-	.fini = sorted_fini,
 	.insert = sorted_insert,
 	.remove = sorted_remove,
 	.next_event = sorted_next_event,

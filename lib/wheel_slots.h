@@ -224,4 +224,47 @@ static inline uint64_t spoke_slots_earliest_cached(const struct spoke_wheel_slot
 	return c->tick;
 }
 
+/*
+ * A hashed wheel, what `hashed` and `hashed-sorted` share: table_size
+ * buckets of the ring above (a power of two, at most 2^24, default 4096 =
+ * 32 KiB of list heads), a timer with deadline d in bucket d & (table_size
+ * - 1), and the cached answer of its next_event().
+ */
+#define SPOKE_HASHED_DEFAULT_TABLE_SIZE 4096u
+#define SPOKE_HASHED_LIMIT_TABLE_SIZE	((size_t)1 << 24)
+
+struct spoke_hashed_wheel {
+	struct spoke_wheel_slots buckets;
+	struct spoke_next_cache next;
+};
+
+/* Allocate table_size buckets (0: the default). 0, -EINVAL or -ENOMEM. */
+static inline int spoke_hashed_init(struct spoke_hashed_wheel *w, size_t table_size)
+{
+	if (table_size == 0)
+		table_size = SPOKE_HASHED_DEFAULT_TABLE_SIZE;
+	if (table_size > SPOKE_HASHED_LIMIT_TABLE_SIZE || (table_size & (table_size - 1)) != 0)
+		return -EINVAL;
+	return spoke_slots_init(&w->buckets, table_size);
+}
+
+static inline void spoke_hashed_fini(struct spoke_hashed_wheel *w)
+{
+	spoke_slots_fini(&w->buckets);
+}
+
+/* remove(): take t out of its bucket, and forget the answer if it was t's deadline. */
+static inline void spoke_hashed_remove(struct spoke_hashed_wheel *w, struct spoke_timer *t)
+{
+	spoke_slots_unlink(&w->buckets, t);
+	spoke_next_cache_remove(&w->next, t->sp_deadline);
+}
+
+/* next_event(): the cached answer, or a fresh walk with the scheme's bucket bound. */
+static inline uint64_t spoke_hashed_next_event(struct spoke_hashed_wheel *w, uint64_t now,
+					       spoke_slot_bound_fn *bound, const void *ctx)
+{
+	return spoke_slots_earliest_cached(&w->buckets, &w->next, now, bound, ctx);
+}
+
 #endif /* SPOKE_LIB_WHEEL_SLOTS_H */

@@ -10,27 +10,25 @@
  * posts the handle to the owner's inbox, unless INBOX was already set (then
  * the queued message carries the new state too).
  *
- * Shutdown: every call reads `stopping` inside an RCU read-side section
- * (urcu_bp.h). A call that never waits (start, cancel, reset: the hot
- * paths) stays in that section until it returns; one that may wait
- * (cancel_sync, poll, attach, ...) counts itself in the calling thread's
- * arena and leaves the section (call_enter). spoke_destroy sets `stopping`,
- * waits for a grace period (the sections), and then for every arena's
- * count to drain: a call either saw `stopping` (-ESHUTDOWN) or is waited
- * for. A second grace period before the free lets calls that began while
- * destroy ran read `stopping` in memory that is still there.
+ * Shutdown: every call counts itself in its thread's arena and reads
+ * `stopping` (guard.h spoke_call_enter). spoke_destroy sets `stopping` and
+ * waits until no call is counted: a call either saw `stopping`
+ * (-ESHUTDOWN) or is waited for. A second drain before the free lets calls
+ * that began while destroy ran read `stopping` in memory that is still
+ * there.
  */
 #define _GNU_SOURCE
+#include "guard.h"
 #include "probes.h"
 #include "protocol.h"
 #include "service.h"
 #include "test_hooks.h"
-#include "urcu_bp.h"
 
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,10 +36,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_TICK_NS	    1000000ull
-#define MIN_TICK_NS	    1000ull
-#define MAX_TICK_NS	    3600000000000ull
-#define DEFAULT_INBOX_BATCH 4096
+#define DEFAULT_TICK_NS	     1000000ull
+#define MIN_TICK_NS	     1000ull
+#define MAX_TICK_NS	     3600000000000ull
+#define DEFAULT_INBOX_BATCH  4096
+#define DEFAULT_RESCUE_NS    10000000ull /* spoke.h: struct spoke_config says why */
 /*
  * Messages a shard's inbox may hold before other threads' starts to it are
  * refused. Each is a queued handle: 64 bytes (128 for a periodic start), so
@@ -72,161 +71,241 @@ void spoke_config_init(struct spoke_config *cfg)
 	cfg->pin_threads = true;
 	cfg->inbox_batch = DEFAULT_INBOX_BATCH;
 	cfg->inbox_limit = DEFAULT_INBOX_LIMIT;
+	cfg->rescue_after_ns = DEFAULT_RESCUE_NS;
 }
 
 /*
- * A shard's main engine must accept every delay and never fail a start:
- * `wheel` is bounded (-ERANGE), `heap` and `lawn` allocate as they grow.
+ * --- checking a configuration ------------------------------------------------
+ *
+ * spoke_config_check is the one validator: spoke_create calls it, and so
+ * can a tool that wants to tell its user which field is wrong. Each rule is
+ * a small helper that writes "field: value, the rule" into `why` and
+ * returns -EINVAL; a field of a shard override is named with its index
+ * ("shard_overrides[2].tick_ns"). The wheel geometry is the engines' own
+ * business (lib/, spoke_engine_new): it is tried by creating the engine.
  */
-static bool engine_ok(const char *name)
+
+/* A shard's main engine must accept every delay and never fail a start. */
+static const char *const shard_engines[] = {"hierarchical", "hashed", "hashed-sorted", "list",
+					    "sorted-list"};
+
+/* What a config check writes its verdict into (why may be NULL). */
+struct verdict {
+	char *why;
+	size_t len;
+};
+
+/* Write "<at><field>: <what>" into v and return -EINVAL. */
+static int __attribute__((format(printf, 4, 5)))
+refuse(struct verdict *v, const char *at, const char *field, const char *fmt, ...)
 {
-	static const char *const ok[] = {"hierarchical", "hashed", "hashed-sorted", "list",
-					 "sorted-list"};
+	va_list ap;
+	int n;
+
+	if (!v->why || v->len == 0)
+		return -EINVAL;
+	n = snprintf(v->why, v->len, "%s%s: ", at, field);
+	if (n >= 0 && (size_t)n < v->len) {
+		va_start(ap, fmt);
+		vsnprintf(v->why + n, v->len - (size_t)n, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+static int check_tick(struct verdict *v, const char *at, uint64_t tick_ns, bool zero_keeps)
+{
+	if (tick_ns == 0 && zero_keeps)
+		return 0;
+	if (tick_ns < MIN_TICK_NS)
+		return refuse(
+			v, at, "tick_ns", "%" PRIu64 " is below the minimum of %llu ns%s", tick_ns,
+			MIN_TICK_NS,
+			tick_ns ? ""
+				: " (a zeroed config is invalid: start from spoke_config_init)");
+	if (tick_ns > MAX_TICK_NS)
+		return refuse(v, at, "tick_ns", "%" PRIu64 " is above the maximum of %llu ns (1 h)",
+			      tick_ns, MAX_TICK_NS);
+	return 0;
+}
+
+static int check_engine(struct verdict *v, const char *at, const char *name)
+{
+	char list[96] = "";
 
 	if (!name)
-		return true;
-	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
-		if (strcmp(name, ok[i]) == 0)
-			return true;
-	return false;
-}
-
-static bool tick_ok(uint64_t t)
-{
-	return t == 0 || (t >= MIN_TICK_NS && t <= MAX_TICK_NS);
-}
-
-static int config_check(const struct spoke_config *c)
-{
-	unsigned shards = c->shards ? c->shards : default_shards();
-
-	if (shards > SPOKE_MAX_SHARDS)
-		return -EINVAL;
-	if (c->tick_ns < MIN_TICK_NS || c->tick_ns > MAX_TICK_NS)
-		return -EINVAL;
-	if (!engine_ok(c->engine))
-		return -EINVAL;
-	if (c->callback_threads > MAX_CALLBACK_THREADS)
-		return -EINVAL;
-	/* Workers per shard: a pool (callback_threads 0 asks for none), within the bound. */
-	if (c->callback_threads_per_shard &&
-	    (c->callback_threads == 0 ||
-	     c->callback_threads_per_shard > MAX_CALLBACK_THREADS / shards))
-		return -EINVAL;
-	if (shards < 64 && (c->lawn_shards >> shards) != 0)
-		return -EINVAL;
-	if (c->n_shard_overrides > shards || (c->n_shard_overrides && !c->shard_overrides))
-		return -EINVAL;
-	/* The slack applies per shard: the global one to shards without an override. */
-	if (c->n_shard_overrides < shards && spoke_stage_slots(c->tick_ns, c->slack_ns) == 0)
-		return -EINVAL;
-	for (unsigned i = 0; i < c->n_shard_overrides; i++) {
-		const struct spoke_shard_config *o = &c->shard_overrides[i];
-
-		if (o->cpu < -1 || o->cpu >= CPU_SETSIZE || !tick_ok(o->tick_ns) ||
-		    !engine_ok(o->engine) ||
-		    spoke_stage_slots(o->tick_ns ? o->tick_ns : c->tick_ns,
-				      o->slack_ns ? o->slack_ns : c->slack_ns) == 0)
-			return -EINVAL;
+		return 0;
+	for (size_t i = 0; i < sizeof(shard_engines) / sizeof(shard_engines[0]); i++) {
+		if (strcmp(name, shard_engines[i]) == 0)
+			return 0;
+		strcat(strcat(list, i ? ", " : ""), shard_engines[i]);
 	}
-	return 0;
+	return refuse(v, at, "engine",
+		      "\"%.32s\" is not a shard's engine (one of: %s; wheel is bounded, heap and "
+		      "lawn allocate on a start)",
+		      name, list);
 }
 
-/* --- entering and leaving a call ------------------------------------------- */
-
-/* Only the arena's own thread writes in_call, so a plain load and store count it. */
-static void in_call_add(struct arena *a, int d)
+/* The slack of a shard whose tick is tick_ns: at least tick/64, rounded up. */
+static int check_slack(struct verdict *v, const char *at, uint64_t slack_ns, uint64_t tick_ns)
 {
-	unsigned v = atomic_load_explicit(&a->in_call, memory_order_relaxed);
-
-	atomic_store_explicit(&a->in_call, v + (unsigned)d, memory_order_release);
+	if (spoke_stage_slots(tick_ns, slack_ns) != 0)
+		return 0;
+	return refuse(v, at, "slack_ns",
+		      "%" PRIu64 " is below 1/64 of the tick of %" PRIu64 " ns it applies to "
+		      "(at least %" PRIu64 " ns, or 0 for tick/4)",
+		      slack_ns, tick_ns, spoke_div_round_up(tick_ns, 64));
 }
 
-#ifdef SPOKE_URCU_TSAN
-char spoke_rcu_tsan_token;
-#endif
-
-/*
- * Any thread, inside a read-side section: the calling thread's arena for s
- * (its first call on s sets one up: spoke_arena_mine_slow) in *out, or
- * -ESHUTDOWN once destroy has begun (*out NULL). Inline: the start path
- * takes it on every call.
- */
-static inline int guarded_arena(struct spoke *s, struct arena **out)
+static int check_override(struct verdict *v, const struct spoke_config *c, unsigned i)
 {
-	if (atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
-		*out = NULL;
-		return -ESHUTDOWN;
-	}
-	if (spoke_tls_arena.serial == s->serial)
-		*out = spoke_tls_arena.arena;
-	else if (!(*out = spoke_arena_mine_slow(s)))
-		return -EAGAIN;
-	return 0;
-}
-
-/*
- * Two guards, by whether the call may wait for another thread.
- *
- * A call that never waits (start, cancel, reset, remaining, set_period,
- * shards) is one read-side section from its look at `stopping` to its
- * return: destroy's first grace period waits for it to end, so it needs no
- * count. It must not wait for anything that may wait for a grace period
- * (another destroy, a callback: so it never runs one), and it does not.
- *
- * A call that may wait (cancel_sync for a run, poll running callbacks that
- * may destroy other instances, attach and detach joining threads, stats and
- * dump): a read-side section around it would hold up every destroy in the
- * process, of any instance, for as long as it waits, and one whose callback
- * destroys another instance would wait for itself. Such a call counts
- * itself in its arena's in_call inside a short section and leaves the
- * section at once; destroy waits for the counts after its grace period.
- *
- * Either way the grace period orders our look at `stopping` against
- * destroy's store: either we see it set, or destroy waits for us.
- */
-
-/*
- * Any thread: enter a call that never waits, with the calling thread's
- * arena in *out (a start takes its handle there; the other calls look it up
- * only so that a thread whose arena cannot be made gets -EAGAIN from every
- * call, as spoke.h says). -EINVAL for a NULL s.
- */
-static inline int nowait_call_enter(struct spoke *s, struct arena **out)
-{
+	const struct spoke_shard_config *o = &c->shard_overrides[i];
+	char at[32];
 	int err;
 
-	if (!s)
-		return -EINVAL;
-	spoke_rcu_read_lock();
-	err = guarded_arena(s, out);
-	SPOKE_HOOK(SPOKE_HOOK_CALL_GUARDED);
-	if (err)
-		spoke_rcu_read_unlock();
+	snprintf(at, sizeof(at), "shard_overrides[%u].", i);
+	if (o->cpu < -1 || o->cpu >= CPU_SETSIZE)
+		return refuse(v, at, "cpu", "%d is neither -1 (the default) nor a CPU below %d",
+			      o->cpu, CPU_SETSIZE);
+	err = check_tick(v, at, o->tick_ns, true);
+	if (!err)
+		err = check_engine(v, at, o->engine);
+	if (!err)
+		err = check_slack(v, o->slack_ns ? at : "", o->slack_ns ? o->slack_ns : c->slack_ns,
+				  o->tick_ns ? o->tick_ns : c->tick_ns);
 	return err;
 }
 
-static inline int nowait_call_leave(int ret)
+static int check_pool(struct verdict *v, const struct spoke_config *c, unsigned shards)
 {
-	spoke_rcu_read_unlock();
-	return ret;
+	if (c->callback_threads > MAX_CALLBACK_THREADS)
+		return refuse(v, "", "callback_threads", "%u is above the maximum of %u",
+			      c->callback_threads, MAX_CALLBACK_THREADS);
+	if (c->callback_threads_per_shard && c->callback_threads == 0)
+		return refuse(v, "", "callback_threads_per_shard",
+			      "%u asks for a pool, but callback_threads 0 asks for none",
+			      c->callback_threads_per_shard);
+	if (c->callback_threads_per_shard > MAX_CALLBACK_THREADS / shards)
+		return refuse(v, "", "callback_threads_per_shard",
+			      "%u workers x %u shards is above the maximum of %u workers",
+			      c->callback_threads_per_shard, shards, MAX_CALLBACK_THREADS);
+	return 0;
 }
 
-/* Any thread: enter a call that may wait (counted in its arena); -EINVAL for a NULL s. */
-static int call_enter(struct spoke *s, struct arena **out)
+static int check_shards(struct verdict *v, const struct spoke_config *c, unsigned shards)
 {
-	int err = nowait_call_enter(s, out);
+	if (shards > SPOKE_MAX_SHARDS)
+		return refuse(v, "", "shards", "%u is above the maximum of %u (SPOKE_MAX_SHARDS)",
+			      shards, SPOKE_MAX_SHARDS);
+	if (shards < 64 && (c->lawn_shards >> shards) != 0)
+		return refuse(v, "", "lawn_shards", "bit %d is set, but there are %u shards",
+			      __builtin_ctzll(c->lawn_shards >> shards) + (int)shards, shards);
+	if (c->n_shard_overrides > shards)
+		return refuse(v, "", "n_shard_overrides", "%u is more than the %u shards",
+			      c->n_shard_overrides, shards);
+	if (c->n_shard_overrides && !c->shard_overrides)
+		return refuse(v, "", "shard_overrides", "NULL, with n_shard_overrides %u",
+			      c->n_shard_overrides);
+	return 0;
+}
 
-	if (err)
+/*
+ * The engine and geometry of shard k, as shard.c spoke_shard_init reads them;
+ * mine[f] tells whether geometry field f (level_bits, levels, table_size)
+ * comes from the shard's override.
+ */
+static const char *shard_geometry(const struct spoke_config *c, unsigned k,
+				  struct spoke_engine_params *p, bool mine[3])
+{
+	const struct spoke_shard_config *o =
+		k < c->n_shard_overrides ? &c->shard_overrides[k] : NULL;
+
+	mine[0] = o && o->level_bits;
+	mine[1] = o && o->levels;
+	mine[2] = o && o->table_size;
+	*p = (struct spoke_engine_params){
+		.level_bits = mine[0] ? o->level_bits : c->level_bits,
+		.levels = mine[1] ? o->levels : c->levels,
+		.table_size = mine[2] ? o->table_size : c->table_size,
+	};
+	if (o && o->engine)
+		return o->engine;
+	return c->engine ? c->engine : "hierarchical";
+}
+
+/* 0, -EINVAL or -ENOMEM: whether spoke_engine_new takes this geometry. */
+static int try_geometry(const char *engine, const struct spoke_engine_params *p)
+{
+	struct spoke_engine *e;
+	int err = spoke_engine_new(&e, engine, p);
+
+	if (!err)
+		spoke_engine_free(e);
+	return err;
+}
+
+/* The geometry of shard k; when it is refused, each field alone names the culprit. */
+static int check_geometry(struct verdict *v, const struct spoke_config *c, unsigned k)
+{
+	static const char *const field[] = {"level_bits", "levels", "table_size"};
+	struct spoke_engine_params p, one[3];
+	bool mine[3];
+	const char *engine = shard_geometry(c, k, &p, mine);
+	char at[32];
+	int err;
+
+	if (!p.level_bits && !p.levels && !p.table_size)
+		return 0; /* the engine's defaults */
+	err = try_geometry(engine, &p);
+	if (err != -EINVAL)
 		return err;
-	in_call_add(*out, 1);
-	return nowait_call_leave(0);
+	one[0] = (struct spoke_engine_params){.level_bits = p.level_bits};
+	one[1] = (struct spoke_engine_params){.levels = p.levels};
+	one[2] = (struct spoke_engine_params){.table_size = p.table_size};
+	for (unsigned f = 0; f < 3; f++) {
+		size_t value = f == 0 ? p.level_bits : f == 1 ? p.levels : p.table_size;
+
+		if (!value || try_geometry(engine, &one[f]) != -EINVAL)
+			continue;
+		at[0] = '\0';
+		if (mine[f])
+			snprintf(at, sizeof(at), "shard_overrides[%u].", k);
+		return refuse(v, at, field[f],
+			      "%zu is refused by engine %s (its valid values: struct "
+			      "spoke_engine_params in spoke/engine.h)",
+			      value, engine);
+	}
+	return refuse(v, "", "level_bits, levels, table_size",
+		      "refused together by engine %s (shard %u)", engine, k);
 }
 
-static int call_leave(struct arena *a, int ret)
+int spoke_config_check(const struct spoke_config *c, char *why, size_t len)
 {
-	in_call_add(a, -1);
-	return ret;
+	struct verdict v = {why, len};
+	unsigned shards;
+	int err;
+
+	if (why && len)
+		why[0] = '\0';
+	if (!c)
+		return 0; /* the defaults */
+	shards = c->shards ? c->shards : default_shards();
+	err = check_shards(&v, c, shards);
+	if (!err)
+		err = check_tick(&v, "", c->tick_ns, false);
+	if (!err)
+		err = check_engine(&v, "", c->engine);
+	if (!err)
+		err = check_pool(&v, c, shards);
+	/* The global slack applies to the shards without an override. */
+	if (!err && c->n_shard_overrides < shards)
+		err = check_slack(&v, "", c->slack_ns, c->tick_ns);
+	for (unsigned i = 0; !err && i < c->n_shard_overrides; i++)
+		err = check_override(&v, c, i);
+	/* Shards past the overrides all run the global geometry: one try covers them. */
+	for (unsigned k = 0; !err && k < shards && k <= c->n_shard_overrides; k++)
+		err = check_geometry(&v, c, k);
+	return err;
 }
 
 static int build_maps(struct spoke *s)
@@ -286,7 +365,7 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg)
 		spoke_config_init(&defaults);
 		cfg = &defaults;
 	}
-	err = config_check(cfg);
+	err = spoke_config_check(cfg, NULL, 0);
 	if (err)
 		return err;
 	s = spoke_zalloc_lines(1, sizeof(*s));
@@ -334,6 +413,13 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg)
 	return 0;
 }
 
+/* A misuse that no return value can report: name it and stop the process. */
+static _Noreturn void abort_misuse(const char *what, const char *why)
+{
+	fprintf(stderr, "spoke: %s (misuse: %s); aborting\n", what, why);
+	abort();
+}
+
 /*
  * A callback that destroys its own instance would wait for itself (its run,
  * its thread's join): no return value can report that, so it stops the
@@ -341,11 +427,10 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg)
  */
 static void abort_if_destroy_in_callback(struct spoke *s)
 {
-	if (!spoke_in_callback_of(s))
-		return;
-	fprintf(stderr, "spoke: spoke_destroy called from inside a timer callback of the same "
-			"instance (misuse: it would wait for that callback to return); aborting\n");
-	abort();
+	if (spoke_in_callback_of(s))
+		abort_misuse(
+			"spoke_destroy called from inside a timer callback of the same instance",
+			"it would wait for that callback to return");
 }
 
 /*
@@ -367,7 +452,6 @@ static void destroy_in_fork_child(struct spoke *s, spoke_fn *release)
 static void destroy_with(struct spoke *s, spoke_fn *release)
 {
 	struct spoke_wait wait = {.kind = SPOKE_WAIT_DESTROY, .s = s};
-	struct timespec pause = {0, 100000};
 	int cancel_state;
 
 	if (!s)
@@ -386,20 +470,18 @@ static void destroy_with(struct spoke *s, spoke_fn *release)
 	/* Attached loops asleep on their wake fd: come and see -ESHUTDOWN. */
 	for (unsigned k = 0; k < s->nshards; k++)
 		spoke_shard_signal_stop(&s->shards[k]);
-	/* Every call that saw `stopping` clear is counted in its arena now. */
-	spoke_rcu_synchronize();
+	/* Calls that did not see `stopping` end; the others return -ESHUTDOWN. */
+	spoke_calls_drain(s);
 	/* From now on a thread that exits leaves its arena alone (arena.c: a
 	 * destructor already running finishes first, under the arena lock). */
 	spoke_arena_key_delete(s);
 	s->arena_key_live = false;
-	while (spoke_arenas_busy(s))
-		nanosleep(&pause, NULL);
 	stop_threads(s);
 	spoke_waits_leave(&wait);
 	if (release)
 		spoke_arenas_release_pending(s, release);
 	/* Calls that began while we ran have read `stopping` and left. */
-	spoke_rcu_synchronize();
+	spoke_calls_drain(s);
 	free_all(s);
 	pthread_setcancelstate(cancel_state, NULL);
 }
@@ -420,10 +502,10 @@ unsigned spoke_shards(const struct spoke *s)
 	struct arena *a;
 	unsigned n;
 
-	if (nowait_call_enter(me, &a) != 0)
+	if (spoke_call_enter(me, &a) != 0)
 		return 0;
 	n = s->nshards;
-	nowait_call_leave(0);
+	spoke_call_leave(a, 0);
 	return n;
 }
 
@@ -463,7 +545,7 @@ static uint64_t deadline_at(const struct shard *sh, uint64_t deadline_ns, bool o
 }
 
 /* Where a start goes: a shard by index, or one of these. */
-#define SHARD_HOME UINT32_MAX	     /* the caller's own, else its CPU's */
+#define SHARD_HOME SPOKE_ANY_SHARD   /* the caller's own, else its CPU's */
 #define SHARD_TTL  (UINT32_MAX - 1u) /* the Lawn shard of the TTL */
 
 /* What a start asks for: when (a delay, or an absolute deadline), where, what. */
@@ -475,6 +557,7 @@ struct start_req {
 	uint64_t period_ns;
 	spoke_fn *fn;
 	void *arg;
+	bool movable; /* SPOKE_MOVABLE: a rescue may run it on another thread (rescue.c) */
 };
 
 /* Inside a call (s is alive): the shard a plain spoke_start uses; mine: spoke_shard_mine(s). */
@@ -529,7 +612,7 @@ start_handle(struct spoke *s, struct arena *a, const struct start_req *r, uint64
 		aux->per.arg = r->arg;
 		__atomic_store_n(&h->arg, (void *)aux, __ATOMIC_RELEASE);
 	}
-	spoke_timer_init(&h->node);
+	h->node = (struct spoke_timer){0}; /* spoke_timer_init, inline */
 	atomic_store_explicit(&h->deadline_ns, deadline, memory_order_release);
 	return h;
 }
@@ -562,7 +645,7 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	uint64_t deadline, st;
 	spoke_id new_id;
 	bool own;
-	int k, err = nowait_call_enter(s, &a); /* first: destroy waits for all that follows */
+	int k, err = spoke_call_enter(s, &a); /* first: destroy waits for all that follows */
 
 	if (err)
 		return err;
@@ -570,17 +653,23 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	mine = spoke_shard_mine(s);
 	k = start_shard(s, r, mine);
 	if (k < 0)
-		return nowait_call_leave(k);
+		return spoke_call_leave(a, k);
 	sh = &s->shards[k];
-	own = sh == mine;
-	if (!own && !spoke_any_admit(sh, (unsigned)k, a))
-		return nowait_call_leave(-ENOBUFS);
+	/*
+	 * While a rescuer holds the shard (rescue.c) even its owner sends a
+	 * message; the owner's starts are never refused (it is the one that
+	 * drains the inbox).
+	 */
+	own = sh == mine && !spoke_owner_rescued(sh);
+	if (sh != mine && !spoke_any_admit(sh, (unsigned)k, a))
+		return spoke_call_leave(a, -ENOBUFS);
 	deadline = r->absolute ? deadline_at(sh, r->when_ns, own) : deadline_on(sh, r->when_ns);
 	h = start_handle(s, a, r, deadline);
 	if (!h)
-		return nowait_call_leave(start_no_handle((unsigned)k, a, own));
+		return spoke_call_leave(a, start_no_handle((unsigned)k, a, sh == mine));
 	st = spoke_st_armed(spoke_st_gen(atomic_load_explicit(&h->state, memory_order_relaxed)),
-			    r->kind, (unsigned)k);
+			    r->kind, (unsigned)k) |
+	     (r->movable ? SPOKE_ST_MOVABLE : 0);
 	new_id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h));
 	if (id)
 		*id = new_id;
@@ -589,30 +678,42 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 		starter_publish(h, st, true);
 		spoke_count(sh, CTR_STARTED, true);
 		spoke_owner_arm_new(sh, h, deadline);
+		spoke_note_due(sh, deadline);
 	} else {
 		starter_publish(h, st, false);
-		spoke_any_post_admitted(sh, h, deadline);
+		if (sh == mine)
+			spoke_any_post(sh, h, deadline); /* rescued: counted, never refused */
+		else
+			spoke_any_post_admitted(sh, h, deadline);
 	}
-	return nowait_call_leave(0);
+	return spoke_call_leave(a, 0);
 }
 
 int spoke_start(struct spoke *s, uint64_t delay_ns, spoke_fn *fn, void *arg, spoke_id *id)
 {
 	if (!s || !fn)
 		return -EINVAL;
-	return start_timer(
-		s, &(struct start_req){SHARD_HOME, SPOKE_KIND_ONESHOT, false, delay_ns, 0, fn, arg},
-		id);
+	return start_timer(s,
+			   &(struct start_req){.shard = SHARD_HOME,
+					       .kind = SPOKE_KIND_ONESHOT,
+					       .when_ns = delay_ns,
+					       .fn = fn,
+					       .arg = arg},
+			   id);
 }
 
 int spoke_start_at(struct spoke *s, uint64_t deadline_ns, spoke_fn *fn, void *arg, spoke_id *id)
 {
 	if (!s || !fn)
 		return -EINVAL;
-	return start_timer(
-		s,
-		&(struct start_req){SHARD_HOME, SPOKE_KIND_ONESHOT, true, deadline_ns, 0, fn, arg},
-		id);
+	return start_timer(s,
+			   &(struct start_req){.shard = SHARD_HOME,
+					       .kind = SPOKE_KIND_ONESHOT,
+					       .absolute = true,
+					       .when_ns = deadline_ns,
+					       .fn = fn,
+					       .arg = arg},
+			   id);
 }
 
 int spoke_start_on(struct spoke *s, unsigned shard, uint64_t delay_ns, spoke_fn *fn, void *arg,
@@ -620,8 +721,13 @@ int spoke_start_on(struct spoke *s, unsigned shard, uint64_t delay_ns, spoke_fn 
 {
 	if (!s || !fn || shard >= SPOKE_MAX_SHARDS)
 		return -EINVAL;
-	return start_timer(
-		s, &(struct start_req){shard, SPOKE_KIND_ONESHOT, false, delay_ns, 0, fn, arg}, id);
+	return start_timer(s,
+			   &(struct start_req){.shard = shard,
+					       .kind = SPOKE_KIND_ONESHOT,
+					       .when_ns = delay_ns,
+					       .fn = fn,
+					       .arg = arg},
+			   id);
 }
 
 static int start_timer_outlined(struct spoke *s, const struct start_req *r, spoke_id *id)
@@ -631,20 +737,41 @@ static int start_timer_outlined(struct spoke *s, const struct start_req *r, spok
 
 int spoke_start_periodic(struct spoke *s, uint64_t period_ns, spoke_fn *fn, void *arg, spoke_id *id)
 {
-	if (!s || !fn || period_ns == 0)
-		return -EINVAL;
-	return start_timer_outlined(s,
-				    &(struct start_req){SHARD_HOME, SPOKE_KIND_PERIODIC, false,
-							period_ns, period_ns, fn, arg},
-				    id);
+	return spoke_start_flags(s, SPOKE_ANY_SHARD, period_ns, SPOKE_PERIODIC, fn, arg, id);
 }
 
 int spoke_start_ttl(struct spoke *s, uint64_t ttl_ns, spoke_fn *fn, void *arg, spoke_id *id)
 {
-	if (!s || !fn)
+	return spoke_start_flags(s, SPOKE_ANY_SHARD, ttl_ns, SPOKE_TTL, fn, arg, id);
+}
+
+int spoke_start_flags(struct spoke *s, unsigned shard, uint64_t when_ns, unsigned flags,
+		      spoke_fn *fn, void *arg, spoke_id *id)
+{
+	unsigned how = flags & (SPOKE_PERIODIC | SPOKE_TTL | SPOKE_ABSOLUTE);
+	struct start_req r = {.shard = shard,
+			      .kind = SPOKE_KIND_ONESHOT,
+			      .absolute = how == SPOKE_ABSOLUTE,
+			      .when_ns = when_ns,
+			      .fn = fn,
+			      .arg = arg,
+			      .movable = (flags & SPOKE_MOVABLE) != 0};
+
+	if (!s || !fn || (flags & ~(SPOKE_PERIODIC | SPOKE_TTL | SPOKE_ABSOLUTE | SPOKE_MOVABLE)) ||
+	    (how & (how - 1)) || (shard != SPOKE_ANY_SHARD && shard >= SPOKE_MAX_SHARDS))
 		return -EINVAL;
-	return start_timer_outlined(
-		s, &(struct start_req){SHARD_TTL, SPOKE_KIND_TTL, false, ttl_ns, 0, fn, arg}, id);
+	if (how == SPOKE_PERIODIC) {
+		if (when_ns == 0)
+			return -EINVAL;
+		r.kind = SPOKE_KIND_PERIODIC;
+		r.period_ns = when_ns;
+	} else if (how == SPOKE_TTL) {
+		if (shard != SPOKE_ANY_SHARD)
+			return -EINVAL;
+		r.kind = SPOKE_KIND_TTL;
+		r.shard = SHARD_TTL;
+	}
+	return start_timer_outlined(s, &r, id);
 }
 
 /* --- cancel and reset -------------------------------------------------------- */
@@ -663,17 +790,17 @@ static struct spoke_handle *resolve(struct spoke *s, spoke_id id, uint64_t *st)
 	return spoke_st_gen(*st) == spoke_st_gen(id) ? h : NULL;
 }
 
-/* Cancel on the owner thread: unlink and free at once (no message queued). */
-static int cancel_direct(struct shard *sh, struct spoke_handle *h, uint64_t st)
+/*
+ * Cancel on the owner thread (its home arena `home`): end the generation,
+ * unlink and free at once (no message).
+ */
+static int cancel_direct(struct shard *sh, struct arena *home, struct spoke_handle *h, uint64_t st)
 {
-	uint64_t c = spoke_st_with_status(st, SPOKE_ST_CANCELLED);
-
 	if (!owner_cancel_direct(h, st))
 		return -EAGAIN;
-	spoke_owner_disarm(sh, h);
+	spoke_owner_disarm_word(sh, h, st);
 	spoke_count(sh, CTR_CANCELLED, true);
-	owner_free_cancelled(h, c);
-	spoke_handle_release(sh->s, h, c);
+	spoke_handle_release_mine(sh->s, home, h, st);
 	return 0;
 }
 
@@ -682,15 +809,15 @@ static int cancel_direct(struct shard *sh, struct spoke_handle *h, uint64_t st)
  * owner cancels its own armed timer directly; anyone else marks the word
  * (protocol.h any_try_cancel) and, if it set INBOX, tells the owner.
  */
-static int cancel_once(struct spoke *s, struct spoke_handle *h, uint64_t st)
+static int cancel_once(struct spoke *s, struct arena *a, struct spoke_handle *h, uint64_t st)
 {
 	struct shard *sh = &s->shards[spoke_st_shard(st)];
 	bool post = false;
 	int r;
 
 	if (spoke_st_status(st) == SPOKE_ST_ARMED && !(st & (SPOKE_ST_INBOX | SPOKE_ST_WRITING)) &&
-	    spoke_shard_mine(s) == sh)
-		return cancel_direct(sh, h, st);
+	    spoke_shard_mine(s) == sh && !spoke_owner_rescued(sh))
+		return cancel_direct(sh, a, h, st);
 	r = any_try_cancel(h, st, &post);
 	if (r == 0 && post)
 		spoke_any_post(sh, h, UINT64_MAX); /* unlink: not urgent */
@@ -698,7 +825,8 @@ static int cancel_once(struct spoke *s, struct spoke_handle *h, uint64_t st)
 }
 
 /* Inline: spoke_cancel is this and the guard, one frame. */
-static inline __attribute__((always_inline)) int cancel_id(struct spoke *s, spoke_id id)
+static inline __attribute__((always_inline)) int cancel_id(struct spoke *s, struct arena *a,
+							   spoke_id id)
 {
 	for (;;) {
 		uint64_t st;
@@ -707,7 +835,7 @@ static inline __attribute__((always_inline)) int cancel_id(struct spoke *s, spok
 
 		if (!h)
 			return -ENOENT;
-		r = cancel_once(s, h, st);
+		r = cancel_once(s, a, h, st);
 		if (r != -EAGAIN)
 			return r;
 	}
@@ -716,13 +844,13 @@ static inline __attribute__((always_inline)) int cancel_id(struct spoke *s, spok
 int spoke_cancel(struct spoke *s, spoke_id id)
 {
 	struct arena *a;
-	int err = nowait_call_enter(s, &a);
+	int err = spoke_call_enter(s, &a);
 
 	if (err)
 		return err;
-	err = cancel_id(s, id);
+	err = cancel_id(s, a, id);
 	SPOKE_PROBE2(cancel, id, err);
-	return nowait_call_leave(err);
+	return spoke_call_leave(a, err);
 }
 
 /*
@@ -773,10 +901,10 @@ int spoke_cancel_sync(struct spoke *s, spoke_id id)
 	uint64_t st;
 	int err, r;
 
-	err = call_enter(s, &a);
+	err = spoke_call_enter(s, &a);
 	if (err)
 		return err;
-	r = cancel_id(s, id);
+	r = cancel_id(s, a, id);
 	h = resolve(s, id, &st);
 	if (h && spoke_st_status(st) == SPOKE_ST_RUNNING) {
 		err = wait_run_end(s, h, id);
@@ -784,11 +912,29 @@ int spoke_cancel_sync(struct spoke *s, spoke_id id)
 			r = err;
 	}
 	SPOKE_PROBE2(cancel, id, r);
-	return call_leave(a, r);
+	return spoke_call_leave(a, r);
 }
 
 /*
- * Reset on the owner thread: move the engine node at once. The owner holds
+ * Can a reset of word st (just claimed) to deadline d leave the timer where
+ * it is? Yes for a one-shot timer in its engine or on the stage, with no
+ * message queued, moved later: its place there is still at or before d, so
+ * the owner meets it in time, and then re-arms it for d (shard.c claim_expiry).
+ * An idle timeout reset on every request so costs its owner nothing until it
+ * comes due: a foreign reset sends no message, the owner's own moves nothing.
+ * Periodic timers keep their phase from a message, TTL timers must change
+ * queue, and an earlier deadline must move now.
+ */
+static bool reset_is_later(const struct spoke_handle *h, uint64_t st, uint64_t d)
+{
+	return spoke_st_status(st) == SPOKE_ST_ARMED && spoke_st_kind(st) == SPOKE_KIND_ONESHOT &&
+	       !(st & SPOKE_ST_INBOX) &&
+	       d >= atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
+}
+
+/*
+ * Reset on the owner thread: move the engine node at once, unless the
+ * deadline moved later (reset_is_later). The owner holds
  * WRITING while it stores the deadline, as a foreign reset does: a foreign
  * reset that came after its claim and stored its own deadline first would
  * otherwise be overwritten by an earlier reset, and a third reset riding on
@@ -799,12 +945,19 @@ int spoke_cancel_sync(struct spoke *s, spoke_id id)
  */
 static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, uint64_t d)
 {
+	bool later;
+
 	if (!owner_reset_claim(h, st))
 		return -EAGAIN;
 	SPOKE_HOOK(SPOKE_HOOK_DIRECT_RESET_CLAIMED);
+	/* On the stage it moves anyway: its slot would wake the owner for nothing. */
+	later = reset_is_later(h, st, d) && !spoke_stage_holds(&h->node);
 	atomic_store_explicit(&h->deadline_ns, d, memory_order_relaxed);
 	spoke_handle_set_base(h, st, d);
-	spoke_owner_arm(sh, h, d);
+	if (!later) {
+		spoke_owner_arm(sh, h, d);
+		spoke_note_due(sh, d);
+	}
 	owner_reset_release(h);
 	return 0;
 }
@@ -832,22 +985,6 @@ static void reset_publish(struct shard *sh, struct spoke_handle *h, uint64_t d, 
 }
 
 /*
- * Does a foreign reset of word st (just claimed) to deadline d need no
- * message? Yes for a one-shot timer in its engine or on the stage, with no
- * message queued, moved later: its place there is still at or before d, so
- * the owner meets it in time, and then re-arms it for d (shard.c claim_expiry).
- * An idle timeout reset on every request so costs its owner nothing until it
- * comes due. Periodic timers keep their phase from a message, TTL timers
- * must change queue, and an earlier deadline must move now.
- */
-static bool reset_is_later(const struct spoke_handle *h, uint64_t st, uint64_t d)
-{
-	return spoke_st_status(st) == SPOKE_ST_ARMED && spoke_st_kind(st) == SPOKE_KIND_ONESHOT &&
-	       !(st & SPOKE_ST_INBOX) &&
-	       d >= atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
-}
-
-/*
  * One attempt at a reset; -EAGAIN means the state changed under us. A foreign
  * reset first claims WRITING (bumping the sequence), then stores
  * deadline_ns, then publishes: so only the reset that will be published ever
@@ -866,7 +1003,8 @@ static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint
 	case SPOKE_ST_ARMED:
 		if (st & SPOKE_ST_WRITING)
 			return 0;
-		if (!(st & SPOKE_ST_INBOX) && spoke_shard_owned_by_me(sh))
+		if (!(st & SPOKE_ST_INBOX) && spoke_shard_owned_by_me(sh) &&
+		    !spoke_owner_rescued(sh))
 			return reset_direct(sh, h, st, d);
 		break;
 	case SPOKE_ST_DISPATCHED:
@@ -899,7 +1037,7 @@ int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
 	struct arena *a;
 	int err, r;
 
-	err = nowait_call_enter(s, &a);
+	err = spoke_call_enter(s, &a);
 	if (err)
 		return err;
 	do {
@@ -912,7 +1050,7 @@ int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
 				    spoke_shard_owned_by_me(&s->shards[spoke_st_shard(st)]));
 	} while (r == -EAGAIN);
 	SPOKE_PROBE3(reset, id, delay_ns, r);
-	return nowait_call_leave(r);
+	return spoke_call_leave(a, r);
 }
 
 /* --- what a timer has left, and what a callback runs for ------------------- */
@@ -974,14 +1112,14 @@ int64_t spoke_remaining(struct spoke *s, spoke_id id)
 	uint64_t st, d, now;
 	int err;
 
-	err = nowait_call_enter(s, &a);
+	err = spoke_call_enter(s, &a);
 	if (err)
 		return err;
 	h = resolve(s, id, &st);
 	if (!h || !pending_word(st) || (d = next_run_ns(h, st)) == 0)
-		return nowait_call_leave(-ENOENT);
+		return spoke_call_leave(a, -ENOENT);
 	now = spoke_clock_ns();
-	nowait_call_leave(0);
+	spoke_call_leave(a, 0);
 	if (d <= now)
 		return 0;
 	return d - now > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)(d - now);
@@ -1015,20 +1153,21 @@ int spoke_set_period(struct spoke *s, spoke_id id, uint64_t period_ns)
 
 	if (!s || period_ns == 0)
 		return -EINVAL;
-	err = nowait_call_enter(s, &a);
+	err = spoke_call_enter(s, &a);
 	if (err)
 		return err;
 	h = resolve(s, id, &st);
 	if (!h || !pending_word(st))
-		return nowait_call_leave(-ENOENT);
+		return spoke_call_leave(a, -ENOENT);
 	if (spoke_st_kind(st) != SPOKE_KIND_PERIODIC)
-		return nowait_call_leave(-EINVAL);
+		return spoke_call_leave(a, -EINVAL);
 	if (!spoke_running_in_callback(h) &&
 	    !(spoke_st_status(st) == SPOKE_ST_ARMED && !(st & SPOKE_ST_INBOX) &&
-	      spoke_shard_owned_by_me(&s->shards[spoke_st_shard(st)])))
-		return nowait_call_leave(-EPERM);
+	      spoke_shard_owned_by_me(&s->shards[spoke_st_shard(st)]) &&
+	      !spoke_owner_rescued(&s->shards[spoke_st_shard(st)])))
+		return spoke_call_leave(a, -EPERM);
 	atomic_store_explicit(&spoke_periodic_of(h)->period_ns, period_ns, memory_order_relaxed);
-	return nowait_call_leave(0);
+	return spoke_call_leave(a, 0);
 }
 
 /* --- attached shards ---------------------------------------------------------- */
@@ -1058,7 +1197,7 @@ static bool owns_shard_elsewhere(const struct spoke *s)
  * first, so that only an attach that waits shows as one (a race with
  * another attach can still show it for the moment its CAS takes).
  */
-static int attach_waiting(struct spoke *s, unsigned k, bool from_pool)
+static int attach_waiting(struct spoke *s, unsigned k, bool from_pool, struct arena *a)
 {
 	struct spoke_wait w = {.kind = SPOKE_WAIT_ATTACH,
 			       .s = s,
@@ -1072,7 +1211,7 @@ static int attach_waiting(struct spoke *s, unsigned k, bool from_pool)
 	err = spoke_waits_enter(&w);
 	if (err)
 		return err;
-	err = spoke_shard_attach(&s->shards[k], from_pool);
+	err = spoke_shard_attach(&s->shards[k], from_pool, a);
 	spoke_waits_leave(&w);
 	return err;
 }
@@ -1082,18 +1221,18 @@ int spoke_attach(struct spoke *s, unsigned shard)
 	struct arena *a;
 	int err, cancel_state;
 
-	err = call_enter(s, &a);
+	err = spoke_call_enter(s, &a);
 	if (err)
 		return err;
 	if (shard >= s->nshards)
-		return call_leave(a, -EINVAL);
+		return spoke_call_leave(a, -EINVAL);
 	if (spoke_shard_mine(s) || owns_shard_elsewhere(s))
-		return call_leave(a, -EBUSY);
+		return spoke_call_leave(a, -EBUSY);
 	/* It joins the managed thread, a cancellation point; no call may be cut short. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
-	err = attach_waiting(s, shard, spoke_on_pool_thread());
+	err = attach_waiting(s, shard, spoke_on_pool_thread(), a);
 	pthread_setcancelstate(cancel_state, NULL);
-	return call_leave(a, err);
+	return spoke_call_leave(a, err);
 }
 
 /* Enter a call that only the thread attached to a shard may make. */
@@ -1101,26 +1240,43 @@ static int enter_attached(struct spoke *s, struct arena **a, struct shard **sh)
 {
 	int err;
 
-	err = call_enter(s, a);
+	err = spoke_call_enter(s, a);
 	if (err)
 		return err;
 	*sh = spoke_shard_mine(s);
 	if (!*sh || atomic_load_explicit(&(*sh)->mode, memory_order_relaxed) != SHARD_ATTACHED)
-		return call_leave(*a, -EPERM);
+		return spoke_call_leave(*a, -EPERM);
 	return 0;
+}
+
+/*
+ * Enter a call of the attached thread that touches its shard's engines,
+ * queues or turn state: as enter_attached, and once no rescuer holds the shard (rescue.c;
+ * the call's count keeps one from taking it after this).
+ */
+static int enter_attached_holding(struct spoke *s, struct arena **a, struct shard **sh)
+{
+	for (;;) {
+		int err = enter_attached(s, a, sh);
+
+		if (err || !spoke_owner_rescued(*sh))
+			return err;
+		spoke_call_leave(*a, 0);
+		spoke_owner_await_rescue(*sh);
+	}
 }
 
 int spoke_detach(struct spoke *s)
 {
 	struct shard *sh;
 	struct arena *a;
-	int err = enter_attached(s, &a, &sh);
+	int err = enter_attached_holding(s, &a, &sh);
 
 	if (err)
 		return err;
 	if (sh->in_turn)
-		return call_leave(a, -EBUSY); /* from a callback inside its own spoke_poll */
-	return call_leave(a, spoke_owner_detach(sh));
+		return spoke_call_leave(a, -EBUSY); /* from a callback inside its own spoke_poll */
+	return spoke_call_leave(a, spoke_owner_detach(sh));
 }
 
 /*
@@ -1138,26 +1294,35 @@ static void detach_at_exit(struct arena *a)
 	struct spoke *s = a->s;
 	struct shard *sh = spoke_shard_mine(s);
 
-	if (!sh || sh->in_turn ||
-	    atomic_load_explicit(&sh->mode, memory_order_relaxed) != SHARD_ATTACHED)
+	if (!sh || atomic_load_explicit(&sh->mode, memory_order_relaxed) != SHARD_ATTACHED)
 		return;
-	spoke_rcu_read_lock();
-	if (atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
-		spoke_rcu_read_unlock();
+	/* spoke_call_enter on the arena the destructor was handed, once no rescuer holds sh. */
+	for (;;) {
+		spoke_in_call_add(a, 1);
+		spoke_light_fence(s);
+		if (atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
+			spoke_in_call_add(a, -1);
+			return;
+		}
+		if (!spoke_owner_rescued(sh))
+			break;
+		spoke_in_call_add(a, -1);
+		spoke_owner_await_rescue(sh);
+	}
+	if (sh->in_turn) { /* it exits from a callback of its own poll: a misuse */
+		spoke_in_call_add(a, -1);
 		return;
 	}
-	in_call_add(a, 1);
-	spoke_rcu_read_unlock();
 	if (spoke_owner_detach(sh))
 		spoke_owner_abandon(sh); /* no thread to start: left for the next attach */
-	call_leave(a, 0);
+	spoke_call_leave(a, 0);
 }
 
 int spoke_poll(struct spoke *s)
 {
 	struct shard *sh;
 	struct arena *a;
-	int cancel_state, n, err = enter_attached(s, &a, &sh);
+	int cancel_state, n, err = enter_attached_holding(s, &a, &sh);
 
 	if (err)
 		return err;
@@ -1165,8 +1330,11 @@ int spoke_poll(struct spoke *s)
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
 	spoke_owner_attached_awake(sh);
 	n = spoke_owner_turn(sh, true);
+	/* Not from a callback's poll (no turn then): the outer turn publishes. */
+	if (sh->rescue_on && !sh->in_turn)
+		spoke_owner_turned(sh, sh->clock_ns, spoke_owner_next_ns(sh));
 	pthread_setcancelstate(cancel_state, NULL);
-	return call_leave(a, n);
+	return spoke_call_leave(a, n);
 }
 
 int spoke_wake_fd(struct spoke *s)
@@ -1177,22 +1345,36 @@ int spoke_wake_fd(struct spoke *s)
 
 	if (err)
 		return err;
-	return call_leave(a, spoke_owner_wake_fd(sh));
+	return spoke_call_leave(a, spoke_owner_wake_fd(sh));
+}
+
+int spoke_next_deadline_ns(struct spoke *s, uint64_t *ns)
+{
+	struct shard *sh;
+	struct arena *a;
+	int64_t next;
+	int err;
+
+	if (!ns)
+		return -EINVAL;
+	err = enter_attached_holding(s, &a, &sh);
+	if (err)
+		return err;
+	next = spoke_owner_attached_sleep(sh, spoke_owner_next_ns(sh));
+	spoke_call_leave(a, 0);
+	*ns = next < 0 ? UINT64_MAX : (uint64_t)next;
+	return next < 0; /* 1: nothing pending */
 }
 
 int64_t spoke_next_deadline(struct spoke *s)
 {
-	struct shard *sh;
-	struct arena *a;
-	int64_t ns;
-	int err = enter_attached(s, &a, &sh);
+	uint64_t ns;
+	int ret = spoke_next_deadline_ns(s, &ns);
 
 	/* -EPERM is -1, which means "no timer" here: say -EINVAL instead. */
-	if (err)
-		return err == -EPERM ? -EINVAL : err;
-	ns = spoke_owner_attached_sleep(sh, spoke_owner_next_ns(sh));
-	call_leave(a, 0);
-	return ns;
+	if (ret < 0)
+		return ret == -EPERM ? -EINVAL : ret;
+	return ret == 1 ? -1 : (int64_t)ns;
 }
 
 /* --- statistics ------------------------------------------------------------------ */
@@ -1255,6 +1437,8 @@ static void shard_stats(struct shard *sh, struct spoke_shard_stats *o, uint64_t 
 	o->pending = atomic_load_explicit(&sh->pending, memory_order_relaxed);
 	o->inbox_hwm = atomic_load_explicit(&sh->ctr.inbox_hwm, memory_order_relaxed);
 	o->max_late_ns = atomic_load_explicit(&sh->ctr.max_late_ns, memory_order_relaxed);
+	o->rescues = atomic_load_explicit(&sh->ctr.rescues, memory_order_relaxed);
+	o->max_absence_ns = atomic_load_explicit(&sh->ctr.max_absence_ns, memory_order_relaxed);
 	o->tick_ns = sh->tick_ns;
 	o->slack_ns = sh->stage.width_ns;
 	o->attached = atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHED;
@@ -1271,12 +1455,16 @@ static void shard_stats(struct shard *sh, struct spoke_shard_stats *o, uint64_t 
 
 void spoke_stats(struct spoke *s, struct spoke_stats *out)
 {
-	struct spoke_shard_stats *t = &out->total;
 	uint64_t sum[SPOKE_LATE_BUCKETS] = {0};
+	struct spoke_shard_stats *t;
 	struct arena *a;
 
+	if (!out)
+		abort_misuse("spoke_stats called with a NULL out",
+			     "it returns nothing, so it cannot report the error");
+	t = &out->total;
 	memset(out, 0, sizeof(*out));
-	if (!s || call_enter(s, &a) != 0)
+	if (!s || spoke_call_enter(s, &a) != 0)
 		return; /* all zero: no service, or it is being destroyed */
 	out->shards = s->nshards;
 	for (unsigned k = 0; k < s->nshards; k++) {
@@ -1294,9 +1482,12 @@ void spoke_stats(struct spoke *s, struct spoke_stats *out)
 			t->inbox_hwm = o->inbox_hwm;
 		if (o->max_late_ns > t->max_late_ns)
 			t->max_late_ns = o->max_late_ns;
+		t->rescues += o->rescues;
+		if (o->max_absence_ns > t->max_absence_ns)
+			t->max_absence_ns = o->max_absence_ns;
 	}
 	late_percentiles(sum, t);
-	call_leave(a, 0);
+	spoke_call_leave(a, 0);
 }
 
 /* --- the debug dump ------------------------------------------------------------- */
@@ -1400,7 +1591,7 @@ int spoke_dump(struct spoke *s, FILE *out, unsigned earliest)
 
 	if (!s || !out)
 		return -EINVAL;
-	err = call_enter(s, &a);
+	err = spoke_call_enter(s, &a);
 	if (err)
 		return err;
 	w.nshards = s->nshards;
@@ -1423,5 +1614,5 @@ out:
 	free(w.held);
 	free(w.pending);
 	free(w.earliest);
-	return call_leave(a, err);
+	return spoke_call_leave(a, err);
 }

@@ -40,14 +40,15 @@
  * immutable pointer compare. At most 4096 arenas per instance.
  */
 #define _GNU_SOURCE
+#include "guard.h"
 #include "protocol.h"
 #include "service.h"
 #include "test_hooks.h"
-#include "urcu_bp.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <time.h>
 
 _Thread_local struct spoke_tls_arena spoke_tls_arena;
 
@@ -431,23 +432,6 @@ struct spoke_handle *spoke_handle_alloc_aux(struct arena *home)
 }
 
 /*
- * The handle an id names, or NULL if it names none (then the id is stale or
- * forged). Any thread: reads only slots below the arena's published `ready`.
- */
-struct spoke_handle *spoke_handle_lookup(struct spoke *s, spoke_id id)
-{
-	uint32_t slot_id = (uint32_t)id, slot = slot_id & (SPOKE_ARENA_SLOTS - 1);
-	struct arena *a;
-
-	if (spoke_st_gen(id) == 0 || slot == 0)
-		return NULL; /* slot 0: the region's header, in no id */
-	a = atomic_load_explicit(&s->arenas[slot_id >> SPOKE_ARENA_SHIFT], memory_order_acquire);
-	if (!a || slot >= atomic_load_explicit(&a->ready, memory_order_acquire))
-		return NULL;
-	return spoke_arena_slot(a, slot);
-}
-
-/*
  * A thread's token: the address of its own thread-local byte, unique among
  * live threads. An arena's `owner` holds its user's token, so a thread can
  * tell its own arena from another arena that has come to live at the same
@@ -563,15 +547,8 @@ static void live_lock_reset_in_child(void)
 	live_first = NULL;
 }
 
-/*
- * Also urcu-bp's handlers (urcu_bp.h): without them a child could inherit
- * its grace-period lock held, or a registry naming readers that are not
- * there, and wait for ever in its own instances' destroy.
- */
 static void live_lock_guard_fork(void)
 {
-	(void)pthread_atfork(urcu_bp_before_fork, urcu_bp_after_fork_parent,
-			     urcu_bp_after_fork_child);
 	(void)pthread_atfork(NULL, NULL, live_lock_reset_in_child);
 }
 
@@ -655,8 +632,8 @@ void spoke_arena_key_delete(struct spoke *s)
 	pthread_mutex_unlock(&live_lock);
 }
 
-/* Slow path of spoke_arena_mine(): first call of this thread on this instance. */
-struct arena *spoke_arena_mine_slow(struct spoke *s)
+/* The calling thread's home arena for s, found or made: its first call on s. */
+static struct arena *arena_mine_slow(struct spoke *s)
 {
 	struct arena *a = pthread_getspecific(s->arena_key);
 
@@ -674,8 +651,8 @@ struct arena *spoke_arena_mine_slow(struct spoke *s)
 	return a;
 }
 
-/* Is any thread inside an API call? (spoke_destroy waits for none.) */
-bool spoke_arenas_busy(struct spoke *s)
+/* Is a call counted in any home arena? */
+static bool arenas_busy(struct spoke *s)
 {
 	unsigned n = atomic_load_explicit(&s->narenas, memory_order_acquire);
 
@@ -687,6 +664,47 @@ bool spoke_arenas_busy(struct spoke *s)
 			return true;
 	}
 	return false;
+}
+
+/*
+ * guard.h: a thread's first call on s, which has no arena to count itself
+ * in yet: counted in `entering` while it finds or makes one. The locked add
+ * and destroy's store of `stopping` are both seq_cst, so either this sees
+ * `stopping` or destroy's drain sees the count.
+ */
+int spoke_call_first(struct spoke *s, struct arena **out)
+{
+	struct arena *a = NULL;
+	int err = -ESHUTDOWN;
+
+	atomic_fetch_add_explicit(&s->entering, 1, memory_order_seq_cst);
+	if (!atomic_load_explicit(&s->stopping, memory_order_seq_cst)) {
+		a = arena_mine_slow(s);
+		err = a ? 0 : -EAGAIN;
+	}
+	atomic_fetch_sub_explicit(&s->entering, 1, memory_order_release);
+	*out = a;
+	return err;
+}
+
+/* Is any thread inside an API call (or its first call's arena lookup)? */
+static bool calls_in_progress(struct spoke *s)
+{
+	return atomic_load_explicit(&s->entering, memory_order_acquire) != 0 || arenas_busy(s);
+}
+
+/*
+ * guard.h: destroy, `stopping` stored: every thread's count stored before
+ * its look at `stopping` is visible after the heavy fence; wait for those
+ * calls to end. A call that counts itself later sees `stopping` and leaves.
+ */
+void spoke_calls_drain(struct spoke *s)
+{
+	const struct timespec pause = {0, 100000};
+
+	spoke_heavy_fence(s);
+	while (calls_in_progress(s))
+		nanosleep(&pause, NULL);
 }
 
 void spoke_arenas_free(struct spoke *s)

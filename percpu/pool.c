@@ -452,7 +452,9 @@ static void worker_run(struct pool_worker *w, struct spoke_handle *h)
 	atomic_store_explicit(&w->busy_shard, sh->index + 1, memory_order_release);
 	spoke_light_fence(s);
 	mode = atomic_load_explicit(&sh->mode, memory_order_acquire);
-	if (spoke_shard_takes_back_runs(mode))
+	/* A movable timer may run here whoever drives its shard (rescue.c). */
+	if (spoke_shard_takes_back_runs(mode) &&
+	    !(atomic_load_explicit(&h->state, memory_order_relaxed) & SPOKE_ST_MOVABLE))
 		spoke_runner_recall(sh, h);
 	else if (mode != SHARD_STOPPING)
 		spoke_runner_run(s, h);
@@ -473,6 +475,28 @@ bool spoke_owner_pool_busy_with(const struct shard *sh)
 	return false;
 }
 
+/*
+ * Worker, idle: look at the shards whose callbacks come to its queue, and
+ * rescue one that is stalled (rescue.c); the ns until it should look again
+ * (-1: never), which its queue records for whoever lowers a shard's due_ns.
+ */
+static int64_t worker_watch(struct pool_worker *w)
+{
+	struct spoke *s = w->s;
+	uint64_t now = spoke_clock_ns();
+	int64_t next = -1;
+
+	for (unsigned k = w->home; k < s->nshards; k += s->npools) {
+		int64_t ns = spoke_watcher_look(&s->shards[k], now);
+
+		if (ns >= 0 && (next < 0 || ns < next))
+			next = ns;
+	}
+	atomic_store_explicit(&s->pools[w->home].watch_until_ns,
+			      next < 0 ? UINT64_MAX : now + (uint64_t)next, memory_order_release);
+	return next;
+}
+
 static void *worker_main(void *arg)
 {
 	struct pool_worker *w = arg;
@@ -485,21 +509,27 @@ static void *worker_main(void *arg)
 	while (!atomic_load_explicit(&s->pool_stop, memory_order_acquire)) {
 		bool linking = false;
 		struct spoke_handle *h = pool_next(w, &linking);
+		int64_t wait_ns, watch_ns;
 
 		if (h) {
 			worker_run(w, h);
 			continue;
 		}
 		/*
-		 * Asleep until work; 50 us when a producer is still linking its
-		 * node (only a new enqueue or destroy wakes it sooner: the
-		 * queue it is stuck on counts as work to pool_has_work, which
-		 * would let it spin on it instead).
+		 * Asleep until work, or until a shard it watches would count as
+		 * stalled; 50 us when a producer is still linking its node (only a
+		 * new enqueue or destroy wakes it sooner: the queue it is stuck on
+		 * counts as work to pool_has_work, which would let it spin on it
+		 * instead).
 		 */
+		wait_ns = linking ? 50000 : -1;
+		watch_ns = worker_watch(w);
+		if (watch_ns >= 0 && (wait_ns < 0 || watch_ns < wait_ns))
+			wait_ns = watch_ns;
 		if (linking)
 			SPOKE_HOOK(SPOKE_HOOK_POOL_LINK_NAP);
 		spoke_ec_sleep(&s->pools[w->home].wake_seq, &s->pools[w->home].sleepers,
-			       linking ? pool_stopping : pool_has_work, w, linking ? 50000 : -1);
+			       linking ? pool_stopping : pool_has_work, w, wait_ns);
 	}
 	return NULL;
 }
@@ -527,6 +557,7 @@ int spoke_pool_start(struct spoke *s)
 	for (unsigned k = 0; k < s->npools; k++) {
 		cds_wfcq_init(&s->pools[k].head, &s->pools[k].tail);
 		s->pools[k].index = k;
+		atomic_init(&s->pools[k].watch_until_ns, UINT64_MAX);
 	}
 	for (unsigned k = 0; k < s->nshards; k++)
 		s->shards[k].pool = &s->pools[k % s->npools];

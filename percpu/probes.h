@@ -10,6 +10,9 @@
  *   spoke:shard_sleep (shard, wait_ns)           a managed shard thread goes to
  *                                                sleep (-1: until a message)
  *   spoke:shard_wake  (shard)                    ... and is awake again
+ *   spoke:rescue      (shard, absence_ns)        another thread ran a turn of a
+ *                                                stalled shard (rescue.c); its
+ *                                                owner had been away that long
  *
  * A probe is one nop in the code and a note in the ELF file (readelf -n
  * libspoke.so lists them); its arguments are values the function has at

@@ -19,25 +19,22 @@
  * these and keep only what follows a transition that won (queue the
  * message, touch the engine, count, free). Loads of the word are everywhere.
  * Memory orders: a publishing store and a winning CAS are release
- * (acq_rel), the load or failed CAS that decides is acquire (docs/service.md,
+ * (acq_rel), the load or failed CAS that decides is acquire (docs/design/service.md,
  * "Memory ordering"); the Promela model (state.pml) names these functions.
  *
  * Status transitions, with the function that makes each:
  *
- *            FREE <---------------------------------------------------+
- *              |  starter_publish                                     |
- *              v                    any_try_cancel,                   |
- *    +-----> ARMED --------------- owner_cancel_direct --> CANCELLED --+
- *    |        | ^                                             ^    owner_retire_cancelled,
- *    |        | |  down: owner_claim_expiry                   |    runner_retire_cancelled,
- *    |        | |  up:   owner_give_back, runner_undispatch   |    owner_free_cancelled,
- *    |        v |                                             |    writer_publish (ORPHAN)
- *    |    DISPATCHED ----------- any_try_cancel --------------+
- *    |        |
- *    |        |  runner_claim_run
- *    |        v
- *    +---- RUNNING ---- runner_finish (one-shot, or STOP) ---> FREE (next generation)
- *   runner_finish (periodic)
+ *   FREE --starter_publish--> ARMED --owner_cancel_direct--> FREE (next generation)
+ *                             |  ^   \
+ *         owner_claim_expiry  |  |    any_try_cancel
+ *                             |  |     \
+ *                             v  |      v
+ *                      DISPATCHED --any_try_cancel--> CANCELLED --> FREE (next generation)
+ *   up: owner_give_back,      |                 owner_retire_cancelled,
+ *       runner_undispatch     | runner_claim_run  runner_retire_cancelled,
+ *                             v                   writer_publish (ORPHAN)
+ *   ARMED <--runner_finish-- RUNNING --runner_finish--> FREE (next generation)
+ *             (periodic)                (one-shot, or STOP)
  *
  * A recalled run stays DISPATCHED (runner_recall adds INBOX); a running
  * periodic timer's cancel only adds STOP (any_try_cancel). Every arrow into
@@ -79,41 +76,38 @@
  *      back to the owner (inbox); the queue orders them
  *   w  one WRITING holder at a time: only the thread holding WRITING
  *      clears it
- *   c  owner_cancel_direct's CAS required a word without INBOX and WRITING:
- *      a CANCELLED word without them is changed by no one else, and no
- *      writer can be holding WRITING while the owner frees it
  *
- *                                 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0
- *    1 starter_publish            p p p p p p p p p p p p p p p p p p p p
+ *                                 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9
+ *    1 starter_publish            p p p p p p p p p p p p p p p p p p p
  *    2 any_try_cancel             p
  *    3 foreign_reset_claim        p
- *    4 writer_publish             p     w     c   w
+ *    4 writer_publish             p     w       w
  *    5 waiter_set_waiters         p
- *    6 owner_cancel_direct        p         o o o o o o o o o o h h h h h
- *    7 owner_free_cancelled       p     c   o o o o o o o o o o h h h h h
- *    8 owner_reset_claim          p         o o o o o o o o o o h h h h h
- *    9 owner_reset_release        p     w   o o o o o o o o o o h h h h h
- *   10 owner_make_oneshot         p         o o o o o o o o o o h h h h h
- *   11 owner_take_message         p         o o o o o o o o o o h h h h h
- *   12 owner_retire_cancelled     p         o o o o o o o o o o h h h h h
- *   13 owner_claim_expiry         p         o o o o o o o o o o h h h h h
- *   14 owner_ask_reset_message    p         o o o o o o o o o o h h h h h
- *   15 owner_give_back            p         o o o o o o o o o o h h h h h
- *   16 runner_claim_run           p         h h h h h h h h h h r r r r r
- *   17 runner_undispatch          p         h h h h h h h h h h r r r r r
- *   18 runner_retire_cancelled    p         h h h h h h h h h h r r r r r
- *   19 runner_recall              p         h h h h h h h h h h r r r r r
- *   20 runner_finish              p         h h h h h h h h h h r r r r r
+ *    6 owner_cancel_direct        p         o o o o o o o o o h h h h h
+ *    7 owner_reset_claim          p         o o o o o o o o o h h h h h
+ *    8 owner_reset_release        p     w   o o o o o o o o o h h h h h
+ *    9 owner_make_oneshot         p         o o o o o o o o o h h h h h
+ *   10 owner_take_message         p         o o o o o o o o o h h h h h
+ *   11 owner_retire_cancelled     p         o o o o o o o o o h h h h h
+ *   12 owner_claim_expiry         p         o o o o o o o o o h h h h h
+ *   13 owner_ask_reset_message    p         o o o o o o o o o h h h h h
+ *   14 owner_give_back            p         o o o o o o o o o h h h h h
+ *   15 runner_claim_run           p         h h h h h h h h h r r r r r
+ *   16 runner_undispatch          p         h h h h h h h h h r r r r r
+ *   17 runner_retire_cancelled    p         h h h h h h h h h r r r r r
+ *   18 runner_recall              p         h h h h h h h h h r r r r r
+ *   19 runner_finish              p         h h h h h h h h h r r r r r
  *
  * The races that matter are in the blanks: a cancel against the owner's
- * claim (2 x 13) or the runner's (2 x 16), where the CAS that wins decides
- * whether the callback runs; a reset against the same claims (3, 4 x 13,
- * 16), which the owner settles by giving the claim back and the runner by
- * undispatching; a reset on the owner thread against a foreign one (8 x 3);
- * the end of a run against a cancel_sync going to sleep (5 x 20) and a
- * cancel setting STOP (2 x 20). The owner (o) and the runners (r) are
- * one thread at a time by construction, so every rule of the protocol is
- * about a foreign thread racing one of them, or two foreign threads.
+ * claim (2 x 12) or the runner's (2 x 15), where the CAS that wins decides
+ * whether the callback runs; a reset against the same claims (3, 4 x 12,
+ * 15), which the owner settles by giving the claim back and the runner by
+ * undispatching; a reset on the owner thread against a foreign one (7 x 3);
+ * the owner's cancel against a foreign cancel or reset (6 x 2, 3: one CAS
+ * wins, and a loser finds the next generation); the end of a run against a
+ * cancel_sync going to sleep (5 x 19) and a cancel setting STOP (2 x 19). The owner (o) and the
+ * runners (r) are one thread at a time by construction, so every rule of the protocol is about a
+ * foreign thread racing one of them, or two foreign threads.
  */
 #ifndef SPOKE_PERCPU_PROTOCOL_H
 #define SPOKE_PERCPU_PROTOCOL_H
@@ -255,22 +249,17 @@ static inline bool waiter_set_waiters(struct spoke_handle *h, uint64_t *st)
 
 /*
  * Owner (api.c cancel_direct): cancel its own ARMED word st with no message
- * queued and no WRITING: ARMED -> CANCELLED. The owner then unlinks it and
- * ends it at once (owner_free_cancelled). false: the word changed.
+ * queued and no WRITING, ending its generation in the same step: ARMED ->
+ * FREE with the next generation. The owner then unlinks the timer and frees
+ * the handle. Nobody else can act on the handle in between: an id of the
+ * ended generation fails the generation compare (a racing cancel or reset
+ * loses its CAS and then finds the next generation), and no id of the next
+ * one exists until this thread hands the handle out again. false: the word
+ * changed.
  */
 static inline bool owner_cancel_direct(struct spoke_handle *h, uint64_t st)
 {
-	return __st_cas_strong(h, &st, spoke_st_with_status(st, SPOKE_ST_CANCELLED));
-}
-
-/*
- * Owner, after owner_cancel_direct won with word `cancelled` and the timer is
- * unlinked: FREE with the next generation. A plain store: nobody else
- * changes a CANCELLED word without INBOX or WRITING (table: c).
- */
-static inline void owner_free_cancelled(struct spoke_handle *h, uint64_t cancelled)
-{
-	atomic_store_explicit(&h->state, spoke_st_freed(cancelled), memory_order_release);
+	return __st_cas_strong(h, &st, spoke_st_freed(st));
 }
 
 /*

@@ -115,7 +115,7 @@ struct spoke_handle {
 	_Atomic uint64_t deadline_ns;
 };
 
-/* A cache line per timer on LP64: 64 bytes per timer (docs/service.md, Memory per timer). */
+/* A cache line per timer on LP64: 64 bytes per timer (docs/design/service.md, Memory per timer). */
 _Static_assert(sizeof(void *) != 8 || sizeof(struct spoke_handle) == 64,
 	       "a timer handle is 64 bytes on LP64");
 
@@ -200,7 +200,7 @@ struct arena {
 	/* Home only: the token (arena.c) of the live thread that uses it and its spills; 0 = none.
 	 */
 	_Atomic uintptr_t owner;
-	_Atomic unsigned in_call; /* home only: its thread is inside the API */
+	_Atomic unsigned in_call; /* home only: calls of its thread in progress (guard.h) */
 	/* Owner thread only. */
 	struct arena *spill;		 /* home: further arenas of the same thread, a chain */
 	struct spoke_handle *free_list;	 /* linked through qnode.next */
@@ -287,6 +287,8 @@ struct shard_counters {
 	_Atomic uint64_t own[CTR_COUNT];
 	_Atomic uint64_t remote[CTR_COUNT] __attribute__((aligned(SPOKE_CACHELINE)));
 	_Atomic uint64_t inbox_hwm, max_late_ns;
+	/* Rescues of the shard (rescue.c), by the rescuers: how many, and the longest absence. */
+	_Atomic uint64_t rescues, max_absence_ns;
 	struct spoke_late_hist late __attribute__((aligned(SPOKE_CACHELINE))); /* lateness.h */
 };
 
@@ -295,8 +297,9 @@ struct shard {
 	unsigned index;
 	int cpu;
 	uint64_t tick_ns;
-	uint64_t epoch_ns;	 /* tick 0 of the engines */
-	struct pool_queue *pool; /* where its expiries go (pool.c); NULL: no pool */
+	struct spoke_divisor tick_div; /* divides by tick_ns (divide.h) */
+	uint64_t epoch_ns;	       /* tick 0 of the engines */
+	struct pool_queue *pool;       /* where its expiries go (pool.c); NULL: no pool */
 	/* Owner only. */
 	struct spoke_engine *wheel;	 /* one-shot and periodic timers */
 	struct spoke_engine *lawn;	 /* TTL timers, if this shard takes Lawn buckets */
@@ -306,6 +309,20 @@ struct shard {
 	int fired_inline;	/* callbacks run inline in this turn */
 	unsigned took_messages; /* messages taken in this turn */
 	bool in_turn;		/* inside spoke_owner_turn (callbacks run inline) */
+	/*
+	 * Rescue (rescue.c). The holder's: a rescuer's turn (rescuing), the
+	 * movable runs it keeps to run once it has let go, and the runs it left
+	 * to the owner (the owner's next turn runs them first). The owner's:
+	 * turning (a managed thread is busy on the shard; rescuers read it) and
+	 * the start of its last turn.
+	 */
+	bool rescue_on;		  /* rescue_after_ns is not 0: constant */
+	uint64_t rescue_after_ns; /* in effect here: at least two ticks (rescue.c); constant */
+	bool rescuing;
+	struct spoke_handle *rescued_runs;
+	struct spoke_handle *owner_runs;
+	_Atomic uint32_t turning;
+	_Atomic uint64_t owner_turn_ns;
 	/* The stage: timers of the current tick, by slack-wide slot (stage.h). */
 	struct spoke_stage stage;
 	/*
@@ -332,6 +349,16 @@ struct shard {
 	_Atomic uint64_t sleep_until_ns; /* owner asleep until then; 0 = awake */
 	_Atomic uint32_t long_sleep;	 /* ... for longer than two ticks */
 	_Atomic int wake_fd;		 /* attached: eventfd of spoke_wake_fd, or -1 */
+	/*
+	 * Rescue (rescue.c), on the line producers already read and the owner
+	 * reads on its fast path: when the shard next has work (the holder's
+	 * turn sets it, any start or message lowers it), whether a rescuer
+	 * holds the shard (a futex word), and the home arena of the thread
+	 * attached to it (its calls' count; NULL while managed).
+	 */
+	_Atomic uint64_t due_ns;
+	_Atomic uint32_t rescue;
+	struct arena *_Atomic owner_arena;
 	int wake_fd_made;	   /* that eventfd while detached (closed by destroy), or -1 */
 	_Atomic int mode;	   /* enum shard_mode */
 	_Atomic int attach_fenced; /* the attach's heavy fence is done: spoke_shard_attach */
@@ -374,6 +401,8 @@ struct pool_queue {
 	struct cds_wfcq_tail tail __attribute__((aligned(SPOKE_CACHELINE)));
 	_Atomic uint32_t wake_seq __attribute__((aligned(SPOKE_CACHELINE)));
 	_Atomic uint32_t sleepers;
+	/* Its sleeping workers' wake-up for watching their shards (rescue.c); UINT64_MAX: none. */
+	_Atomic uint64_t watch_until_ns;
 	unsigned index; /* in spoke.pools */
 };
 
@@ -391,6 +420,7 @@ struct spoke {
 	unsigned npools;	     /* pool queues: one per shard, or per worker if fewer */
 	struct pool_queue *pools;    /* spoke_zalloc_lines */
 	_Atomic int stopping;	     /* spoke_destroy() has begun */
+	_Atomic unsigned entering;   /* first calls of threads looking up their arena (guard.h) */
 	bool asym_fence;	     /* membarrier registered: platform.c */
 	/* Every thread spoke starts gets the scheduling and CPU affinity of the thread
 	 * that called spoke_create, whoever starts it later (platform.c spoke_thread_attr_init). */
@@ -409,19 +439,34 @@ struct spoke {
 	_Atomic(struct arena *) arenas[SPOKE_ARENAS];
 };
 
+/*
+ * The handle an id names, or NULL if it names none (then the id is stale or
+ * forged). Any thread: reads only slots below the arena's published `ready`.
+ * Inline: every cancel and reset resolves an id.
+ */
+static inline struct spoke_handle *spoke_handle_lookup(struct spoke *s, spoke_id id)
+{
+	uint32_t slot_id = (uint32_t)id, slot = slot_id & (SPOKE_ARENA_SLOTS - 1);
+	struct arena *a;
+
+	if (spoke_st_gen(id) == 0 || slot == 0)
+		return NULL; /* slot 0: the region's header, in no id */
+	a = atomic_load_explicit(&s->arenas[slot_id >> SPOKE_ARENA_SHIFT], memory_order_acquire);
+	if (!a || slot >= atomic_load_explicit(&a->ready, memory_order_acquire))
+		return NULL;
+	return spoke_arena_slot(a, slot);
+}
+
 /* arena.c. Any thread (its own arenas; any handle for release and lookup): */
 bool spoke_instance_live(uint64_t serial);
-struct arena *spoke_arena_mine_slow(struct spoke *s);
 struct spoke_handle *spoke_handle_alloc_slow(struct arena *home);
 struct spoke_handle *spoke_handle_alloc_aux(struct arena *home);
 void spoke_handle_release(struct spoke *s, struct spoke_handle *h, uint64_t old);
-struct spoke_handle *spoke_handle_lookup(struct spoke *s, spoke_id id);
 void spoke_arenas_each(struct spoke *s, void (*fn)(struct spoke_handle *h, uint64_t st, void *ctx),
 		       void *ctx);
 /* arena.c. Create and destroy: */
 int spoke_arena_key_create(struct spoke *s, void (*on_exit)(struct arena *home));
 void spoke_arena_key_delete(struct spoke *s);
-bool spoke_arenas_busy(struct spoke *s);
 void spoke_arenas_free(struct spoke *s);
 void spoke_arenas_release_pending(struct spoke *s, spoke_fn *release);
 uint64_t spoke_arenas_places(struct spoke *s, unsigned shard);
@@ -456,6 +501,27 @@ static inline struct spoke_handle *spoke_handle_alloc(struct arena *home)
 	struct spoke_handle *h = spoke_arena_pop_free(home);
 
 	return h ? h : spoke_handle_alloc_slow(home);
+}
+
+/*
+ * The calling thread, whose home arena is home, ends a timer whose last word
+ * of its generation was old: spoke_handle_release, with the common case
+ * inline (a one-shot or TTL handle of the caller's own arenas goes straight
+ * back on its arena's free list; handle_return in arena.c says why a spent
+ * generation goes nowhere).
+ */
+static inline void spoke_handle_release_mine(struct spoke *s, struct arena *home,
+					     struct spoke_handle *h, uint64_t old)
+{
+	struct arena *a = spoke_region_of(h)->arena;
+
+	if (a->home == home && spoke_st_kind(old) != SPOKE_KIND_PERIODIC &&
+	    spoke_st_gen(old) != UINT32_MAX) {
+		h->qnode.next = (struct cds_wfcq_node *)a->free_list;
+		a->free_list = h;
+		return;
+	}
+	spoke_handle_release(s, h, old);
 }
 
 /*
@@ -687,7 +753,7 @@ bool spoke_any_admit_slow(struct shard *sh, _Atomic uint16_t *places);
  * one at a time near it, and keeps the unused ones in its arena: most
  * starts use one of those, a plain decrement, and no locked instruction is
  * added beside the enqueue's exchange (one costs as much as 15% of a start
- * on the 2-vCPU VM of docs/service.md). The backlog spoke_stats shows
+ * on the 2-vCPU VM of docs/design/service.md). The backlog spoke_stats shows
  * leaves the unused places out (spoke_arenas_places).
  */
 static inline bool spoke_any_admit(struct shard *sh, unsigned k, struct arena *home)
@@ -712,9 +778,10 @@ static inline void spoke_any_unadmit(unsigned k, struct arena *home)
 			      memory_order_relaxed);
 }
 void spoke_any_nudge(struct shard *sh, uint64_t due_ns);
+void spoke_any_wake_owner(struct shard *sh);
 uint64_t spoke_shard_next_tick_ns(const struct shard *sh, uint64_t now_ns); /* pure */
 /* Any thread that owns no shard (spoke_attach); from_pool: a pool callback. */
-int spoke_shard_attach(struct shard *sh, bool from_pool);
+int spoke_shard_attach(struct shard *sh, bool from_pool, struct arena *home);
 /* Any thread: about the calling thread's callbacks (pool.c). */
 struct spoke_run *spoke_current_run(void);
 bool spoke_running_in_callback(const struct spoke_handle *h);
@@ -726,6 +793,7 @@ const struct spoke *spoke_pool_of_thread(void);
 void spoke_owner_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns);
 void spoke_owner_arm_new(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns);
 void spoke_owner_disarm(struct shard *sh, struct spoke_handle *h);
+void spoke_owner_disarm_word(struct shard *sh, struct spoke_handle *h, uint64_t st);
 void spoke_owner_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool reset);
 int spoke_owner_turn(struct shard *sh, bool all_messages);
 int64_t spoke_owner_next_ns(struct shard *sh);
@@ -738,6 +806,37 @@ int64_t spoke_owner_attached_sleep(struct shard *sh, int64_t wait_ns);
 void spoke_owner_attached_awake(struct shard *sh);
 /* The managed thread of sh while an attach waits (pool.c). */
 bool spoke_owner_pool_busy_with(const struct shard *sh);
+
+/*
+ * Rescue (rescue.c). The owner of sh: is a rescuer holding it? (After the
+ * owner counted itself busy and ran the light fence: then a rescuer that
+ * takes the shard later sees the owner and lets go.)
+ */
+static inline bool spoke_owner_rescued(const struct shard *sh)
+{
+	return atomic_load_explicit(&sh->rescue, memory_order_acquire) != 0;
+}
+void spoke_owner_hold(struct shard *sh);
+void spoke_owner_unhold(struct shard *sh);
+void spoke_owner_await_rescue(struct shard *sh);
+void spoke_owner_turned(struct shard *sh, uint64_t now, int64_t next_ns);
+void spoke_any_lower_due(struct shard *sh, uint64_t due, uint64_t seen);
+
+/* Any thread: sh has work due at d; with rescue on, lower its due_ns if d is earlier. */
+static inline void spoke_note_due(struct shard *sh, uint64_t d)
+{
+	uint64_t seen;
+
+	if (!sh->rescue_on)
+		return;
+	seen = atomic_load_explicit(&sh->due_ns, memory_order_relaxed);
+	if (d < seen)
+		spoke_any_lower_due(sh, d, seen);
+}
+int64_t spoke_watcher_look(struct shard *sh, uint64_t now);
+int64_t spoke_watcher_look_ring(struct shard *mine, uint64_t now);
+void spoke_rescuer_place(struct shard *sh, struct spoke_handle *h);
+int64_t spoke_holder_next_ns(struct shard *sh, bool owner_runs);
 
 /* The runner: a pool worker, or the owner running a callback inline. */
 bool spoke_runner_run(struct spoke *s, struct spoke_handle *h);

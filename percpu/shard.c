@@ -79,11 +79,16 @@ static void drop_owner(void)
 
 /* --- time ----------------------------------------------------------------- */
 
+/* The first tick at or after deadline_ns: rounded up, a multiplication (divide.h). */
 static uint64_t deadline_tick(const struct shard *sh, uint64_t deadline_ns)
 {
-	return deadline_ns <= sh->epoch_ns
-		       ? 0
-		       : spoke_div_round_up(deadline_ns - sh->epoch_ns, sh->tick_ns);
+	uint64_t x, t;
+
+	if (deadline_ns <= sh->epoch_ns)
+		return 0;
+	x = deadline_ns - sh->epoch_ns;
+	t = spoke_divide(x, &sh->tick_div);
+	return t + (t * sh->tick_ns != x);
 }
 
 /* The time of tick t, saturating. */
@@ -100,7 +105,8 @@ static uint64_t tick_time_ns(const struct shard *sh, uint64_t t)
 /* Any thread (epoch and tick never change): the first tick after now_ns. */
 uint64_t spoke_shard_next_tick_ns(const struct shard *sh, uint64_t now_ns)
 {
-	uint64_t t = now_ns <= sh->epoch_ns ? 0 : (now_ns - sh->epoch_ns) / sh->tick_ns;
+	uint64_t t =
+		now_ns <= sh->epoch_ns ? 0 : spoke_divide(now_ns - sh->epoch_ns, &sh->tick_div);
 
 	return tick_time_ns(sh, t + 1);
 }
@@ -126,15 +132,23 @@ static struct spoke_engine *engine_of(const struct shard *sh, uint64_t s)
 	return spoke_st_kind(s) == SPOKE_KIND_TTL && sh->lawn ? sh->lawn : sh->wheel;
 }
 
-/* Owner: take h out of its engine or off the stage, wherever it is pending. */
-void spoke_owner_disarm(struct shard *sh, struct spoke_handle *h)
+/*
+ * Owner: take h out of its engine or off the stage, wherever it is pending;
+ * st: a word of h's generation (its kind names the engine), read before a
+ * cancel that ends the generation (owner_cancel_direct) clears the kind.
+ */
+void spoke_owner_disarm_word(struct shard *sh, struct spoke_handle *h, uint64_t st)
 {
 	if (spoke_stage_holds(&h->node))
 		spoke_stage_remove(&sh->stage, &h->node);
 	else if (spoke_timer_pending(&h->node))
-		(void)spoke_engine_stop(
-			engine_of(sh, atomic_load_explicit(&h->state, memory_order_relaxed)),
-			&h->node);
+		(void)spoke_engine_stop(engine_of(sh, st), &h->node);
+}
+
+/* Owner: the same, for h's generation as its word says now. */
+void spoke_owner_disarm(struct shard *sh, struct spoke_handle *h)
+{
+	spoke_owner_disarm_word(sh, h, atomic_load_explicit(&h->state, memory_order_relaxed));
 }
 
 /*
@@ -199,13 +213,16 @@ static void retire_cancelled(struct shard *sh, struct spoke_handle *h, uint64_t 
  * detached), else hand it to the pool. While a pool callback attaches the
  * shard (ATTACHING_NOWAIT) the managed thread runs nothing: that callback
  * waits for it to exit, and a callback run here could be waiting for that
- * one (cancel_sync); the run goes to the inbox, for the new owner.
+ * one (cancel_sync); the run goes to the inbox, for the new owner. In a
+ * rescuer's turn, rescue.c decides.
  */
 static void run_or_dispatch(struct shard *sh, struct spoke_handle *h)
 {
 	int mode = atomic_load_explicit(&sh->mode, memory_order_relaxed);
 
-	if (mode == SHARD_ATTACHING_NOWAIT) {
+	if (sh->rescuing) {
+		spoke_rescuer_place(sh, h); /* a rescuer's turn: rescue.c */
+	} else if (mode == SHARD_ATTACHING_NOWAIT) {
 		spoke_runner_recall(sh, h);
 	} else if (sh->s->nworkers == 0 || spoke_shard_takes_back_runs(mode)) {
 		if (spoke_runner_run(sh->s, h))
@@ -451,8 +468,8 @@ static void wake_fd_io(int fd, bool drain)
 	pthread_setcancelstate(old, NULL);
 }
 
-/* Any thread: the owner must look at its inbox (futex, and the wake fd if any). */
-static void wake_owner(struct shard *sh)
+/* Any thread: the owner must look at its shard (futex, and the wake fd if any). */
+void spoke_any_wake_owner(struct shard *sh)
 {
 	int fd = atomic_load_explicit(&sh->wake_fd, memory_order_acquire);
 
@@ -522,6 +539,7 @@ void spoke_any_nudge(struct shard *sh, uint64_t due_ns)
 {
 	uint64_t until;
 
+	spoke_note_due(sh, due_ns);
 	spoke_full_fence(); /* pairs with the one in announce_sleep */
 	until = atomic_load_explicit(&sh->sleep_until_ns, memory_order_acquire);
 	if (until == 0)
@@ -529,7 +547,7 @@ void spoke_any_nudge(struct shard *sh, uint64_t due_ns)
 	if (due_ns >= until && !atomic_load_explicit(&sh->long_sleep, memory_order_relaxed))
 		return;
 	if (atomic_exchange_explicit(&sh->sleep_until_ns, 0, memory_order_acq_rel) != 0)
-		wake_owner(sh);
+		spoke_any_wake_owner(sh);
 }
 
 /*
@@ -553,7 +571,11 @@ static bool announce_sleep(struct shard *sh, int64_t wait_ns)
 	return false;
 }
 
-/* Managed thread: sleep until its next deadline (-1: none) or a message that needs it. */
+/*
+ * Managed thread, holding its shard (rescue.c): sleep until its next
+ * deadline (-1: none) or a message that needs it. It lets the shard go for
+ * the sleep itself, and holds it again before it returns.
+ */
 static void shard_sleep(struct shard *sh, int64_t wait_ns)
 {
 	uint32_t v = atomic_load_explicit(&sh->wake_seq, memory_order_acquire);
@@ -561,7 +583,9 @@ static void shard_sleep(struct shard *sh, int64_t wait_ns)
 	if (wait_ns == 0 || !announce_sleep(sh, wait_ns))
 		return;
 	SPOKE_PROBE2(shard_sleep, sh->index, wait_ns);
+	spoke_owner_unhold(sh);
 	spoke_ec_wait_word(&sh->wake_seq, v, wait_ns);
+	spoke_owner_hold(sh);
 	atomic_store_explicit(&sh->sleep_until_ns, 0, memory_order_relaxed);
 	SPOKE_PROBE1(shard_wake, sh->index);
 }
@@ -616,7 +640,7 @@ int spoke_owner_wake_fd(struct shard *sh)
 void spoke_shard_signal_stop(struct shard *sh)
 {
 	atomic_store_explicit(&sh->sleep_until_ns, 0, memory_order_relaxed);
-	wake_owner(sh);
+	spoke_any_wake_owner(sh);
 }
 
 /* --- owner: expiry and the turn (and the runner's recall) ----------------- */
@@ -657,7 +681,7 @@ static uint64_t armed_deadline(struct spoke_handle *h)
  *
  * The claim's compare-and-swap alone cannot tell whether a later reset
  * published between the deadline check and the swap: such a reset only bumps
- * the word's 12-bit sequence, and 4096 of them leave the word bit-identical.
+ * the word's 11-bit sequence, and 2048 of them leave the word bit-identical.
  * So the deadline is read again once the claim has won (the swap read the
  * last publish, so it sees that reset's deadline), and a timer that was moved
  * later is given back (owner_give_back).
@@ -746,7 +770,33 @@ static void advance_engine(struct shard *sh, struct spoke_engine *e, uint64_t ti
 }
 
 /*
- * Owner: one turn (top of file): the stage, the engines, the messages, then
+ * Owner: the runs a rescuer claimed and left to this thread (rescue.c), in
+ * the order it claimed them, first thing in its next turn: they are due.
+ */
+static void run_left_by_rescue(struct shard *sh)
+{
+	struct spoke_handle *h = sh->owner_runs, *in_order = NULL;
+
+	if (!h)
+		return;
+	sh->owner_runs = NULL;
+	while (h) { /* the list is last-claimed first */
+		struct spoke_handle *next = (struct spoke_handle *)h->qnode.next;
+
+		h->qnode.next = (struct cds_wfcq_node *)in_order;
+		in_order = h;
+		h = next;
+	}
+	while (in_order) {
+		h = in_order;
+		in_order = (struct spoke_handle *)h->qnode.next;
+		run_or_dispatch(sh, h);
+	}
+}
+
+/*
+ * The shard's holder (its owner, or a rescuer: rescue.c): one turn (top of
+ * file): the stage, the engines, the messages, then
  * the stage again for what the messages made due (a start queued past its
  * deadline). all_messages: take every message queued so far (spoke_poll),
  * not only a batch. Returns callbacks run inline.
@@ -769,6 +819,8 @@ int spoke_owner_turn(struct shard *sh, bool all_messages)
 	 * reset or cancel is still queued does not fire meanwhile (claim_expiry
 	 * sees INBOX).
 	 */
+	if (!sh->rescuing)
+		run_left_by_rescue(sh);
 	sh->clock_ns = spoke_clock_ns();
 	tick = deadline_tick(sh, sh->clock_ns);
 	stage_run_due(sh, sh->clock_ns, tick);
@@ -805,13 +857,17 @@ static uint64_t engine_wake_ns(const struct shard *sh, const struct spoke_engine
  */
 #define BLOCKED_RECHECK_NS 50000
 
-/* Owner: ns until the shard has work (0 = now), -1 if none. */
-int64_t spoke_owner_next_ns(struct shard *sh)
+/*
+ * The shard's holder: ns until the shard has work (0 = now), -1 if none;
+ * owner_runs: count the runs a rescue left to the owner (the owner does; a
+ * rescuer, for whom they are no work, does not).
+ */
+int64_t spoke_holder_next_ns(struct shard *sh, bool owner_runs)
 {
 	uint64_t wake = engine_wake_ns(sh, sh->wheel), now, w;
 	enum queue_look look = look_at_messages(sh);
 
-	if (look == QUEUE_READY)
+	if (look == QUEUE_READY || (owner_runs && sh->owner_runs))
 		return 0;
 	w = spoke_stage_wake_ns(&sh->stage);
 	if (w < wake)
@@ -829,6 +885,12 @@ int64_t spoke_owner_next_ns(struct shard *sh)
 	if (wake <= now)
 		return 0;
 	return wake - now > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)(wake - now);
+}
+
+/* Owner: ns until the shard has work (0 = now), -1 if none. */
+int64_t spoke_owner_next_ns(struct shard *sh)
+{
+	return spoke_holder_next_ns(sh, true);
 }
 
 /* --- the managed thread --------------------------------------------------- */
@@ -861,11 +923,17 @@ static void *shard_main(void *arg)
 	spoke_runner_watch_exit();
 	wait_detach_done(sh);
 	become_owner(sh, true);
+	spoke_owner_hold(sh);
 	while (!managed_may_leave(sh)) {
-		int64_t wait_ns;
+		int64_t wait_ns, watch_ns;
 
 		spoke_owner_turn(sh, false);
 		wait_ns = spoke_owner_next_ns(sh);
+		spoke_owner_turned(sh, sh->clock_ns, wait_ns);
+		/* The shard it watches (rescue.c): rescued now, or looked at again in time. */
+		watch_ns = spoke_watcher_look_ring(sh, spoke_clock_ns());
+		if (watch_ns >= 0 && (wait_ns < 0 || watch_ns < wait_ns))
+			wait_ns = watch_ns;
 		/* Messages are flowing: look again in two ticks (see spoke_any_nudge). */
 		if (sh->took_messages && (wait_ns < 0 || (uint64_t)wait_ns > 2 * sh->tick_ns))
 			wait_ns = (int64_t)(2 * sh->tick_ns);
@@ -874,6 +942,7 @@ static void *shard_main(void *arg)
 			wait_ns = POOL_RECHECK_NS;
 		shard_sleep(sh, wait_ns);
 	}
+	spoke_owner_unhold(sh);
 	drop_owner();
 	return NULL;
 }
@@ -902,7 +971,15 @@ int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index)
 	sh->inbox_limit = o && o->inbox_limit ? o->inbox_limit : cfg->inbox_limit;
 	if (sh->inbox_limit == 0)
 		sh->inbox_limit = UINT64_MAX;
+	sh->tick_div = spoke_divisor_of(sh->tick_ns);
 	sh->epoch_ns = spoke_clock_ns();
+	atomic_init(&sh->due_ns, UINT64_MAX);
+	/* A healthy owner turns within two ticks: a rescue never waits less. */
+	sh->rescue_after_ns = cfg->rescue_after_ns && cfg->rescue_after_ns / 2 < sh->tick_ns
+				      ? 2 * sh->tick_ns
+				      : cfg->rescue_after_ns;
+	sh->rescue_on = sh->rescue_after_ns != 0;
+	atomic_init(&sh->owner_turn_ns, sh->epoch_ns);
 	spoke_stage_init(&sh->stage, sh->tick_ns, o && o->slack_ns ? o->slack_ns : cfg->slack_ns,
 			 sh->epoch_ns);
 	cds_wfcq_init(&sh->inbox_head, &sh->inbox_tail);
@@ -972,7 +1049,7 @@ void spoke_shard_stop(struct shard *sh)
  * has no thread to join, and none of its callbacks on the pool: the
  * workers have been handing them back since it was attached.
  */
-int spoke_shard_attach(struct shard *sh, bool from_pool)
+int spoke_shard_attach(struct shard *sh, bool from_pool, struct arena *home)
 {
 	int to = from_pool ? SHARD_ATTACHING_NOWAIT : SHARD_ATTACHING;
 	int expect = SHARD_MANAGED;
@@ -989,6 +1066,8 @@ int spoke_shard_attach(struct shard *sh, bool from_pool)
 	}
 	join_thread(sh);
 	atomic_store_explicit(&sh->attach_fenced, 0, memory_order_relaxed);
+	/* Before ATTACHED: a rescuer that sees the mode sees whose calls to look at. */
+	atomic_store_explicit(&sh->owner_arena, home, memory_order_release);
 	atomic_store_explicit(&sh->mode, SHARD_ATTACHED, memory_order_release);
 	become_owner(sh, false);
 	spoke_runner_watch_exit(); /* its spoke_poll runs callbacks */
@@ -1007,14 +1086,17 @@ int spoke_shard_attach(struct shard *sh, bool from_pool)
 int spoke_owner_detach(struct shard *sh)
 {
 	int fd = atomic_load_explicit(&sh->wake_fd, memory_order_relaxed), err;
+	struct arena *home;
 
 	atomic_store_explicit(&sh->wake_fd, -1, memory_order_relaxed);
 	atomic_store_explicit(&sh->sleep_until_ns, 0, memory_order_relaxed);
 	drop_owner();
 	atomic_store_explicit(&sh->mode, SHARD_DETACHING, memory_order_relaxed);
+	home = atomic_exchange_explicit(&sh->owner_arena, NULL, memory_order_relaxed);
 	err = spoke_shard_launch(sh);
 	SPOKE_HOOK(SPOKE_HOOK_DETACH_LAUNCHED);
 	if (err) {
+		atomic_store_explicit(&sh->owner_arena, home, memory_order_relaxed);
 		atomic_store_explicit(&sh->mode, SHARD_ATTACHED, memory_order_relaxed);
 		atomic_store_explicit(&sh->wake_fd, fd, memory_order_relaxed);
 		become_owner(sh, false);
@@ -1033,6 +1115,7 @@ int spoke_owner_detach(struct shard *sh)
 void spoke_owner_abandon(struct shard *sh)
 {
 	atomic_store_explicit(&sh->wake_fd, -1, memory_order_relaxed);
+	atomic_store_explicit(&sh->owner_arena, NULL, memory_order_relaxed);
 	drop_owner();
 	atomic_store_explicit(&sh->mode, SHARD_UNOWNED, memory_order_release);
 }

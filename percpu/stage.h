@@ -51,7 +51,8 @@
  * caller for it (spoke_stage_deadline_fn). Bit j of `bits` is set while
  * slot j is not empty.
  *
- * Costs: put is a compare and, in the window, one division; remove, the
+ * Costs: put is a compare and, in the window, one division (a multiplication:
+ * divide.h); remove, the
  * wake time and moving the window are O(1) (the first slot to end is a bit
  * scan); a take is O(slots it takes), plus one deadline read per timer of
  * the one slot it looks into. A tick with a million timers costs what it
@@ -70,6 +71,7 @@
 #define SPOKE_PERCPU_STAGE_H
 
 #include "../lib/clist.h"
+#include "divide.h"
 
 #include <spoke/engine.h>
 
@@ -80,13 +82,14 @@
 #define SPOKE_STAGE_DEFAULT_SLOTS 4  /* slack_ns 0: tick / 4 */
 
 struct spoke_stage {
-	uint64_t tick;	   /* the window is (tick - 1, tick] */
-	uint64_t start_ns; /* the time of tick - 1 (0 while tick is 0) */
-	uint64_t end_ns;   /* the time of tick: the last deadline the window takes */
-	uint64_t width_ns; /* a slot's width: the slack in effect */
-	uint64_t bits;	   /* bit j: slot j is not empty */
-	uint64_t count;	   /* timers on the stage, and on a take's run list */
-	unsigned nslots;   /* 1 .. SPOKE_STAGE_MAX_SLOTS */
+	uint64_t tick;			/* the window is (tick - 1, tick] */
+	uint64_t start_ns;		/* the time of tick - 1 (0 while tick is 0) */
+	uint64_t end_ns;		/* the time of tick: the last deadline the window takes */
+	uint64_t width_ns;		/* a slot's width: the slack in effect */
+	struct spoke_divisor width_div; /* divides by width_ns (divide.h) */
+	uint64_t bits;			/* bit j: slot j is not empty */
+	uint64_t count;			/* timers on the stage, and on a take's run list */
+	unsigned nslots;		/* 1 .. SPOKE_STAGE_MAX_SLOTS */
 	struct spoke_timer slot[SPOKE_STAGE_MAX_SLOTS]; /* the slots' list heads */
 	struct spoke_timer late; /* deadlines before the window: due at once */
 };
@@ -131,6 +134,7 @@ static inline void spoke_stage_init(struct spoke_stage *st, uint64_t tick_ns, ui
 {
 	st->nslots = spoke_stage_slots(tick_ns, slack_ns);
 	st->width_ns = spoke_div_round_up(tick_ns, st->nslots);
+	st->width_div = spoke_divisor_of(st->width_ns);
 	st->bits = 0;
 	st->count = 0;
 	for (unsigned j = 0; j < SPOKE_STAGE_MAX_SLOTS; j++)
@@ -154,8 +158,9 @@ static inline bool spoke_stage_takes(const struct spoke_stage *st, uint64_t dead
 /* The slot of a deadline in the window (clamped, though callers pass one inside). */
 static inline unsigned spoke_stage_slot_of(const struct spoke_stage *st, uint64_t deadline_ns)
 {
-	uint64_t j =
-		deadline_ns > st->start_ns ? (deadline_ns - st->start_ns - 1) / st->width_ns : 0;
+	uint64_t j = deadline_ns > st->start_ns
+			     ? spoke_divide(deadline_ns - st->start_ns - 1, &st->width_div)
+			     : 0;
 
 	return j < st->nslots ? (unsigned)j : st->nslots - 1;
 }

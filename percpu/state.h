@@ -15,10 +15,14 @@
  *                is counted once however many messages follow it
  *   bit   30     ORPHAN   the timer is over, but a reset still holds WRITING:
  *                that reset frees the handle when it clears WRITING
- *   bit   29     WRITING  a reset from another thread is storing deadline_ns
- *                (api.c reset_once); the owner fires nothing meanwhile
+ *   bit   29     WRITING  a reset is storing deadline_ns: one from another
+ *                thread (api.c reset_once), or the owner's own (reset_direct);
+ *                the owner fires nothing meanwhile
  *   bits 28..21  owner shard (SPOKE_MAX_SHARDS = 256)
- *   bits 20..9   sequence, bumped by every reset (closes ABA windows)
+ *   bit   20     MOVABLE  started SPOKE_MOVABLE: a rescue may run it on another
+ *                spoke thread than its owner's (rescue.c); fixed for the
+ *                generation
+ *   bits 19..9   sequence, bumped by every reset (closes ABA windows)
  *   bits  8..7   kind: one-shot, periodic, TTL
  *   bit   6      WAITERS  a cancel_sync sleeps on the low word (futex)
  *   bit   5      STOP     periodic: no run after the current one
@@ -29,17 +33,8 @@
  *   bit   3      INBOX    the handle is queued on its owner's inbox
  *   bits  2..0   status
  *
- * Status transitions (who makes them; protocol.h has every transition as a
- * function named for its caller, with the full diagram and which of them
- * may race):
- *
- *   FREE --start--> ARMED --expiry (owner)--> DISPATCHED --run--> RUNNING
- *                   |   ^                        |    |            |
- *                   |   +--reset (the runner)----+    |     done: FREE (gen+1)
- *                 cancel                           cancel  periodic: ARMED
- *                   v                                 |
- *                CANCELLED <--------------------------+
- *                   +--owner unlinks--> FREE (gen+1)
+ * The status transitions, each a function named for the thread that makes
+ * it, with which of them may race, are drawn once, in protocol.h.
  *
  * A handle is freed only while nobody holds WRITING: the reset holding it has
  * yet to store deadline_ns, and once the slot is reused that store would land
@@ -82,10 +77,11 @@ enum spoke_status {
 #define SPOKE_ST_KIND_SHIFT  7
 #define SPOKE_ST_KIND_MASK   (0x3ull << SPOKE_ST_KIND_SHIFT)
 #define SPOKE_ST_SEQ_SHIFT   9
-#define SPOKE_ST_SEQ_MASK    (0xfffull << SPOKE_ST_SEQ_SHIFT)
+#define SPOKE_ST_SEQ_MASK    (0x7ffull << SPOKE_ST_SEQ_SHIFT)
+#define SPOKE_ST_MOVABLE     (1ull << 20)
 #define SPOKE_ST_SHARD_SHIFT 21
 #define SPOKE_ST_SHARD_MASK  (0xffull << SPOKE_ST_SHARD_SHIFT)
-#define SPOKE_ST_WRITING     (1ull << 29) /* a foreign reset holds the right to store deadline_ns */
+#define SPOKE_ST_WRITING     (1ull << 29) /* a reset holds the right to store deadline_ns */
 #define SPOKE_ST_ORPHAN	     (1ull << 30) /* over; the WRITING reset frees it */
 #define SPOKE_ST_FRESH	     (1ull << 31) /* foreign start, not counted in `started` yet */
 #define SPOKE_ST_GEN_SHIFT   32

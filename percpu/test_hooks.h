@@ -8,11 +8,9 @@
  * with it, whose SPOKE_HOOK(p) calls spoke_test_hook(p) when a test has set
  * it; the test decides from its own thread-local state whether to stall.
  *
- *   SPOKE_HOOK_CALL_GUARDED   a call has found `stopping` clear, inside its
- *                             RCU read-side section: a call that never waits
- *                             (a start) stays in it to its end, one that may
- *                             wait has not yet counted itself in its arena
- *                             (api.c nowait_call_enter, call_enter)
+ *   SPOKE_HOOK_CALL_GUARDED   a call has counted itself in its arena and
+ *                             found `stopping` clear (guard.h
+ *                             spoke_call_enter)
  *   SPOKE_HOOK_DIRECT_RESET_CLAIMED  a reset on the owner thread has set
  *                             WRITING and not yet stored its deadline
  *                             (api.c reset_direct)
@@ -40,6 +38,8 @@
  *   SPOKE_HOOK_DETACH_LAUNCHED spoke_detach has tried to start the new
  *                             managed thread and not yet recorded the
  *                             outcome (shard.c spoke_owner_detach)
+ *   SPOKE_HOOK_RESCUE_HELD    a rescuer has taken a stalled shard and not
+ *                             yet run its turn (rescue.c rescue)
  *   SPOKE_HOOK_SHARDS_STOPPED spoke_destroy has stopped every shard (all
  *                             STOPPING) and not yet the pool (api.c
  *                             stop_threads)
@@ -73,6 +73,7 @@ enum spoke_hook {
 	SPOKE_HOOK_RUN_FINISHING,
 	SPOKE_HOOK_POLL_WAITS_FOR_LINK,
 	SPOKE_HOOK_POOL_LINK_NAP,
+	SPOKE_HOOK_RESCUE_HELD,
 };
 
 #ifdef SPOKE_TEST_HOOKS

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * waits.c - the wait-for graph of every wait a call can enter (docs/service.md,
- * "cancel_sync cycles: the wait-for graph"), with its own fork() child handler.
+ * waits.c - the wait-for graph of every wait a call can enter (docs/design/service.md,
+ * "The wait-for graph"), with its own fork() child handler.
  */
 #define _GNU_SOURCE
 #include "protocol.h"

@@ -8,8 +8,10 @@
 # than the table's first row is marked "*" and its unit listed under the
 # table. For `latency` rows: one table of p50 / p99 / p99.9 / max (us) per
 # pending count, tick and load, with the slack in effect, the process's CPU %
-# and context switches per second (when the run reports them; "-" if not).
-# Needs bash and awk (mawk is enough). Used for docs/benchmarks.md.
+# and context switches per second (when the run reports them; "-" if not);
+# and its stolen-CPU rows as one table, a row per figure and a column per
+# configuration ("rescue off", ...), a skipped column with its reason.
+# Needs bash and awk (mawk is enough). Used for docs/results/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -ne 1 ]; then
@@ -30,6 +32,20 @@ function count(x) {
 function fig(x) { x += 0; return x >= 100 ? sprintf("%.0f", x) : x >= 10 ? sprintf("%.1f", x) : sprintf("%.2f", x) }
 {
   line = $0
+  if (jstr(line, "bench") == "latency" && jstr(line, "workload") == "stolen-cpu") {
+    c = "rescue " jstr(line, "rescue")
+    add("stolen", c)
+    stall = jnum(line, "stall_ms"); stimers = jnum(line, "timers")
+    spend = jnum(line, "pending"); stick = jnum(line, "tick_us")
+    if ((r = jstr(line, "skipped")) != "" || (r = jstr(line, "error")) != "") {
+      sv[c] = "skip"; add("stolen_why", c ": " r)
+      next
+    }
+    sv[c, "p50"] = fig(jnum(line, "p50_us")); sv[c, "p99"] = fig(jnum(line, "p99_us"))
+    sv[c, "p99.9"] = fig(jnum(line, "p999_us")); sv[c, "max"] = fig(jnum(line, "max_us"))
+    sv[c, "in"] = jnum(line, "in_stall") " of " jnum(line, "n")
+    next
+  }
   if (jstr(line, "bench") == "latency" && jnum(line, "p99_us") != "") {
     key = jnum(line, "pending") SUBSEP jnum(line, "tick_us") SUBSEP jstr(line, "load")
     add("late", key)
@@ -77,6 +93,26 @@ END {
     if (n["why" w] > 0) {
       printf "\n"
       for (j = 1; j <= n["why" w]; j++) printf "- %s\n", list["why" w, j]
+    }
+  }
+  if (n["stolen"] > 0) {
+    printf "\nStolen CPU: shard 0'"'"'s CPU taken for %s ms by a SCHED_FIFO busy thread, %s timers on shard 0 due meanwhile (pool callbacks), %s pending, tick %s us\n\n| lateness (us) |", stall, stimers, count(spend), stick
+    for (i = 1; i <= n["stolen"]; i++) printf " %s |", list["stolen", i]
+    printf "\n|---|"
+    for (i = 1; i <= n["stolen"]; i++) printf "--:|"
+    printf "\n"
+    split("p50 p99 p99.9 max in", fields, " ")
+    for (f = 1; f <= 5; f++) {
+      printf "| %s |", fields[f] == "in" ? "ran during the stall" : fields[f]
+      for (i = 1; i <= n["stolen"]; i++) {
+        c = list["stolen", i]
+        printf " %s |", sv[c] == "skip" ? "skipped" : sv[c, fields[f]]
+      }
+      printf "\n"
+    }
+    if (n["stolen_why"] > 0) {
+      printf "\n"
+      for (j = 1; j <= n["stolen_why"]; j++) printf "- %s\n", list["stolen_why", j]
     }
   }
   if (n["late"] > 0) {

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# benchmarks.sh - the runs behind docs/benchmarks.md, in one go on this
+# benchmarks.sh - the runs behind docs/results/{peers,latency}.md, in one go on this
 # machine: `spoke-bench peers` and `spoke-bench latency` with --json, then
 # the plots and the Markdown tables made from that JSON.
 #   scripts/benchmarks.sh [out-dir]     (default build/benchmarks)
 # Writes <out-dir>/{peers,latency}.json, <out-dir>/{peers,latency}.md (tables),
 # <out-dir>/{peers,latency}.png and <out-dir>/machine.txt. Takes ~8 minutes
-# on 2 CPUs; run it on an otherwise idle machine. Copy the PNGs to docs/img/
-# and the tables into docs/benchmarks.md to publish a run.
+# on 2 CPUs; run it on an otherwise idle machine. Copy the JSON, PNGs and
+# tables to docs/results/ (with the machine, date and commit) to publish a run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/build/benchmarks}

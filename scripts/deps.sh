@@ -4,7 +4,8 @@
 # exact line to run and fails. Sourced by run.sh, test.sh and the others.
 #   spoke_install_deps lib          the library and spoke-demo (scripts/run.sh)
 #   spoke_install_deps lib bench    + spoke-bench peers' loops and the plots
-#   spoke_install_deps              everything: lib, bench and the test suite
+#   spoke_install_deps              lib, bench and the test suite
+#   spoke_install_deps lib load     what scripts/server-load.sh needs
 set -euo pipefail
 
 # The library and the demo (demo/spoke_demo.c): nothing more.
@@ -30,10 +31,16 @@ SPOKE_DEBIAN_PACKAGES=(
   groff-base man-db
   libhttp-parser-dev # spoke-httpd (examples/httpd.c) and tests/server
   systemtap-sdt-dev  # <sys/sdt.h>: the USDT probes that abi.usdt_probes checks
-  spin               # scripts/spin.sh: the Promela model of the state word (docs/model.md)
+  spin               # scripts/spin.sh: the Promela model of the state word (docs/design/model.md)
 )
 
-# The packages of the sets named (lib, bench, test; none = all three).
+# scripts/server-load.sh only (not the tests): the load and slow-client tools, tcpdump
+# for the close times of the idle flood, nginx for the column beside spoke-httpd.
+SPOKE_LOAD_PACKAGES=(
+  wrk slowhttptest tcpdump nginx-light
+)
+
+# The packages of the sets named (lib, bench, test, load; none = lib, bench, test).
 spoke_packages() {
   local set
   [ $# -eq 0 ] && set -- lib bench test
@@ -42,7 +49,8 @@ spoke_packages() {
       lib) printf '%s\n' "${SPOKE_LIB_PACKAGES[@]}" ;;
       bench) printf '%s\n' "${SPOKE_BENCH_PACKAGES[@]}" ;;
       test) printf '%s\n' "${SPOKE_DEBIAN_PACKAGES[@]}" ;;
-      *) echo "spoke: unknown package set '$set' (lib, bench, test)" >&2; return 2 ;;
+      load) printf '%s\n' "${SPOKE_LOAD_PACKAGES[@]}" ;;
+      *) echo "spoke: unknown package set '$set' (lib, bench, test, load)" >&2; return 2 ;;
     esac
   done
 }

@@ -11,7 +11,8 @@
 #                   histograms (share of the samples per log-spaced bucket),
 #                   one colour per pending count, dashed with the load; and a
 #                   panel of p99 against pending, one line per tick and load.
-# Other rows (`service`, skipped and error rows) are counted and left out.
+# Other rows (`service`, latency's stolen-cpu rows - a table, see
+# bench_tables.sh - skipped and error rows) are counted and left out.
 # Needs bash, awk (mawk is enough) and gnuplot (gnuplot-nox, from deps.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,6 +49,8 @@ function wl_words(w) {
   if (w == "W2-tick") return "W2: drain the N timers by 2^{20} calls of advance(1)"
   if (w == "W3") return "W3: memory (RSS) per outstanding timer"
   if (w == "dep-load") return "memory floor: one dependent load over the memory of N timers"
+  if (w == "reset-own") return "reset-own: a random pending timer reset by its owner'"'"'s thread"
+  if (w == "reset-foreign") return "reset-foreign: a random pending timer reset by another thread"
   return w
 }
 # A page title in words for the rows of one subject key (scheme, peer, ...).
@@ -95,7 +98,7 @@ BEGIN {
     res[k, w, s] = res[k, w, s] jnum(line, "n") " " jnum(line, "ns_per_op") "\n"
     next
   }
-  if (jstr(line, "bench") == "latency" && jnum(line, "p99_us") != "") {
+  if (jstr(line, "bench") == "latency" && jstr(line, "workload") == "lateness" && jnum(line, "p99_us") != "") {
     t = idx("ticks", jnum(line, "tick_us") + 0)
     p = idx("pend", jnum(line, "pending") + 0)
     l = idx("loads", jstr(line, "load"))

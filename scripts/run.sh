@@ -35,7 +35,8 @@ step() {
   fi
 }
 say "configuring in ${build#"$root"/}…"
-step cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSPOKE_BUILD_TESTS=OFF
+step cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSPOKE_BUILD_TESTS=OFF \
+  -DSPOKE_BUILD_DEMO=ON -DSPOKE_BUILD_BENCH=ON
 say "building $target ($took on 2 CPUs the first time)…"
 step cmake --build "$build" -j "$(nproc)" --target "$target"
 say "running $target $*"

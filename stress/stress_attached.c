@@ -10,7 +10,7 @@
  * fifth of the round's time, if shorter), poller threads take shards over with
  * spoke_attach - a shard's managed thread must stop driving it while
  * messages for it are in flight - and then loop: poll, sleep until
- * spoke_next_deadline (at most 100 us), and between polls do what an event
+ * spoke_next_deadline_ns (at most 100 us), and between polls do what an event
  * loop does: start timers on their own shard (spoke_start: straight into
  * the wheel, no message), cancel and reset them (the owner's direct paths),
  * start timers on other shards. Callbacks that run inline on a poller start
@@ -32,7 +32,7 @@
  *   - spoke_detach of its own shard returns 0, spoke_poll after it -EPERM,
  *     and the attach that follows 0;
  *   - spoke_poll returns at least the number of callbacks it ran (never
- *     negative); spoke_next_deadline returns >= -1;
+ *     negative); spoke_next_deadline_ns returns 0 or 1;
  *   - spoke_attach of an attached shard gives -EBUSY (from another thread),
  *     and a second attach from an attached thread gives -EBUSY;
  *   - spoke_stats marks exactly the polled shards attached; afterwards it

@@ -51,7 +51,7 @@
 
 #define SLOTS	     512		      /* records per thread */
 #define SLACK_FIXED  (2ull << 20)	      /* malloc and sanitizer bookkeeping */
-#define HANDLE_BYTES 64			      /* docs/service.md */
+#define HANDLE_BYTES 64			      /* docs/design/service.md */
 #define PEAK_BYTES   (1536ull * HANDLE_BYTES) /* per arena: a peak a little higher */
 /* The second round's inbox limit: its unpaced phase has its starts refused (-ENOBUFS). */
 #define CHURN_INBOX_LIMIT 8192

@@ -2,7 +2,7 @@
 /*
  * util_pollers.c - the stress library's pollers: threads that attach to a
  * shard and poll it, checking what spoke_attach, spoke_poll, spoke_detach
- * and spoke_next_deadline return (stress_util.h: "pollers").
+ * and spoke_next_deadline_ns return (stress_util.h: "pollers").
  */
 #include "stress_util.h"
 
@@ -89,8 +89,7 @@ void *poller_main(void *arg)
 	while (!atomic_load_explicit(&p->stop, memory_order_relaxed)) {
 		poller_work_fn *work = atomic_load(&p->work);
 
-		uint64_t before;
-		int64_t next;
+		uint64_t before, next;
 		int n;
 
 		if (work)
@@ -114,14 +113,13 @@ void *poller_main(void *arg)
 		else if ((uint64_t)n > tl_inline_runs - before)
 			p->over_reports++;
 		atomic_fetch_add(&p->loops, 1);
-		next = spoke_next_deadline(p->s);
-		if (poller_shut(next))
+		n = spoke_next_deadline_ns(p->s, &next);
+		if (poller_shut(n))
 			break;
-		if (next < -1)
-			VIOLATION("spoke_next_deadline returned %" PRId64, next);
-		if (next != 0)
-			sleep_ns(next < 0 || next > (int64_t)(100 * US) ? 100 * US
-									: (uint64_t)next);
+		if (n < 0 || n > 1)
+			VIOLATION("spoke_next_deadline_ns returned %d", n);
+		if (next != 0) /* UINT64_MAX when nothing is pending */
+			sleep_ns(next > 100 * US ? 100 * US : next);
 		/* Only while it has work: after poller_quiesce it stays attached. */
 		if (work && atomic_load(&p->handover) && rng_below(&r, 32) == 0 &&
 		    !poller_handover(p, &r))

@@ -23,7 +23,12 @@
  *                  (by firing and by stops) and being created again; the
  *                  timers of one TTL due at one tick fire in start order
  *                  (FIFO), also when only the head of a queue is due, and
- *                  after stops of a queue's head, tail or only timer.
+ *                  after stops of a queue's head, tail or only timer; in one
+ *                  advance, expiry functions that stop and start timers
+ *                  around a key fired alone, a slot emptied at its first
+ *                  tick and ties of one queue, or stop a timer of another
+ *                  TTL due at the same tick, see each timer fire once, at
+ *                  its deadline, in order; next() is a lone key's deadline.
  *
  * Usage: test_engine_schemes [hierarchical | hashed | hashed-sorted | lawn].
  */
@@ -598,7 +603,7 @@ static void test_lawn_stop_queue_ends(void **state)
 
 /*
  * One advance over several level-1 slots of a few timers each fires them as
- * sorted runs (engine_hierarchical.h). What an expiry function does there:
+ * sorted runs (engine_hierarchical.c). What an expiry function does there:
  * stop a later member of the run (of its slot or of a later one), start a
  * timer due between two members (on level 0), in a slot of the run already
  * taken, or in an empty slot between two of the run's, re-arm a later member
@@ -617,8 +622,8 @@ struct run_act {
 struct run_probe {
 	struct spoke_engine *e;
 	struct spoke_timer t[RUN_TIMERS];
-	struct run_act act[RUN_TIMERS][4]; /* what timer i's expiry does */
-	size_t nact[RUN_TIMERS];
+	struct run_act act[RUN_TIMERS][4]; /* what timer i's first expiry does */
+	size_t nact[RUN_TIMERS], fired[RUN_TIMERS];
 	size_t n, idx[2 * RUN_TIMERS];
 };
 
@@ -632,7 +637,7 @@ static void run_probe_fire(void *ctx, struct spoke_timer *t)
 	assert_int_equal(now, t->sp_deadline);
 	assert_true(p->n < ARRAY_SIZE(p->idx));
 	p->idx[p->n++] = i;
-	for (size_t k = 0; k < p->nact[i]; k++) {
+	for (size_t k = 0; p->fired[i] == 0 && k < p->nact[i]; k++) {
 		const struct run_act *a = &p->act[i][k];
 
 		if (a->deadline == 0)
@@ -641,6 +646,7 @@ static void run_probe_fire(void *ctx, struct spoke_timer *t)
 			assert_int_equal(
 				spoke_engine_start(p->e, &p->t[a->timer], a->deadline - now), 0);
 	}
+	p->fired[i]++;
 	for (size_t k = 0; k < RUN_TIMERS; k++)
 		if (spoke_timer_pending(&p->t[k]) && p->t[k].sp_deadline < earliest)
 			earliest = p->t[k].sp_deadline;
@@ -648,10 +654,10 @@ static void run_probe_fire(void *ctx, struct spoke_timer *t)
 		assert_true(spoke_engine_next(p->e) <= (earliest > now ? earliest - now : 1));
 }
 
-/* Start timer i due at `deadline` (now is 0), with what its expiry does. */
+/* Start timer i due at `deadline` (> now). */
 static void run_arm(struct run_probe *p, size_t i, uint64_t deadline)
 {
-	assert_int_equal(spoke_engine_start(p->e, &p->t[i], deadline), 0);
+	assert_int_equal(spoke_engine_start(p->e, &p->t[i], deadline - spoke_engine_now(p->e)), 0);
 }
 
 static void run_on(struct run_probe *p, size_t i, size_t timer, uint64_t deadline)
@@ -659,7 +665,7 @@ static void run_on(struct run_probe *p, size_t i, size_t timer, uint64_t deadlin
 	p->act[i][p->nact[i]++] = (struct run_act){timer, deadline};
 }
 
-/* Advance once over everything, then check the order fired against want. */
+/* Advance once over everything (2^20 ticks), then check the order fired against want. */
 static void run_check(struct run_probe *p, const size_t *want, size_t nwant)
 {
 	size_t fired = spoke_engine_advance(p->e, (uint64_t)1 << 20, run_probe_fire, p);
@@ -675,12 +681,12 @@ static void run_check(struct run_probe *p, const size_t *want, size_t nwant)
 	spoke_engine_free(p->e);
 }
 
-static struct run_probe *run_probe_new(void)
+static struct run_probe *run_probe_new(const char *scheme)
 {
 	struct run_probe *p = calloc(1, sizeof(*p));
 
 	assert_non_null(p);
-	assert_int_equal(spoke_engine_new(&p->e, "hierarchical", NULL), 0);
+	assert_int_equal(spoke_engine_new(&p->e, scheme, NULL), 0);
 	return p;
 }
 
@@ -697,7 +703,7 @@ static void run_arm_common(struct run_probe *p)
 
 static void test_hierarchical_run_stops(void **state)
 {
-	struct run_probe *p = run_probe_new();
+	struct run_probe *p = run_probe_new("hierarchical");
 	static const size_t want[] = {0, 1, 4, 5};
 
 	(void)state;
@@ -710,7 +716,7 @@ static void test_hierarchical_run_stops(void **state)
 
 static void test_hierarchical_run_starts(void **state)
 {
-	struct run_probe *p = run_probe_new();
+	struct run_probe *p = run_probe_new("hierarchical");
 	static const size_t want[] = {0, 7, 2, 1, 8, 4, 3, 9, 5, 10, 6, 11, 12};
 
 	(void)state;
@@ -735,7 +741,7 @@ static void test_hierarchical_run_starts(void **state)
  */
 static void test_hierarchical_run_big_slot(void **state)
 {
-	struct run_probe *p = run_probe_new();
+	struct run_probe *p = run_probe_new("hierarchical");
 	size_t want[RUN_TIMERS], n = 0;
 
 	(void)state;
@@ -771,6 +777,96 @@ static int run_hierarchical_runs(void)
 	return cmocka_run_group_tests_name("hierarchical sorted runs", tests, NULL, NULL);
 }
 
+/* ---- lawn: the paths of its advance ------------------------------------------- */
+
+/*
+ * The Lawn's advance (engine_lawn.c) fires a key alone in the first
+ * occupied slot of its wheel of heads straight from its queue, and empties
+ * a slot of more keys at the earliest of their deadlines, those due then
+ * collected first. Its digits are 8 bits: from now = 0, a deadline in
+ * [256, 65536) has its key on level 1, in slot d >> 8, one in [65536, 2^24)
+ * on level 2. What expiry functions do there, in one advance: stop a timer
+ * of a slot still to come, start a timer due before the rest of a slot
+ * being emptied, stop a tie of its own queue (on the due list by then),
+ * re-arm itself into its own queue, closed as it fired, and into a new one.
+ */
+static void test_lawn_advance_paths(void **state)
+{
+	struct run_probe *p = run_probe_new("lawn");
+	static const size_t want[] = {0, 9, 1, 10, 3, 4, 3, 6, 11, 12, 6};
+
+	(void)state;
+	run_arm(p, 0, 300);	   /* level-1 slot 1, alone */
+	run_arm(p, 1, 520);	   /* level-1 slot 2: three keys */
+	run_arm(p, 2, 600);	   /*   stopped by 0 */
+	run_arm(p, 3, 700);	   /*   re-arms itself */
+	run_arm(p, 4, 1000);	   /* level-1 slot 3: one key, */
+	run_arm(p, 5, 1000);	   /*   its queue two timers due at once */
+	run_arm(p, 6, 70000);	   /* level 2, alone: fired with no cascade */
+	run_on(p, 0, 2, 0);	   /* a key of a slot to come */
+	run_on(p, 0, 9, 310);	   /* level 0, next */
+	run_on(p, 1, 10, 650);	   /* before 3, left in the emptied slot */
+	run_on(p, 3, 3, 1100);	   /* its own TTL again, the queue closed */
+	run_on(p, 4, 5, 0);	   /* its tie, collected with it */
+	run_on(p, 6, 11, 70001);   /* a new queue, next tick */
+	run_on(p, 6, 6, 140000);   /* its own TTL, 70000 */
+	run_on(p, 11, 12, 139999); /* TTL 69998: due before 6 again */
+	run_check(p, want, ARRAY_SIZE(want));
+	free(p);
+}
+
+/*
+ * Keys of two TTLs due at one tick share a slot; everything due at that
+ * tick is collected before anything fires, so the expiry function of one
+ * may stop the other (0, and it never fires). On level 0 (both started
+ * within the tick's 256-tick block) and on level 1.
+ */
+static void test_lawn_same_tick_stop(void **state)
+{
+	static const uint64_t block_start[] = {1290, 10};
+
+	(void)state;
+	for (size_t k = 0; k < ARRAY_SIZE(block_start); k++) {
+		struct run_probe *p = run_probe_new("lawn");
+
+		assert_int_equal(spoke_engine_advance(p->e, block_start[k], run_probe_fire, p), 0);
+		run_arm(p, 0, 1500); /* TTL 1500 - start */
+		assert_int_equal(spoke_engine_advance(p->e, 1, run_probe_fire, p), 0);
+		run_arm(p, 1, 1500); /* one tick later: another TTL, the same deadline */
+		run_on(p, 0, 1, 0);
+		run_on(p, 1, 0, 0); /* whichever fires first stops the other */
+		assert_int_equal(spoke_engine_advance(p->e, 2000, run_probe_fire, p), 1);
+		assert_int_equal(p->n, 1);
+		assert_int_equal(spoke_engine_count(p->e), 0);
+		spoke_engine_free(p->e);
+		free(p);
+	}
+}
+
+/*
+ * A key alone in the first slot: next() answers its deadline, so a
+ * tickless caller reaches it in one step. But an advance that stops
+ * between the slot's first tick and that deadline must still empty the
+ * slot at its first tick: a timer started then, due after the lone one,
+ * goes to level 0, and would otherwise be found first.
+ */
+static void test_lawn_lone_key_steps(void **state)
+{
+	struct run_probe *p = run_probe_new("lawn");
+	static const size_t want[] = {0, 1, 2};
+
+	(void)state;
+	run_arm(p, 0, 300); /* alone in level-1 slot 1, first tick 256 */
+	assert_int_equal(spoke_engine_next(p->e), 300);
+	assert_int_equal(spoke_engine_advance(p->e, 270, run_probe_fire, p), 0);
+	assert_int_equal(spoke_engine_next(p->e), 30);
+	run_arm(p, 1, 370); /* level 0 from 270 */
+	run_arm(p, 2, 70000);
+	assert_int_equal(spoke_engine_next(p->e), 30);
+	run_check(p, want, ARRAY_SIZE(want));
+	free(p);
+}
+
 static int run_lawn(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -779,6 +875,9 @@ static int run_lawn(void)
 		cmocka_unit_test_teardown(test_lawn_mixed, oracle_teardown),
 		cmocka_unit_test(test_lawn_fifo_within_tick),
 		cmocka_unit_test(test_lawn_stop_queue_ends),
+		cmocka_unit_test(test_lawn_advance_paths),
+		cmocka_unit_test(test_lawn_same_tick_stop),
+		cmocka_unit_test(test_lawn_lone_key_steps),
 	};
 
 	print_message("[ GROUP    ] lawn\n");

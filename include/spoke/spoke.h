@@ -57,6 +57,13 @@ struct spoke;
 
 #define SPOKE_MAX_SHARDS 256
 
+/* Marks a function that a later minor version may remove (CHANGELOG.md). */
+#if defined(__GNUC__) || defined(__clang__)
+#define SPOKE_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#else
+#define SPOKE_DEPRECATED(msg)
+#endif
+
 /*
  * Per-shard overrides ("per-core tuning"): zero / NULL fields keep the global value,
  * except cpu, where -1 is the default (0 pins the shard to CPU 0).
@@ -112,6 +119,19 @@ struct spoke_config {
 	 * queued handles; 0 = no limit). Cancels and resets are never refused.
 	 */
 	unsigned inbox_limit;
+	/*
+	 * Rescue: when a shard has had work due for this long and its owner
+	 * (managed thread or attached loop) has taken no turn, another spoke
+	 * thread (the managed thread of the shard before it, or one of its
+	 * pool workers) runs a turn of it in its place, and hands it back.
+	 * What it dispatches runs exactly once and never early; callbacks that
+	 * would run inline on the owner's thread stay there unless started
+	 * SPOKE_MOVABLE (spoke_start_flags). 0 = off; a shard waits at least
+	 * two of its ticks. Default 10 ms (10 ticks of the default tick): above
+	 * a scheduler's timeslice, so a busy but healthy machine does not
+	 * trigger it, far below a stall anyone would accept.
+	 */
+	uint64_t rescue_after_ns;
 };
 
 struct spoke_shard_stats {
@@ -129,6 +149,9 @@ struct spoke_shard_stats {
 	 */
 	uint64_t late_p50_ns, late_p99_ns, late_p999_ns;
 	uint64_t late_runs; /* runs the percentiles are of */
+	uint64_t rescues;   /* turns other threads ran in its owner's place (rescue_after_ns) */
+	uint64_t
+		max_absence_ns; /* the longest owner absence a rescue found (since its last turn) */
 	uint64_t tick_ns;
 	uint64_t slack_ns; /* the slack in effect: tick / ceil(tick / asked slack), rounded up */
 	bool attached;
@@ -144,13 +167,24 @@ struct spoke_shard_stats {
 
 struct spoke_stats {
 	unsigned shards;
-	struct spoke_shard_stats total; /* sums (max for inbox_hwm and max_late_ns;
+	struct spoke_shard_stats total; /* sums (max for inbox_hwm, max_late_ns, max_absence_ns;
 					   percentiles of all shards' runs together) */
 	struct spoke_shard_stats shard[SPOKE_MAX_SHARDS];
 };
 
 /* Fill cfg with the defaults; edit it, then pass it to spoke_create(). */
 void spoke_config_init(struct spoke_config *cfg);
+
+/*
+ * Check cfg as spoke_create() does, creating nothing: 0 if it is valid (cfg
+ * NULL = the defaults), -EINVAL if not, and then one line in why (at most
+ * len bytes with its NUL; why may be NULL) naming the field, its value and
+ * the rule it breaks, e.g. "tick_ns: 500 is below the minimum of 1000 ns".
+ * On success why holds "". -ENOMEM if there was no memory to try the wheel
+ * geometry (a nonzero level_bits, levels or table_size is tried by creating
+ * the engine once and freeing it). Any thread.
+ */
+int spoke_config_check(const struct spoke_config *cfg, char *why, size_t len);
 
 /*
  * Create the service and start its threads. cfg NULL = defaults. *out is set
@@ -160,8 +194,9 @@ void spoke_config_init(struct spoke_config *cfg);
  * below 1/64 of the tick of a shard it applies to; lawn_shards bits at or
  * above the shard count; an override cpu below -1 or not below CPU_SETSIZE;
  * more overrides than shards, or a count with a NULL array; callback_threads_per_shard
- * times the shards above 1024, or with callback_threads 0). -ENOMEM: no memory. -EAGAIN: a
- * thread could not be started.
+ * times the shards above 1024, or with callback_threads 0): spoke_config_check()
+ * says which field and why. -ENOMEM: no memory. -EAGAIN: a thread could not
+ * be started.
  */
 int spoke_create(struct spoke **out, const struct spoke_config *cfg);
 
@@ -213,6 +248,32 @@ int spoke_start(struct spoke *s, uint64_t delay_ns, spoke_fn *fn, void *arg, spo
  * deadline that has already passed runs at the shard's next tick.
  */
 int spoke_start_at(struct spoke *s, uint64_t deadline_ns, spoke_fn *fn, void *arg, spoke_id *id);
+/*
+ * Every start in one call: where (shard: an index, or SPOKE_ANY_SHARD for
+ * the caller's shard as spoke_start; a SPOKE_TTL timer goes to its TTL's
+ * shard and needs SPOKE_ANY_SHARD), when (when_ns: a delay, an absolute
+ * CLOCK_MONOTONIC deadline with SPOKE_ABSOLUTE, the period with
+ * SPOKE_PERIODIC, the TTL with SPOKE_TTL) and how:
+ *
+ *   SPOKE_PERIODIC  periodic, as spoke_start_periodic (when_ns 0: -EINVAL)
+ *   SPOKE_TTL       in the Timer Lawn, as spoke_start_ttl
+ *   SPOKE_ABSOLUTE  one-shot at the deadline when_ns, as spoke_start_at
+ *   SPOKE_MOVABLE   while its shard's owner is stalled, a rescue
+ *                   (rescue_after_ns) may run it on another spoke thread
+ *                   than the owner's, even where its callbacks run inline
+ *                   (an attached loop, callback_threads 0); see
+ *                   docs/contract.md for what such a callback may assume
+ *
+ * At most one of PERIODIC, TTL and ABSOLUTE; other bits: -EINVAL. The
+ * errors of the start functions above.
+ */
+#define SPOKE_ANY_SHARD 0xffffffffu
+#define SPOKE_PERIODIC	0x1u
+#define SPOKE_TTL	0x2u
+#define SPOKE_ABSOLUTE	0x4u
+#define SPOKE_MOVABLE	0x8u
+int spoke_start_flags(struct spoke *s, unsigned shard, uint64_t when_ns, unsigned flags,
+		      spoke_fn *fn, void *arg, spoke_id *id);
 /* One-shot timer on a given shard (-EINVAL if out of range). */
 int spoke_start_on(struct spoke *s, unsigned shard, uint64_t delay_ns, spoke_fn *fn, void *arg,
 		   spoke_id *id);
@@ -323,11 +384,22 @@ int spoke_detach(struct spoke *s);
 int spoke_poll(struct spoke *s);
 
 /*
- * Attached thread only: ns until the shard next has work (never later than its
- * next deadline; 0 if work waits), -1 if none. -EINVAL if the caller is not
- * attached (or s is NULL), -ESHUTDOWN during destroy.
+ * Attached thread only: when the shard next has work. 0 with *ns the ns
+ * until then (never later than its next deadline; 0 if work waits); 1 if
+ * nothing is pending (*ns = UINT64_MAX: sleep until woken). -EPERM if the
+ * caller is not attached, -EINVAL for a NULL s or ns, -ESHUTDOWN during
+ * destroy; *ns is untouched on an error. A loop sleeps for *ns, or without a
+ * timeout when the result is 1.
  */
-int64_t spoke_next_deadline(struct spoke *s);
+int spoke_next_deadline_ns(struct spoke *s, uint64_t *ns);
+
+/*
+ * Deprecated since 0.4 (kept for every 0.x): spoke_next_deadline_ns() says the same
+ * without mixing the value and the errors. ns until the shard next has work,
+ * -1 if none; -EINVAL (not -EPERM, which is -1) if the caller is not attached
+ * or s is NULL, -ESHUTDOWN during destroy.
+ */
+int64_t spoke_next_deadline(struct spoke *s) SPOKE_DEPRECATED("use spoke_next_deadline_ns");
 
 /*
  * Attached thread only: an eventfd (non-blocking, close-on-exec, owned and
@@ -341,6 +413,11 @@ int64_t spoke_next_deadline(struct spoke *s);
  */
 int spoke_wake_fd(struct spoke *s);
 
+/*
+ * Fill *out (see struct spoke_stats). s NULL, or a call that would fail
+ * (destroy under way, no arena): *out all zeros. out NULL is a misuse that
+ * no return value can report: the process aborts with a message naming it.
+ */
 void spoke_stats(struct spoke *s, struct spoke_stats *out);
 
 /*

@@ -40,7 +40,8 @@ struct att_ctx {
 	atomic_int attached, hold, stop, phase2, phase2_done;
 	_Atomic uint64_t attached_at;
 	struct trec pre, x1, own[ATT_OWN], remote[ATT_THREADS * ATT_REMOTE], nd_rec;
-	int64_t nd_empty, nd_started, nd_due;
+	uint64_t nd_empty, nd_started, nd_due;	   /* spoke_next_deadline_ns: the ns */
+	int nd_empty_rc, nd_started_rc, nd_due_rc; /* and what it returned */
 	int poll_due;
 	atomic_int busy_rc, busy_self_rc;
 };
@@ -89,20 +90,20 @@ static void *att_thread(void *p)
 		BG_CHECK_INT(spoke_start(c->s, d, att_fn, &c->own[i], NULL), ==, 0);
 	}
 	while (!atomic_load(&c->phase2)) {
-		int64_t nd;
+		uint64_t nd;
 
 		att_poll(c->s);
-		nd = spoke_next_deadline(c->s);
-		sleep_ns(nd < 0 || nd > (int64_t)(500 * US) ? 500 * US : (uint64_t)nd);
+		BG_CHECK_INT(spoke_next_deadline_ns(c->s, &nd), >=, 0);
+		sleep_ns(nd > 500 * US ? 500 * US : nd);
 	}
 	/* phase 2: everything on shard 1 has run; next_deadline follows this thread's timers */
 	att_poll(c->s);
-	c->nd_empty = spoke_next_deadline(c->s);
+	c->nd_empty_rc = spoke_next_deadline_ns(c->s, &c->nd_empty);
 	atomic_store(&c->nd_rec.earliest, spoke_now_ns() + 50 * MS);
 	BG_CHECK_INT(spoke_start(c->s, 50 * MS, att_fn, &c->nd_rec, NULL), ==, 0);
-	c->nd_started = spoke_next_deadline(c->s);
+	c->nd_started_rc = spoke_next_deadline_ns(c->s, &c->nd_started);
 	sleep_ns(52 * MS + MS); /* past the deadline and its tick */
-	c->nd_due = spoke_next_deadline(c->s);
+	c->nd_due_rc = spoke_next_deadline_ns(c->s, &c->nd_due);
 	c->poll_due = att_poll(c->s);
 	atomic_store(&c->phase2_done, 1);
 	while (!atomic_load(&c->stop))
@@ -147,7 +148,7 @@ static bool att_all_fired(void)
 
 /*
  * Attached mode (docs/contract.md): a thread attaches to shard 1 (spoke_attach) and loops
- * spoke_poll / spoke_next_deadline. Its managed thread stops driving it at
+ * spoke_poll / spoke_next_deadline_ns. Its managed thread stops driving it at
  * once: a timer started after the attach (and one pending before it, if
  * the attach was done before it was due) does not run while the attached
  * thread holds off polling. Then every callback of
@@ -210,9 +211,12 @@ static void attached_mode_runs_inline_in_poll(void **state)
 	pthread_join(t, NULL);
 	assert_no_bg_failures();
 	assert_never_early();
-	assert_int_equal(att.nd_empty, -1);
-	assert_true(att.nd_started >= 0 && (uint64_t)att.nd_started <= 50 * MS + 250 * US);
-	assert_int_equal(att.nd_due, 0);
+	assert_int_equal(att.nd_empty_rc, 1); /* nothing pending */
+	assert_true(att.nd_empty == UINT64_MAX);
+	assert_int_equal(att.nd_started_rc, 0);
+	assert_true(att.nd_started <= 50 * MS + 250 * US);
+	assert_int_equal(att.nd_due_rc, 0);
+	assert_true(att.nd_due == 0);
 	assert_int_equal(att.poll_due, 1);
 	assert_int_equal(atomic_load(&att.nd_rec.fired), 1);
 	sleep_ms(5);
@@ -268,7 +272,7 @@ static void attached_wake_fd_cross_thread_start(void **state)
 	fd = spoke_wake_fd(w.s);
 	assert_true(fd >= 0);
 	assert_int_equal(spoke_wake_fd(w.s), fd);
-	assert_int_equal(spoke_next_deadline(w.s), -1);
+	assert_int_equal(spoke_next_deadline_ns(w.s, &(uint64_t){0}), 1);
 	assert_false(fd_readable(fd, 0));
 	t = thread_start(wake_start_thread, &w);
 	/* Only a missing wake-up runs into this bound. */
@@ -278,10 +282,10 @@ static void attached_wake_fd_cross_thread_start(void **state)
 	assert_true(spoke_poll(w.s) >= 0);
 	assert_false(fd_readable(fd, 0));
 	while (atomic_load(&w.fired) == 0) {
-		int64_t ns = spoke_next_deadline(w.s);
+		uint64_t ns;
 
-		assert_true(ns >= 0);
-		fd_readable(fd, (int)(ns / (int64_t)MS) + 1);
+		assert_int_equal(spoke_next_deadline_ns(w.s, &ns), 0);
+		fd_readable(fd, (int)(ns / MS) + 1);
 		assert_true(spoke_poll(w.s) >= 0);
 	}
 	assert_int_equal(atomic_load(&w.fired), 1);
@@ -334,11 +338,11 @@ static void attached_wake_fd_destroy_wakes_loop(void **state)
 	assert_int_equal(spoke_attach(s, 1), 0);
 	fd = spoke_wake_fd(s);
 	assert_true(fd >= 0);
-	assert_int_equal(spoke_next_deadline(s), -1);
+	assert_int_equal(spoke_next_deadline_ns(s, &(uint64_t){0}), 1);
 	ASSERT_EVENTUALLY(atomic_load(&gate.running), "the gate callback to run");
 	t = thread_start(destroy_thread, s);
 	woken = fd_readable(fd, (int)(EVENTUALLY_NS / MS));
-	assert_int_equal(spoke_next_deadline(s), -ESHUTDOWN);
+	assert_int_equal(spoke_next_deadline_ns(s, &(uint64_t){0}), -ESHUTDOWN);
 	assert_int_equal(spoke_poll(s), -ESHUTDOWN);
 	/* From here on the loop must not touch s: destroy frees it. */
 	atomic_store(&gate.release, 1);
@@ -411,10 +415,10 @@ static void dt_poll_until_again(void)
 {
 	for (uint64_t end = spoke_now_ns() + EVENTUALLY_NS;
 	     atomic_load(&dt.again.fired) == 0 && spoke_now_ns() < end;) {
-		int64_t ns = spoke_next_deadline(dt.s);
+		uint64_t ns;
 
-		assert_true(ns >= -1);
-		sleep_ns(ns < 0 || ns > (int64_t)MS ? MS : (uint64_t)ns);
+		assert_true(spoke_next_deadline_ns(dt.s, &ns) >= 0);
+		sleep_ns(ns > MS ? MS : ns);
 		assert_true(spoke_poll(dt.s) >= 0);
 	}
 }
@@ -500,13 +504,14 @@ static void attached_detach_hands_shard_back(void **state)
 			spoke_start_periodic(dt.s, DT_PERIOD, dt_periodic_fn, &dt.per, &per_id), 0);
 		ASSERT_EVENTUALLY((spoke_poll(dt.s), atomic_load(&dt.per.runs) >= 2),
 				  "the periodic timer to run in the polls");
-		run_workers(2, dt_remote_worker, &dt);	     /* batch 0: waits in the inbox */
-		assert_true(spoke_next_deadline(dt.s) >= 0); /* a sleep announced on the fd */
+		run_workers(2, dt_remote_worker, &dt); /* batch 0: waits in the inbox */
+		assert_true(spoke_next_deadline_ns(dt.s, &(uint64_t){0}) >=
+			    0); /* a sleep announced on the fd */
 
 		runs_at_detach = atomic_load(&dt.per.runs);
 		assert_int_equal(spoke_detach(dt.s), 0);
 		assert_int_equal(spoke_poll(dt.s), -EPERM);
-		assert_int_equal(spoke_next_deadline(dt.s), -EINVAL);
+		assert_int_equal(spoke_next_deadline_ns(dt.s, &(uint64_t){0}), -EPERM);
 		assert_int_equal(spoke_wake_fd(dt.s), -EPERM);
 		assert_int_equal(spoke_detach(dt.s), -EPERM);
 		spoke_stats(dt.s, st);

@@ -138,7 +138,7 @@ static void lawn_ttl_fifo_per_ttl(void **state)
 /* ==== the stage: a timer runs within the slack of its deadline ================================
  *
  * Driven from an attached thread, so that every turn of the shard is a
- * spoke_poll of the test and spoke_next_deadline shows when the shard plans
+ * spoke_poll of the test and spoke_next_deadline_ns shows when the shard plans
  * to look next. Planned wake-ups are bounded without trusting the clock:
  * the service reads its clock after the test's `ta`, so ta + next_deadline
  * is at most its planned wake, and the timer's deadline is at most the
@@ -174,16 +174,16 @@ static void slack_sleep_past(uint64_t t)
 static void slack_run_one(struct slack_ctx *c, struct trec *r, uint64_t latest_deadline)
 {
 	for (unsigned n = 0; n < 1000 && atomic_load(&r->fired) == 0; n++) {
-		uint64_t ta = spoke_now_ns();
-		int64_t nd = spoke_next_deadline(c->s);
+		uint64_t ta = spoke_now_ns(), nd;
+		int rc = spoke_next_deadline_ns(c->s, &nd);
 
-		BG_CHECK(nd >= 0);
-		if (nd < 0)
+		BG_CHECK_INT(rc, ==, 0);
+		if (rc != 0)
 			return;
-		if (nd > 0 && ta + (uint64_t)nd > latest_deadline + c->slack &&
-		    ta + (uint64_t)nd - latest_deadline - c->slack > c->ahead_max)
-			c->ahead_max = ta + (uint64_t)nd - latest_deadline - c->slack;
-		sleep_ns((uint64_t)nd);
+		if (nd > 0 && ta + nd > latest_deadline + c->slack &&
+		    ta + nd - latest_deadline - c->slack > c->ahead_max)
+			c->ahead_max = ta + nd - latest_deadline - c->slack;
+		sleep_ns(nd);
 		BG_CHECK_INT(spoke_poll(c->s), >=, 0);
 	}
 	BG_CHECK_INT(atomic_load(&r->fired), ==, 1);
@@ -197,13 +197,12 @@ static void slack_run_one(struct slack_ctx *c, struct trec *r, uint64_t latest_d
  */
 static bool slack_stage_one(struct slack_ctx *c, struct trec *r, uint64_t delay, spoke_id *id)
 {
-	int64_t nd;
+	uint64_t nd = 0;
 
 	atomic_store(&r->earliest, spoke_now_ns() + delay);
 	BG_CHECK_INT(spoke_start(c->s, delay, trec_fire, r, id), ==, 0);
-	nd = spoke_next_deadline(c->s);
-	BG_CHECK(nd >= 0);
-	sleep_ns(nd > 0 ? (uint64_t)nd : 0);
+	BG_CHECK_INT(spoke_next_deadline_ns(c->s, &nd), ==, 0);
+	sleep_ns(nd == UINT64_MAX ? 0 : nd);
 	BG_CHECK_INT(spoke_poll(c->s), >=, 0);
 	return atomic_load(&r->fired) == 0 && spoke_now_ns() < atomic_load(&r->earliest);
 }
@@ -257,7 +256,7 @@ static void *slack_thread(void *p)
 	unsigned next = 0;
 	spoke_id a, b, x;
 	struct trec *r;
-	int64_t nd;
+	uint64_t nd;
 
 	BG_CHECK_INT(spoke_attach(c->s, 0), ==, 0);
 	/* Eight deadlines spread over a tick: each runs within the slack. */
@@ -296,7 +295,7 @@ static void *slack_thread(void *p)
 		BG_CHECK_INT(spoke_cancel(c->s, a), ==, 0);
 		BG_CHECK_INT(spoke_poll(c->s), ==, 0);
 		BG_CHECK_U64(stats_of(c->s, 0).pending, ==, 0);
-		BG_CHECK(spoke_next_deadline(c->s) == -1);
+		BG_CHECK_INT(spoke_next_deadline_ns(c->s, &(uint64_t){0}), ==, 1);
 		/* Its handle goes to the next start; past the old deadline nothing runs. */
 		BG_CHECK_INT(spoke_start(c->s, 3600 * SEC, never_fn, NULL, &x), ==, 0);
 		slack_sleep_past(atomic_load(&r->earliest) + 2 * c->tick);
@@ -311,8 +310,8 @@ static void *slack_thread(void *p)
 		uint64_t t1;
 
 		BG_CHECK_INT(spoke_reset(c->s, b, 3600 * SEC), ==, 0);
-		nd = spoke_next_deadline(c->s);
-		BG_CHECK(nd > (int64_t)(10 * SEC));
+		BG_CHECK_INT(spoke_next_deadline_ns(c->s, &nd), ==, 0);
+		BG_CHECK_U64(nd, >, 10 * SEC);
 		slack_sleep_past(atomic_load(&r->earliest) + 2 * c->tick);
 		BG_CHECK_INT(spoke_poll(c->s), ==, 0);
 		BG_CHECK_INT(atomic_load(&r->fired), ==, 0);

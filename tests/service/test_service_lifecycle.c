@@ -83,7 +83,7 @@ static void l7_driver(void *arg)
 	struct l7_ctx *c = arg;
 	struct spoke *s = c->s;
 	struct spoke_stats *st = stats_new();
-	uint64_t end = spoke_now_ns() + HOLD_LIMIT_NS, t1, t2, self;
+	uint64_t end = spoke_now_ns() + HOLD_LIMIT_NS, t1, t2, self, ns;
 	spoke_id id = 0;
 	int rc;
 
@@ -127,7 +127,7 @@ static void l7_driver(void *arg)
 	if (!c->attached)
 		BG_CHECK_INT(rc, ==, -EPERM);
 	atomic_store(&c->step, 13);
-	(void)spoke_next_deadline(s);
+	(void)spoke_next_deadline_ns(s, &ns);
 	atomic_store(&c->step, 14);
 	BG_CHECK_INT(spoke_attach(s, c->nsh), ==, -EINVAL);
 	atomic_store(&c->step, 15);
@@ -152,11 +152,11 @@ static void *l7_poller(void *p)
 	BG_CHECK_INT(spoke_start(c->s, MS, l7_driver, c, &id), ==, 0);
 	atomic_store(&c->self_id, id);
 	while (!atomic_load(&c->stop_polling)) {
-		int64_t nd;
+		uint64_t nd;
 
 		BG_CHECK_INT(spoke_poll(c->s), >=, 0);
-		nd = spoke_next_deadline(c->s);
-		sleep_ns(nd < 0 || nd > (int64_t)MS ? MS : (uint64_t)nd);
+		BG_CHECK_INT(spoke_next_deadline_ns(c->s, &nd), >=, 0);
+		sleep_ns(nd > MS ? MS : nd);
 	}
 	atomic_store(&c->poller_done, 1);
 	return NULL;

@@ -47,6 +47,9 @@
  *   line12_fork_child_in_callback_destroys  a child forked inside a pool or
  *                                      inline callback destroys the inherited
  *                                      instance: it returns, no abort
+ *   line9_stats_null_out_aborts        spoke_stats(s, NULL), which returns
+ *                                      nothing: the process aborts with a
+ *                                      message naming the misuse, no crash
  */
 #include "service_util.h"
 
@@ -484,6 +487,26 @@ static void line7_destroys_of_each_other_abort(void **state)
 		assert_child_aborts(destroys_of_each_other_child, first, CYCLE_MSG);
 }
 
+/* ---- spoke_stats with nowhere to write ------------------------------------------------- */
+
+static void stats_null_child(int unused)
+{
+	struct spoke *s;
+
+	(void)unused;
+	alarm(60);
+	if (spoke_create(&s, NULL) != 0)
+		_exit(4);
+	spoke_stats(s, NULL);
+	_exit(3); /* it returned: the misuse went unnoticed */
+}
+
+static void line9_stats_null_out_aborts(void **state)
+{
+	(void)state;
+	assert_child_aborts(stats_null_child, 0, "spoke_stats called with a NULL out (misuse:");
+}
+
 /* ---- address space ----------------------------------------------------------------- */
 
 /* The process's address space in bytes (VmSize), or 0. */
@@ -729,6 +752,7 @@ int main(int argc, char **argv)
 		SVC_TEST(line11_poll_runs_all_queued),
 		SVC_TEST(line12_fork_child_inherited_shutdown),
 		SVC_TEST(line12_fork_child_in_callback_destroys),
+		SVC_TEST(line9_stats_null_out_aborts),
 	};
 
 	return svc_main(argc, argv, "misuse", all, ARRAY_SIZE(all));

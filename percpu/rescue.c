@@ -1,0 +1,318 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * rescue.c - a stalled shard's timers still run: while its owner is away, a
+ * peer takes its expiry over for a turn, and hands it back (rescue_after_ns).
+ *
+ * A timer is only as punctual as the thread that drives its shard: a
+ * managed thread the kernel keeps off its CPU, or an attached loop stuck in
+ * a slow handler, holds every timer of the shard. So each shard publishes
+ * when it next has work (due_ns: set by the turn that handles it, lowered by
+ * any start, reset or message that makes it earlier), and other spoke
+ * threads watch it: a watcher that finds due_ns + rescue_after_ns passed
+ * takes the shard (rescue: 0 -> 1), runs one turn of it (stage, engines,
+ * messages) exactly as its owner would, and lets go. Linux (6.9) does the
+ * same for an idle CPU's global timers, pulled by a "migrator" CPU
+ * (kernel/time/timer_migration.c); here the pull is for a CPU that is
+ * busy, or taken away.
+ *
+ * Who watches whom: the managed thread of shard k watches shard k + 1 (mod
+ * shards) after each of its turns; the pool workers of queue q watch the
+ * shards whose callbacks go to q. Each caps its sleep at the moment the
+ * shards it watches would count as stalled, and whoever lowers a shard's
+ * due_ns wakes the watchers that planned to sleep past the new moment
+ * (spoke_any_lower_due). Nobody wakes for a shard that has nothing due.
+ *
+ * Exclusion, owner against rescuer: a store-load handshake (guard.h has the
+ * same shape). The owner counts itself busy, runs a light fence, then looks
+ * at `rescue`; a rescuer sets `rescue` by compare-and-swap, runs the heavy
+ * fence (membarrier), then looks at the owner's counts. Either the owner
+ * sees the rescue and keeps off its engines (a turn waits for the hand-back
+ * on the futex of `rescue`; a start, cancel or reset goes the way another
+ * thread's would, through the inbox), or the rescuer sees the owner busy
+ * and lets go at once. The owner's counts: a managed thread sets `turning`
+ * around everything it does but sleep (it calls the API only from inline
+ * callbacks, inside its turn); an attached thread touches the shard only
+ * inside a call, which counts itself in the thread's arena (guard.h), whose
+ * address the shard keeps in owner_arena while it is attached. So the
+ * owner's start, cancel and reset pay one plain load (`rescue`) for the
+ * chance of a rescue, and a start one more (due_ns, on the same line) to
+ * lower it.
+ *
+ * What a rescuer runs where (spoke_rescuer_place): a claimed run whose
+ * callback would go to the pool anyway goes there; one that would run
+ * inline on the owner's thread (no pool, or an attached shard) stays the
+ * owner's, on the shard's owner_runs list, which the owner's next turn runs
+ * first, unless it was started SPOKE_MOVABLE: then it goes to the pool if
+ * there is one, else the rescuer runs it itself, after it has let the shard
+ * go (a callback run while holding the shard could wait for its owner:
+ * cancel_sync, attach). owner_runs is not the inbox, so that what waits for
+ * the owner does not count as work a rescuer could do, and the shard is not
+ * rescued again and again for it.
+ * Modes other than MANAGED and ATTACHED are not rescued (an attach or a
+ * detach in progress, an unowned shard, destroy).
+ *
+ * Synchronization table (protocol.h's manner), on one shard; a mark: the two
+ * never run at once.
+ *
+ *                              1 2 3 4 5 6
+ *   1 spoke_owner_hold                  x
+ *   2 spoke_owner_rescued               x
+ *   3 spoke_owner_await_rescue
+ *   4 spoke_any_lower_due
+ *   5 spoke_holder_publish_due          h
+ *   6 rescuer turn (take..release) x x   h h
+ *
+ *   x  the handshake above: the owner holding (or inside a call that saw
+ *      `rescue` clear) and a rescuer holding exclude each other
+ *   h  one holder at a time: the rescue CAS admits one rescuer, and a
+ *      rescuer's turn (which publishes due_ns) runs only while it holds
+ *
+ * A blank: both are atomic on their own (a lowering is a CAS loop that only
+ * ever lowers, a publish is a store by the holder; a lowering that a later
+ * publish overwrote was handled by that turn, or is in its messages).
+ */
+#define _GNU_SOURCE
+#include "probes.h"
+#include "protocol.h"
+#include "service.h"
+#include "test_hooks.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* --- the owner's side -------------------------------------------------------- */
+
+/* Owner, not counted busy: wait until no rescuer holds sh. */
+void spoke_owner_await_rescue(struct shard *sh)
+{
+	while (atomic_load_explicit(&sh->rescue, memory_order_acquire))
+		spoke_ec_wait_word(&sh->rescue, 1, -1);
+}
+
+/*
+ * Managed thread: count itself busy on its shard (turning), and come back
+ * only once no rescuer holds it; every touch of its engines, stage and
+ * queues happens between this and spoke_owner_unhold.
+ */
+void spoke_owner_hold(struct shard *sh)
+{
+	for (;;) {
+		atomic_store_explicit(&sh->turning, 1, memory_order_relaxed);
+		spoke_light_fence(sh->s);
+		if (!spoke_owner_rescued(sh))
+			return;
+		spoke_owner_unhold(sh);
+		spoke_owner_await_rescue(sh);
+	}
+}
+
+/* Managed thread: busy no more (release: a rescuer that sees 0 sees what it did). */
+void spoke_owner_unhold(struct shard *sh)
+{
+	atomic_store_explicit(&sh->turning, 0, memory_order_release);
+}
+
+/* --- due_ns and the watchers -------------------------------------------------- */
+
+/* The moment sh, whose work is due at due, becomes stalled. */
+static uint64_t stalled_at(const struct shard *sh, uint64_t due)
+{
+	uint64_t x;
+
+	return __builtin_add_overflow(due, sh->rescue_after_ns, &x) ? UINT64_MAX : x;
+}
+
+/* The managed thread that watches shard k (k - 1 around the ring), or NULL. */
+static struct shard *ring_watcher(struct spoke *s, const struct shard *sh)
+{
+	if (s->nshards < 2)
+		return NULL;
+	return &s->shards[sh->index ? sh->index - 1 : s->nshards - 1];
+}
+
+/*
+ * sh's work is now due at `due`, earlier than its watchers planned for:
+ * wake each that planned to sleep past the moment sh would be stalled.
+ */
+static void wake_watchers(struct shard *sh, uint64_t due)
+{
+	struct spoke *s = sh->s;
+	uint64_t at = stalled_at(sh, due);
+	struct shard *w = ring_watcher(s, sh);
+
+	if (w && atomic_load_explicit(&w->mode, memory_order_relaxed) == SHARD_MANAGED &&
+	    atomic_load_explicit(&w->sleep_until_ns, memory_order_acquire) > at)
+		spoke_ec_kick(&w->wake_seq);
+	if (sh->pool && atomic_load_explicit(&sh->pool->watch_until_ns, memory_order_acquire) > at)
+		spoke_ec_kick(&sh->pool->wake_seq);
+}
+
+/*
+ * Any thread: sh has work due at `due` (a start, a reset, a message): lower
+ * due_ns to it if it is earlier. The caller read due_ns as `seen` (the
+ * start path reads it inline, to store nothing in the common case).
+ */
+void spoke_any_lower_due(struct shard *sh, uint64_t due, uint64_t seen)
+{
+	while (due < seen) {
+		if (atomic_compare_exchange_weak_explicit(
+			    &sh->due_ns, &seen, due, memory_order_release, memory_order_relaxed)) {
+			wake_watchers(sh, due);
+			return;
+		}
+	}
+}
+
+/* The shard's holder, at the end of its turn: the shard next has work at due. */
+static void holder_publish_due(struct shard *sh, uint64_t due)
+{
+	uint64_t old = atomic_exchange_explicit(&sh->due_ns, due, memory_order_release);
+
+	if (due < old)
+		wake_watchers(sh, due);
+}
+
+/*
+ * The owner of sh, at the end of a turn that began at now: publish when it
+ * next has work (next_ns from spoke_owner_next_ns: -1 none, else ns from now)
+ * and that it was here.
+ */
+void spoke_owner_turned(struct shard *sh, uint64_t now, int64_t next_ns)
+{
+	atomic_store_explicit(&sh->owner_turn_ns, now, memory_order_relaxed);
+	if (sh->rescue_on)
+		holder_publish_due(sh, next_ns < 0 ? UINT64_MAX : now + (uint64_t)next_ns);
+}
+
+/* --- the rescuer ----------------------------------------------------------------- */
+
+static bool rescuable_mode(const struct shard *sh)
+{
+	int mode = atomic_load_explicit(&sh->mode, memory_order_acquire);
+
+	return mode == SHARD_MANAGED || mode == SHARD_ATTACHED;
+}
+
+/* Is sh's owner inside something that touches the shard? (After the heavy fence.) */
+static bool owner_busy(const struct shard *sh)
+{
+	struct arena *a = atomic_load_explicit(&sh->owner_arena, memory_order_acquire);
+
+	return atomic_load_explicit(&sh->turning, memory_order_acquire) ||
+	       (a && atomic_load_explicit(&a->in_call, memory_order_acquire));
+}
+
+static void rescuer_release(struct shard *sh)
+{
+	atomic_store_explicit(&sh->rescue, 0, memory_order_release);
+	spoke_ec_wake_word(&sh->rescue);
+}
+
+/* Take sh for a turn: true if this thread now holds it (it must release it). */
+static bool rescuer_take(struct shard *sh)
+{
+	uint32_t free_word = 0;
+
+	if (!rescuable_mode(sh) ||
+	    !atomic_compare_exchange_strong_explicit(&sh->rescue, &free_word, 1,
+						     memory_order_seq_cst, memory_order_relaxed))
+		return false;
+	spoke_heavy_fence(sh->s);
+	if (!owner_busy(sh) && rescuable_mode(sh))
+		return true;
+	rescuer_release(sh);
+	return false;
+}
+
+/*
+ * The rescuer, holding sh, in place of run_or_dispatch: h is DISPATCHED.
+ * To the pool what may run there; to the owner (its inbox) what must run on
+ * its thread; on the rescuer's list what moves but has no pool to go to.
+ */
+void spoke_rescuer_place(struct shard *sh, struct spoke_handle *h)
+{
+	uint64_t st = atomic_load_explicit(&h->state, memory_order_relaxed);
+	bool movable = (st & SPOKE_ST_MOVABLE) != 0;
+	bool to_pool =
+		sh->pool &&
+		(movable || atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_MANAGED);
+
+	if (to_pool) {
+		spoke_owner_dispatch(sh, h);
+	} else if (movable) {
+		h->qnode.next = (struct cds_wfcq_node *)sh->rescued_runs;
+		sh->rescued_runs = h;
+	} else {
+		h->qnode.next = (struct cds_wfcq_node *)sh->owner_runs;
+		sh->owner_runs = h;
+	}
+}
+
+/* A rescue of sh, taken at now: one turn, let go, then the runs it kept. */
+static void rescue(struct shard *sh, uint64_t now)
+{
+	uint64_t absence = now - atomic_load_explicit(&sh->owner_turn_ns, memory_order_relaxed),
+		 cur, due;
+	struct spoke_handle *runs;
+	int64_t next;
+
+	SPOKE_HOOK(SPOKE_HOOK_RESCUE_HELD);
+	sh->rescued_runs = NULL;
+	sh->rescuing = true;
+	spoke_owner_turn(sh, false);
+	next = spoke_holder_next_ns(sh, false); /* owner_runs: the owner's, not work for a rescue */
+	sh->rescuing = false;
+	runs = sh->rescued_runs;
+	due = next < 0 ? UINT64_MAX : sh->clock_ns + (uint64_t)next;
+	holder_publish_due(sh, due);
+	atomic_fetch_add_explicit(&sh->ctr.rescues, 1, memory_order_relaxed);
+	cur = atomic_load_explicit(&sh->ctr.max_absence_ns, memory_order_relaxed);
+	while (absence > cur &&
+	       !atomic_compare_exchange_weak_explicit(&sh->ctr.max_absence_ns, &cur, absence,
+						      memory_order_relaxed, memory_order_relaxed))
+		;
+	SPOKE_PROBE2(rescue, sh->index, absence);
+	rescuer_release(sh);
+	/* It planned its sleep (or its loop's) before this turn; runs may wait for it too. */
+	spoke_any_wake_owner(sh);
+	while (runs) {
+		struct spoke_handle *h = runs;
+
+		runs = (struct spoke_handle *)h->qnode.next;
+		spoke_runner_run(sh->s, h);
+	}
+}
+
+/*
+ * A watcher (a managed thread, a pool worker) looks at sh at now: rescues it
+ * if its work has been due for rescue_after_ns, and returns the ns until it
+ * next should look (-1: nothing due).
+ */
+int64_t spoke_watcher_look(struct shard *sh, uint64_t now)
+{
+	uint64_t at;
+
+	if (!sh->rescue_on)
+		return -1;
+	at = stalled_at(sh, atomic_load_explicit(&sh->due_ns, memory_order_acquire));
+	if (at > now)
+		return at == UINT64_MAX ? -1 : (int64_t)(at - now);
+	if (rescuer_take(sh))
+		rescue(sh, now);
+	/* Taken or not (its owner is back, or another rescuer has it): look again later. */
+	at = stalled_at(sh, atomic_load_explicit(&sh->due_ns, memory_order_acquire));
+	if (at <= now)
+		return (int64_t)sh->rescue_after_ns;
+	return at == UINT64_MAX ? -1 : (int64_t)(at - now);
+}
+
+/* A shard's managed thread: look at the shard it watches; ns until it should look again. */
+int64_t spoke_watcher_look_ring(struct shard *mine, uint64_t now)
+{
+	struct spoke *s = mine->s;
+
+	if (s->nshards < 2)
+		return -1;
+	return spoke_watcher_look(&s->shards[(mine->index + 1) % s->nshards], now);
+}
