@@ -1063,7 +1063,7 @@ int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
  * read says the read was of this timer. A reset its owner has not applied
  * yet (RESET: the owner, or the runner as the run ends, moves the next run
  * to deadline_ns) decides over a periodic timer's base_ns. While RUNNING,
- * base_ns is the deadline of the run in progress (pool.c finish_run stores
+ * base_ns is the deadline of the run in progress (run.c finish_run stores
  * the next one only after the run has ended), so the next run is a period
  * on, or earlier if the run ends late and periods are skipped.
  */
@@ -1138,7 +1138,7 @@ spoke_id spoke_self(uint64_t *due_ns)
 
 /*
  * The period of a periodic timer is read by its runner when a run ends
- * (pool.c finish_run), and its second slot may be freed by whoever ends the
+ * (run.c finish_run), and its second slot may be freed by whoever ends the
  * timer. Two threads can write it without racing that: the timer's runner
  * (from inside its callback), and its shard's owner while it is armed with
  * no message queued (a foreign cancel then leaves the freeing to this very
@@ -1449,7 +1449,7 @@ static void shard_stats(struct shard *sh, struct spoke_shard_stats *o, uint64_t 
 		sum[i] += counts[i];
 	}
 	late_percentiles(counts, o);
-	/* Every run is counted once, in the histogram (pool.c note_lateness). */
+	/* Every run is counted once, in the histogram (run.c note_lateness). */
 	o->fired = o->late_runs;
 }
 

@@ -8,7 +8,7 @@
  * barrier in wfcqueue), full fence, and if anyone sleeps bump seq and wake
  * one. Several sleepers may share one eventcount (the workers of one pool
  * queue); a pool producer that finds none there looks at the neighbours'
- * eventcounts after the same fence (pool.c pool_wake_helper).
+ * eventcounts after the same fence (pool.h pool_wake_helper).
  * Either the sleeper sees the new node, or the producer sees `sleeping` and
  * its bump makes the futex wait return at once. Producers only do this when
  * their enqueue found the queue empty, so a busy consumer costs them nothing.

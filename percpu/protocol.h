@@ -15,7 +15,7 @@
  *             worker that dequeued it, or the owner running it inline
  *
  * Nothing else in percpu/ compare-and-swaps, fetch_ands, fetch_ors or
- * stores a handle's state word: api.c, shard.c, pool.c and arena.c call
+ * stores a handle's state word: api.c, shard.c, run.c, pool.c and arena.c call
  * these and keep only what follows a transition that won (queue the
  * message, touch the engine, count, free). Loads of the word are everywhere.
  * Memory orders: a publishing store and a winning CAS are release
@@ -371,7 +371,7 @@ enum runner_claim {
 };
 
 /*
- * Runner (pool.c claim_run), h DISPATCHED and taken off any queue, *st its
+ * Runner (run.c claim_run), h DISPATCHED and taken off any queue, *st its
  * word just read: claim the run, DISPATCHED -> RUNNING; or, if a cancel won
  * first, retire the CANCELLED word (runner_retire_cancelled); or, if a
  * reset won (RESET, or WRITING while it stores), hand it back to the owner
@@ -437,7 +437,7 @@ enum runner_end {
 };
 
 /*
- * Runner (pool.c finish_run), the callback returned, *st the RUNNING word
+ * Runner (run.c finish_run), the callback returned, *st the RUNNING word
  * just read; owned: the runner is the shard's owner; stopping: the
  * instance's flag. Ends the run: a one-shot (or a periodic timer with STOP)
  * retires (spoke_st_retired); a periodic timer goes back to ARMED, and to

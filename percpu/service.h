@@ -74,7 +74,7 @@ enum spoke_kind {
  * timer's handle points at in place of the caller's arg: a one-shot, by far
  * the common timer, pays nothing for it. base_ns, the deadline of the run
  * due or running, has the owner of `node` as its owner, the runner from
- * RUNNING until it stores the next one (pool.c finish_run: after the CAS
+ * RUNNING until it stores the next one (run.c finish_run: after the CAS
  * that ends the run, before the re-arm or its message).
  *
  * A slot that has been a second slot stays one (arena.c keeps them on a
@@ -611,7 +611,7 @@ void spoke_ec_wait_word(_Atomic uint32_t *word, uint32_t expect, int64_t timeout
 void spoke_ec_wake_word(_Atomic uint32_t *word);
 
 /*
- * A callback run in progress on a thread (pool.c spoke_runner_run, on its
+ * A callback run in progress on a thread (run.c spoke_runner_call, on its
  * stack): what spoke_self reports, and how the wait-for graph (waits.c)
  * knows the thread that runs it.
  */
@@ -717,6 +717,8 @@ int spoke_thread_start(const struct spoke *s, pthread_t *t, void *(*fn)(void *),
 void spoke_thread_name(const char *kind, unsigned index);
 void spoke_thread_pin(int cpu);
 void spoke_thread_adopt_sched(const struct spoke *s);
+/* Any thread, waiting for another with a few instructions left to run (attempt: 0, 1, ...). */
+void spoke_yield_to_other_thread(unsigned attempt);
 
 /* --- waits.c: the wait-for graph (any thread about to wait in a call) ------- */
 
@@ -726,7 +728,8 @@ void spoke_waits_leave(struct spoke_wait *me);
 bool spoke_wait_broken(const struct spoke_wait *me);
 
 /*
- * Shards (shard.c) and the pool (pool.c), by the thread that may call them.
+ * Shards (shard.c, managed.c, rescue.c), runs (run.c) and the pool (pool.c,
+ * pool.h), by the thread that may call them.
  * Names say it where one class of thread may call a function:
  * spoke_owner_* only the owner thread of sh (its managed thread, or the
  * thread attached to it), spoke_any_* any thread, spoke_runner_* the thread
@@ -782,7 +785,7 @@ void spoke_any_wake_owner(struct shard *sh);
 uint64_t spoke_shard_next_tick_ns(const struct shard *sh, uint64_t now_ns); /* pure */
 /* Any thread that owns no shard (spoke_attach); from_pool: a pool callback. */
 int spoke_shard_attach(struct shard *sh, bool from_pool, struct arena *home);
-/* Any thread: about the calling thread's callbacks (pool.c). */
+/* Any thread: about the calling thread's callbacks (run.c, pool.c). */
 struct spoke_run *spoke_current_run(void);
 bool spoke_running_in_callback(const struct spoke_handle *h);
 bool spoke_in_callback_of(const struct spoke *s);
@@ -797,15 +800,15 @@ void spoke_owner_disarm_word(struct shard *sh, struct spoke_handle *h, uint64_t 
 void spoke_owner_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool reset);
 int spoke_owner_turn(struct shard *sh, bool all_messages);
 int64_t spoke_owner_next_ns(struct shard *sh);
-void spoke_owner_dispatch(struct shard *sh, struct spoke_handle *h); /* pool.c */
 /* The owner of sh, attached (spoke_poll and friends). */
 int spoke_owner_detach(struct shard *sh);
 void spoke_owner_abandon(struct shard *sh);
 int spoke_owner_wake_fd(struct shard *sh);
 int64_t spoke_owner_attached_sleep(struct shard *sh, int64_t wait_ns);
 void spoke_owner_attached_awake(struct shard *sh);
-/* The managed thread of sh while an attach waits (pool.c). */
-bool spoke_owner_pool_busy_with(const struct shard *sh);
+/* The owner of sh, about to sleep; the managed thread: may it stop driving sh? */
+bool spoke_owner_announce_sleep(struct shard *sh, int64_t wait_ns);
+bool spoke_owner_may_leave(struct shard *sh);
 
 /*
  * Rescue (rescue.c). The owner of sh: is a rescuer holding it? (After the
@@ -819,8 +822,18 @@ static inline bool spoke_owner_rescued(const struct shard *sh)
 void spoke_owner_hold(struct shard *sh);
 void spoke_owner_unhold(struct shard *sh);
 void spoke_owner_await_rescue(struct shard *sh);
+/* due_ns (shard.c): the owner at the end of a turn, the holder of sh, any thread. */
 void spoke_owner_turned(struct shard *sh, uint64_t now, int64_t next_ns);
+void spoke_holder_publish_due(struct shard *sh, uint64_t due);
 void spoke_any_lower_due(struct shard *sh, uint64_t due, uint64_t seen);
+
+/* The moment sh, whose work is due at due, becomes stalled. */
+static inline uint64_t spoke_stalled_at(const struct shard *sh, uint64_t due)
+{
+	uint64_t x;
+
+	return __builtin_add_overflow(due, sh->rescue_after_ns, &x) ? UINT64_MAX : x;
+}
 
 /* Any thread: sh has work due at d; with rescue on, lower its due_ns if d is earlier. */
 static inline void spoke_note_due(struct shard *sh, uint64_t d)
@@ -835,10 +848,22 @@ static inline void spoke_note_due(struct shard *sh, uint64_t d)
 }
 int64_t spoke_watcher_look(struct shard *sh, uint64_t now);
 int64_t spoke_watcher_look_ring(struct shard *mine, uint64_t now);
-void spoke_rescuer_place(struct shard *sh, struct spoke_handle *h);
 int64_t spoke_holder_next_ns(struct shard *sh, bool owner_runs);
 
-/* The runner: a pool worker, or the owner running a callback inline. */
+/*
+ * The runner: a pool worker, a rescuer, or the owner running a callback
+ * inline. spoke_runner_call (run.c) runs the callback and says what the
+ * shard must do next; spoke_runner_run (shard.c), its one caller, does it.
+ */
+enum runner_next {
+	RUNNER_NEXT_NOT_RUN,	  /* a cancel won before the run: h retired */
+	RUNNER_NEXT_UNDISPATCHED, /* a reset won before the run: post h for its deadline */
+	RUNNER_NEXT_DONE,	  /* ran; nothing more (retired, or parked by destroy) */
+	RUNNER_NEXT_REARM,	  /* ran; periodic, on its owner thread: re-arm at base_ns */
+	RUNNER_NEXT_REARM_RESET,  /* the same, at the deadline of a reset made during the run */
+	RUNNER_NEXT_POST,	  /* ran; periodic, elsewhere: post h for its owner to re-arm */
+};
+enum runner_next spoke_runner_call(struct shard *sh, struct spoke_handle *h, uint64_t st);
 bool spoke_runner_run(struct spoke *s, struct spoke_handle *h);
 void spoke_runner_watch_exit(void);
 void spoke_runner_recall(struct shard *sh, struct spoke_handle *h);

@@ -34,10 +34,10 @@
  *                             where it runs (shard.c on_expire)
  *   SPOKE_HOOK_RUN_LOADED     a thread about to run a claimed callback has
  *                             read the state word and not yet moved it to
- *                             RUNNING (pool.c claim_run)
+ *                             RUNNING (run.c claim_run)
  *   SPOKE_HOOK_DETACH_LAUNCHED spoke_detach has tried to start the new
  *                             managed thread and not yet recorded the
- *                             outcome (shard.c spoke_owner_detach)
+ *                             outcome (managed.c spoke_owner_detach)
  *   SPOKE_HOOK_RESCUE_HELD    a rescuer has taken a stalled shard and not
  *                             yet run its turn (rescue.c rescue)
  *   SPOKE_HOOK_SHARDS_STOPPED spoke_destroy has stopped every shard (all
@@ -45,7 +45,7 @@
  *                             stop_threads)
  *   SPOKE_HOOK_RUN_FINISHING  a callback has returned, and its runner has
  *                             computed a periodic timer's next deadline and
- *                             not yet ended the run (pool.c finish_run)
+ *                             not yet ended the run (run.c finish_run)
  *   SPOKE_HOOK_POLL_WAITS_FOR_LINK  a spoke_poll found a message it must
  *                             take behind a producer that has swapped the
  *                             inbox tail and not yet linked its node, and
