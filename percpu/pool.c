@@ -33,7 +33,6 @@
  */
 #define _GNU_SOURCE
 #include "pool.h"
-#include "protocol.h"
 #include "service.h"
 #include "test_hooks.h"
 

@@ -9,13 +9,13 @@
  *             the owner too when the timer is not ARMED in its engine)
  *   writer_   the thread whose foreign_reset_claim won (it holds WRITING)
  *   waiter_   a spoke_cancel_sync waiting for a run to end
- *   owner_    the owner thread of the timer's shard (shard.c, or api.c's
+ *   owner_    the owner thread of the timer's shard (shard.c, or api_timers.c's
  *             direct paths on that thread)
  *   runner_   the one thread holding a DISPATCHED or RUNNING handle: the pool
  *             worker that dequeued it, or the owner running it inline
  *
  * Nothing else in percpu/ compare-and-swaps, fetch_ands, fetch_ors or
- * stores a handle's state word: api.c, shard.c, run.c, pool.c and arena.c call
+ * stores a handle's state word: api_timers.c, shard.c, run.c, pool.c and arena.c call
  * these and keep only what follows a transition that won (queue the
  * message, touch the engine, count, free). Loads of the word are everywhere.
  * Memory orders: a publishing store and a winning CAS are release
@@ -142,7 +142,7 @@ static inline _Atomic uint32_t *spoke_state_futex(struct spoke_handle *h)
 /* --- starter -------------------------------------------------------------- */
 
 /*
- * Starter (api.c start_timer): publish the filled-in handle as `armed`
+ * Starter (api_timers.c start_timer): publish the filled-in handle as `armed`
  * (spoke_st_armed). On the owner thread (owned) it goes into the engine
  * straight after; from any other thread it travels as a message (INBOX |
  * RESET, and FRESH so that the owner counts the start once), which the
@@ -162,7 +162,7 @@ static inline void starter_publish(struct spoke_handle *h, uint64_t armed, bool 
 /* --- any thread ----------------------------------------------------------- */
 
 /*
- * Any thread (api.c cancel_once), one attempt at cancelling word st when
+ * Any thread (api_timers.c cancel_once), one attempt at cancelling word st when
  * the owner's direct path (owner_cancel_direct) does not apply: ARMED ->
  * CANCELLED | INBOX (the owner unlinks and frees it; the caller posts if
  * *post), DISPATCHED -> CANCELLED (the runner frees it), a running
@@ -195,7 +195,7 @@ static inline int any_try_cancel(struct spoke_handle *h, uint64_t st, bool *post
 }
 
 /*
- * Any thread (api.c reset_once), for a word st the caller has checked
+ * Any thread (api_timers.c reset_once), for a word st the caller has checked
  * (ARMED, DISPATCHED or a running periodic timer, no WRITING): claim the
  * right to store deadline_ns (WRITING) and bump the sequence. false: the
  * word changed. The winner is the writer: it stores deadline_ns, then
@@ -207,7 +207,7 @@ static inline bool foreign_reset_claim(struct spoke_handle *h, uint64_t st)
 }
 
 /*
- * Writer (api.c reset_publish), holding WRITING, deadline_ns stored:
+ * Writer (api_timers.c reset_publish), holding WRITING, deadline_ns stored:
  * publish it whatever else changed meanwhile. ARMED: RESET | INBOX (a
  * message), unless `later` (a one-shot moved later with no message queued:
  * nothing, the owner finds the deadline when the old one comes) and the
@@ -237,7 +237,7 @@ static inline uint64_t writer_publish(struct spoke_handle *h, bool later, uint64
 }
 
 /*
- * Waiter (api.c wait_not_running), on a RUNNING word *st: ask the runner to
+ * Waiter (api_timers.c wait_not_running), on a RUNNING word *st: ask the runner to
  * wake it (WAITERS) as the run ends. false: the word changed (*st reloaded).
  */
 static inline bool waiter_set_waiters(struct spoke_handle *h, uint64_t *st)
@@ -248,7 +248,7 @@ static inline bool waiter_set_waiters(struct spoke_handle *h, uint64_t *st)
 /* --- owner ---------------------------------------------------------------- */
 
 /*
- * Owner (api.c cancel_direct): cancel its own ARMED word st with no message
+ * Owner (api_timers.c cancel_direct): cancel its own ARMED word st with no message
  * queued and no WRITING, ending its generation in the same step: ARMED ->
  * FREE with the next generation. The owner then unlinks the timer and frees
  * the handle. Nobody else can act on the handle in between: an id of the
@@ -263,7 +263,7 @@ static inline bool owner_cancel_direct(struct spoke_handle *h, uint64_t st)
 }
 
 /*
- * Owner (api.c reset_direct): its own ARMED word st, no message queued, no
+ * Owner (api_timers.c reset_direct): its own ARMED word st, no message queued, no
  * WRITING: bump the sequence and hold WRITING while it stores deadline_ns
  * and moves the timer, so that a foreign reset meeting it returns 0,
  * ordered before it. false: the word changed.

@@ -141,7 +141,7 @@ static uint64_t periodic_next_ns(uint64_t base, uint64_t period, uint64_t now)
  * Which periods were missed is decided here, on the clock of the run's end:
  * an owner that takes the re-arm message late then runs the next period
  * late instead of skipping it. While RUNNING, base_ns stays the deadline of
- * this run, so that spoke_remaining (api.c next_run_ns) can add a period to
+ * this run, so that spoke_remaining (api_timers.c next_run_ns) can add a period to
  * it; the next one is stored only once the CAS has ended the run, before the
  * re-arm (this thread is the owner) or its message (the owner reads base_ns
  * after taking it): until then a reader sees this run's deadline, which is

@@ -128,7 +128,7 @@ static inline struct spoke_periodic *spoke_periodic_of(const struct spoke_handle
 /*
  * Any thread, for a handle it does not own (spoke_remaining, spoke_dump):
  * what h's generation gen was started with, or false if the slot has moved
- * on. fn and arg are stored with release by the start (api.c start_handle),
+ * on. fn and arg are stored with release by the start (api_timers.c start_handle),
  * so a value of a later generation read here makes the second look at the
  * word see that generation. Memory stays mapped until destroy, so reading
  * through a stale pointer to a periodic part is safe; its values count only
@@ -429,7 +429,7 @@ struct spoke {
 	int sched_policy; /* applied by each thread as it starts: spoke_thread_adopt_sched */
 	struct sched_param sched_param;
 	bool forked; /* inherited by a child of fork(): its threads are not there (arena.c) */
-	/* arena.c calls it as a thread exits (spoke_arena_key_create); api.c sets it. */
+	/* arena.c calls it as a thread exits (spoke_arena_key_create); api_lifecycle.c sets it. */
 	void (*thread_exit_hook)(struct arena *home);
 	_Atomic int pool_stop;
 	pthread_key_t arena_key;

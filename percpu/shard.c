@@ -750,7 +750,7 @@ static uint64_t armed_deadline(struct spoke_handle *h)
 /*
  * Owner: h has left its engine or the stage. If its deadline is still ahead
  * (the engines run a tick ahead; or a foreign reset moved it later without a
- * message, api.c reset_is_later) it goes back, on the stage or into its
+ * message, api_timers.c reset_is_later) it goes back, on the stage or into its
  * engine; else claim its run (ARMED -> DISPATCHED) and run or dispatch it. A
  * queued message (start, reset, cancel) decides instead. A reset still
  * storing its deadline (WRITING) is asked for a message (RESET), since h is

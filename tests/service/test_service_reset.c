@@ -773,7 +773,7 @@ static void line5_reset_riding_wakes_owner(void **state)
 
 /*
  * Idle timeouts: a reset from a thread that does not own the timer, moving
- * a one-shot later, sends its owner no message (api.c reset_is_later). Shard
+ * a one-shot later, sends its owner no message (api_timers.c reset_is_later). Shard
  * 0 is attached here, so its inbox_hwm counts what each of our turns took.
  * X, started here for 20 ms, is reset from other threads to 600 ms, three
  * times: no message. It must not run when its old place in the wheel comes
