@@ -31,7 +31,7 @@ static bool owns_shard_elsewhere(const struct spoke *s)
 }
 
 /*
- * spoke_shard_attach as a wait of the wait-for graph (waits.c): -EDEADLK if
+ * spoke_any_attach as a wait of the wait-for graph (waits.c): -EDEADLK if
  * waiting for the shard's managed thread (and, from outside the pool, for
  * its runs on the pool) would close a cycle. The wait is recorded before
  * the mode changes, since an attach from a pool callback lets the managed
@@ -53,7 +53,7 @@ static int attach_waiting(struct spoke *s, unsigned k, bool from_pool, struct ar
 	err = spoke_waits_enter(&w);
 	if (err)
 		return err;
-	err = spoke_shard_attach(&s->shards[k], from_pool, a);
+	err = spoke_any_attach(&s->shards[k], from_pool, a);
 	spoke_waits_leave(&w);
 	return err;
 }

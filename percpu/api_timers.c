@@ -34,7 +34,7 @@ static uint64_t deadline_on(const struct shard *sh, uint64_t delay_ns)
 	uint64_t now = spoke_clock_ns(), d;
 
 	if (delay_ns == 0)
-		return spoke_shard_next_tick_ns(sh, now);
+		return spoke_any_next_tick_ns(sh, now);
 	if (__builtin_add_overflow(now, delay_ns, &d))
 		return UINT64_MAX;
 	return d;
@@ -53,7 +53,7 @@ static uint64_t deadline_at(const struct shard *sh, uint64_t deadline_ns, bool o
 {
 	uint64_t now = owner ? sh->clock_ns : spoke_clock_ns();
 
-	return deadline_ns > now ? deadline_ns : spoke_shard_next_tick_ns(sh, now);
+	return deadline_ns > now ? deadline_ns : spoke_any_next_tick_ns(sh, now);
 }
 
 /* Where a start goes: a shard by index, or one of these. */
@@ -534,7 +534,7 @@ static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint
 	default:
 		return -ENOENT;
 	}
-	if (!foreign_reset_claim(h, st))
+	if (!any_reset_claim(h, st))
 		return -EAGAIN;
 	SPOKE_HOOK(SPOKE_HOOK_RESET_CLAIMED);
 	later = reset_is_later(h, st, d);

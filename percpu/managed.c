@@ -161,7 +161,7 @@ void spoke_shard_stop(struct shard *sh)
  * has no thread to join, and none of its callbacks on the pool: the
  * workers have been handing them back since it was attached.
  */
-int spoke_shard_attach(struct shard *sh, bool from_pool, struct arena *home)
+int spoke_any_attach(struct shard *sh, bool from_pool, struct arena *home)
 {
 	int to = from_pool ? SHARD_ATTACHING_NOWAIT : SHARD_ATTACHING;
 	int expect = SHARD_MANAGED;

@@ -361,7 +361,7 @@ struct shard {
 	struct arena *_Atomic owner_arena;
 	int wake_fd_made;	   /* that eventfd while detached (closed by destroy), or -1 */
 	_Atomic int mode;	   /* enum shard_mode */
-	_Atomic int attach_fenced; /* the attach's heavy fence is done: spoke_shard_attach */
+	_Atomic int attach_fenced; /* the attach's heavy fence is done: spoke_any_attach */
 	pthread_t thread;
 	bool thread_running;
 	struct shard_counters ctr;
@@ -730,11 +730,27 @@ bool spoke_wait_broken(const struct spoke_wait *me);
 /*
  * Shards (shard.c, managed.c, rescue.c), runs (run.c) and the pool (pool.c,
  * pool.h), by the thread that may call them.
- * Names say it where one class of thread may call a function:
- * spoke_owner_* only the owner thread of sh (its managed thread, or the
- * thread attached to it), spoke_any_* any thread, spoke_runner_* the thread
- * holding a DISPATCHED handle (protocol.h "runner"). The state-word
- * transitions behind them are protocol.h's.
+ * A function's name says which thread may call it:
+ *
+ *   spoke_owner_*    only the owner thread of sh (its managed thread, or the
+ *                    thread attached to it)
+ *   spoke_any_*      any thread, the owner too
+ *   spoke_holder_*   whoever holds sh for a turn: its owner, or a rescuer
+ *   spoke_watcher_*  a thread watching other shards for a stall (a managed
+ *                    thread, a pool worker: rescue.c)
+ *   rescuer_*        (static, rescue.c, shard.c) a watcher that took a
+ *                    stalled shard, until it lets go
+ *   spoke_runner_*   the thread holding a DISPATCHED handle (protocol.h
+ *                    "runner": a pool worker, a rescuer, or the owner)
+ *   spoke_shard_*,   named for what they act on: the thread in spoke_create
+ *   spoke_pool_*     or spoke_destroy (init, start, stop, free), except the
+ *                    static inline questions any thread may ask about the
+ *                    calling thread or a mode (spoke_shard_owned_by_me,
+ *                    spoke_shard_mine, spoke_shard_takes_back_runs)
+ *
+ * The state-word transitions behind them are protocol.h's, named the same
+ * way without spoke_ (its legend: starter_, any_, writer_, waiter_,
+ * owner_, runner_, retirer_).
  */
 
 /* Any thread. */
@@ -782,9 +798,9 @@ static inline void spoke_any_unadmit(unsigned k, struct arena *home)
 }
 void spoke_any_nudge(struct shard *sh, uint64_t due_ns);
 void spoke_any_wake_owner(struct shard *sh);
-uint64_t spoke_shard_next_tick_ns(const struct shard *sh, uint64_t now_ns); /* pure */
+uint64_t spoke_any_next_tick_ns(const struct shard *sh, uint64_t now_ns); /* pure */
 /* Any thread that owns no shard (spoke_attach); from_pool: a pool callback. */
-int spoke_shard_attach(struct shard *sh, bool from_pool, struct arena *home);
+int spoke_any_attach(struct shard *sh, bool from_pool, struct arena *home);
 /* Any thread: about the calling thread's callbacks (run.c, pool.c). */
 struct spoke_run *spoke_current_run(void);
 bool spoke_running_in_callback(const struct spoke_handle *h);

@@ -84,7 +84,7 @@ static uint64_t tick_time_ns(const struct shard *sh, uint64_t t)
 }
 
 /* Any thread (epoch and tick never change): the first tick after now_ns. */
-uint64_t spoke_shard_next_tick_ns(const struct shard *sh, uint64_t now_ns)
+uint64_t spoke_any_next_tick_ns(const struct shard *sh, uint64_t now_ns)
 {
 	uint64_t t =
 		now_ns <= sh->epoch_ns ? 0 : spoke_divide(now_ns - sh->epoch_ns, &sh->tick_div);
