@@ -338,7 +338,7 @@ static inline bool owner_claim_expiry(struct spoke_handle *h, uint64_t *st)
 }
 
 /*
- * Owner (shard.c claim_run), h met leaving its engine while a foreign reset
+ * Owner (shard.c claim_expiry), h met leaving its engine while a foreign reset
  * holds WRITING (word *st, no RESET): ask the writer for a message (RESET),
  * since h is in no engine now. false: *st reloaded.
  */
@@ -348,7 +348,7 @@ static inline bool owner_ask_reset_message(struct spoke_handle *h, uint64_t *st)
 }
 
 /*
- * Owner (shard.c claim_run): undo owner_claim_expiry (from `armed`) for a
+ * Owner (shard.c claim_expiry): undo owner_claim_expiry (from `armed`) for a
  * timer whose deadline turned out to be later: back to exactly `armed`.
  * Only a foreign cancel (CANCELLED) or reset (WRITING, then a sticky RESET)
  * can have changed a DISPATCHED word, so an unchanged word is the one this

@@ -6,16 +6,20 @@
  *
  *   struct spoke_handle  one per timer (two for a periodic timer: struct
  *                        spoke_periodic), in a per-thread arena (arena.c).
- *                        Its 64-bit state word (state.h) is the only field
- *                        any thread may touch at any time; the engine node
- *                        and a periodic timer's base_ns belong to the owner
- *                        shard (base_ns to the runner from RUNNING until
- *                        it stores the next deadline, after the CAS that
- *                        ends the run, before the re-arm); fn,
- *                        arg and the periodic part are written by the
- *                        starting thread before the handle is published and
- *                        read only by threads that received it through a
- *                        queue.
+ *                        Its 64-bit state word (state.h) is the one field
+ *                        any thread may change at any time (protocol.h);
+ *                        deadline_ns is stored by the reset holding WRITING
+ *                        (or the owner's own reset); the engine node and a
+ *                        periodic timer's base_ns belong to the owner shard
+ *                        (base_ns to the runner from RUNNING until it
+ *                        stores the next deadline, after the CAS that ends
+ *                        the run, before the re-arm); fn, arg and the
+ *                        periodic part are written by the starting thread
+ *                        before the handle is published. Any thread may
+ *                        read these others of a handle it does not own
+ *                        (spoke_remaining, spoke_dump: spoke_handle_peek),
+ *                        and keeps what it read only if the generation is
+ *                        unchanged after.
  *   struct shard         one per CPU: its engines belong to its owner thread
  *                        (managed thread, or the attached server thread);
  *                        any thread enqueues handles on its inbox (a
