@@ -28,8 +28,9 @@
  * unowned: spoke_shard_takes_back_runs) it hands the handle back to the
  * shard (shard.c spoke_runner_recall), whose owner runs it inline.
  *
- * The queues' producer side (spoke_owner_dispatch) is inline in pool.h, for
- * the owner's turn; running a callback is run.c's.
+ * The queues' producer is a shard's holder (shard.c owner_dispatch); the
+ * wake-up of a worker, which producer and workers share, is inline in
+ * pool.h; running a callback is run.c's.
  */
 #define _GNU_SOURCE
 #include "pool.h"
@@ -186,7 +187,7 @@ static void worker_run(struct pool_worker *w, struct spoke_handle *h)
 	    !(atomic_load_explicit(&h->state, memory_order_relaxed) & SPOKE_ST_MOVABLE))
 		spoke_runner_recall(sh, h);
 	else if (mode != SHARD_STOPPING)
-		spoke_runner_run(s, h);
+		spoke_runner_run(sh, h);
 	atomic_store_explicit(&w->busy_shard, 0, memory_order_release);
 	if (atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHING)
 		spoke_any_nudge(sh, 0);

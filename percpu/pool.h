@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * pool.h - the pool queues' producer side, inline: a shard's holder hands a
- * claimed run to its shard's pool queue (spoke_owner_dispatch) and wakes a
- * worker for it. pool.c (the queues, their workers) says how they work; a
- * worker that finds more behind what it took wakes a helper the same way.
- * Inline here, not in pool.c, because the turn that dispatches (shard.c) is
+ * pool.h - how a worker of the pool is woken for a queue's work, inline: by
+ * the producer, a shard's holder handing a claimed run to its shard's pool
+ * queue (shard.c owner_dispatch), and by a worker that finds more behind
+ * what it took (pool.c). pool.c (the queues, their workers) says how they
+ * work. Here, not in pool.c, because the turn that dispatches (shard.c) is
  * a floor below the workers, which run callbacks and rescue shards.
  */
 #ifndef SPOKE_PERCPU_POOL_H
@@ -45,16 +45,6 @@ static inline void pool_wake_helper(struct spoke *s, struct pool_queue *q, unsig
 		if (spoke_ec_wake_if_sleeping(&s->pools[k].wake_seq, &s->pools[k].sleepers))
 			return;
 	}
-}
-
-/* The holder of sh (its owner, or a rescuer): h's run is claimed (DISPATCHED); to the pool. */
-static inline void spoke_owner_dispatch(struct shard *sh, struct spoke_handle *h)
-{
-	struct pool_queue *q = sh->pool;
-
-	cds_wfcq_node_init(&h->qnode);
-	if (!cds_wfcq_enqueue(&q->head, &q->tail, &h->qnode))
-		pool_wake_helper(sh->s, q, pool_neighbours(sh->s));
 }
 
 #endif /* SPOKE_PERCPU_POOL_H */

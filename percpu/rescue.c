@@ -184,7 +184,7 @@ static void rescue(struct shard *sh, uint64_t now)
 		struct spoke_handle *h = runs;
 
 		runs = (struct spoke_handle *)h->qnode.next;
-		spoke_runner_run(sh->s, h);
+		spoke_runner_run(sh, h);
 	}
 }
 

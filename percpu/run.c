@@ -12,8 +12,8 @@
  *
  * This file calls nothing of the shard above it: what the shard must do
  * once the run has ended (re-arm the timer, or post it to its owner) is
- * returned (enum runner_next), and shard.c spoke_runner_run, the one caller,
- * does it.
+ * returned (enum runner_next), and spoke_runner_run (service.h, inline in
+ * each runner) does it.
  */
 #define _GNU_SOURCE
 #include "probes.h"
@@ -213,13 +213,14 @@ static enum runner_claim claim_run(struct shard *sh, struct spoke_handle *h, uin
 
 /*
  * Run h's callback on this thread (h is DISPATCHED, taken off any queue;
- * st: its word, just read; sh: its shard): whether it ran, and what its
- * shard must do next (enum runner_next).
+ * sh: its shard): whether it ran, and what its shard must do next (enum
+ * runner_next).
  * Without a pool (nworkers 0) the runner is always the shard's owner, the
  * only thread that records its runs: the counters take plain adds.
  */
-enum runner_next spoke_runner_call(struct shard *sh, struct spoke_handle *h, uint64_t st)
+enum runner_next spoke_runner_call(struct shard *sh, struct spoke_handle *h)
 {
+	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
 	struct spoke *s = sh->s;
 	enum runner_claim claim = claim_run(sh, h, st);
 	struct spoke_run run;

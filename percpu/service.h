@@ -873,7 +873,8 @@ int64_t spoke_holder_next_ns(struct shard *sh, bool owner_runs);
 /*
  * The runner: a pool worker, a rescuer, or the owner running a callback
  * inline. spoke_runner_call (run.c) runs the callback and says what the
- * shard must do next; spoke_runner_run (shard.c), its one caller, does it.
+ * shard must do next; spoke_runner_run, below, does it (shard.c
+ * spoke_runner_settle): run.c calls nothing of the shard above it.
  */
 enum runner_next {
 	RUNNER_NEXT_NOT_RUN,	  /* a cancel won before the run: h retired */
@@ -883,10 +884,24 @@ enum runner_next {
 	RUNNER_NEXT_REARM_RESET,  /* the same, at the deadline of a reset made during the run */
 	RUNNER_NEXT_POST,	  /* ran; periodic, elsewhere: post h for its owner to re-arm */
 };
-enum runner_next spoke_runner_call(struct shard *sh, struct spoke_handle *h, uint64_t st);
-bool spoke_runner_run(struct spoke *s, struct spoke_handle *h);
+enum runner_next spoke_runner_call(struct shard *sh, struct spoke_handle *h);
 void spoke_runner_watch_exit(void);
 void spoke_runner_recall(struct shard *sh, struct spoke_handle *h);
+
+/*
+ * The runner: run h's callback on this thread (h is DISPATCHED, taken off
+ * any queue; sh its shard, fixed for h's generation, which the run may
+ * end), then give the timer back to its shard as the run's end says
+ * (spoke_runner_settle, shard.c). true if the callback ran. Inline: the end
+ * of every run, where the common end (nothing to give back) costs a compare.
+ */
+bool spoke_runner_settle(struct shard *sh, struct spoke_handle *h, enum runner_next next);
+static inline bool spoke_runner_run(struct shard *sh, struct spoke_handle *h)
+{
+	enum runner_next next = spoke_runner_call(sh, h);
+
+	return __builtin_expect(next == RUNNER_NEXT_DONE, 1) || spoke_runner_settle(sh, h, next);
+}
 
 /* Create and destroy (the thread in spoke_create / spoke_destroy). */
 int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index);

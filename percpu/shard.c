@@ -189,6 +189,21 @@ static void retire_cancelled(struct shard *sh, struct spoke_handle *h, uint64_t 
 }
 
 /*
+ * The holder of sh (its owner, or a rescuer): h's run is claimed
+ * (DISPATCHED): to its shard's pool queue, waking a worker (pool.h). Out of
+ * line: inlined, its wake-up loop would make run_or_dispatch save registers
+ * on every run it makes inline.
+ */
+static __attribute__((noinline)) void owner_dispatch(struct shard *sh, struct spoke_handle *h)
+{
+	struct pool_queue *q = sh->pool;
+
+	cds_wfcq_node_init(&h->qnode);
+	if (!cds_wfcq_enqueue(&q->head, &q->tail, &h->qnode))
+		pool_wake_helper(sh->s, q, pool_neighbours(sh->s));
+}
+
+/*
  * The rescuer (rescue.c), holding sh, in place of run_or_dispatch: h is
  * DISPATCHED.
  * To the pool what may run there; to the owner (its inbox) what must run on
@@ -203,7 +218,7 @@ static void rescuer_place(struct shard *sh, struct spoke_handle *h)
 		(movable || atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_MANAGED);
 
 	if (to_pool) {
-		spoke_owner_dispatch(sh, h);
+		owner_dispatch(sh, h);
 	} else if (movable) {
 		h->qnode.next = (struct cds_wfcq_node *)sh->rescued_runs;
 		sh->rescued_runs = h;
@@ -231,10 +246,10 @@ static void run_or_dispatch(struct shard *sh, struct spoke_handle *h)
 	} else if (mode == SHARD_ATTACHING_NOWAIT) {
 		spoke_runner_recall(sh, h);
 	} else if (sh->s->nworkers == 0 || spoke_shard_takes_back_runs(mode)) {
-		if (spoke_runner_run(sh->s, h))
+		if (spoke_runner_run(sh, h))
 			sh->fired_inline++;
 	} else {
-		spoke_owner_dispatch(sh, h);
+		owner_dispatch(sh, h);
 	}
 }
 
@@ -686,20 +701,15 @@ void spoke_shard_signal_stop(struct shard *sh)
 /* --- the runner's end of a run, and its recall --------------------------- */
 
 /*
- * The runner (a pool worker, a rescuer, or the owner in its turn): run h's
- * callback on this thread (h is DISPATCHED, taken off any queue; run.c
- * spoke_runner_call), then give the timer back to its shard as the run's
- * end says: a periodic timer re-armed here if this thread owned the shard
- * when the run began, else posted to its owner; a run a reset overtook,
- * posted for the reset's deadline. true if the callback ran.
+ * The runner, after spoke_runner_call (service.h spoke_runner_run): give
+ * the timer back to sh as the run's end says: a periodic timer re-armed
+ * here if this thread owned the shard when the run began, else posted to
+ * its owner; a run a reset overtook, posted for the reset's deadline. true
+ * if the callback ran.
  */
-bool spoke_runner_run(struct spoke *s, struct spoke_handle *h)
+bool spoke_runner_settle(struct shard *sh, struct spoke_handle *h, enum runner_next next)
 {
-	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
-	/* The owner shard is fixed for h's generation, which the run may end. */
-	struct shard *sh = &s->shards[spoke_st_shard(st)];
-
-	switch (spoke_runner_call(sh, h, st)) {
+	switch (next) {
 	case RUNNER_NEXT_NOT_RUN:
 		return false;
 	case RUNNER_NEXT_UNDISPATCHED:
@@ -733,7 +743,7 @@ void spoke_runner_recall(struct shard *sh, struct spoke_handle *h)
 	if (runner_recall(h))
 		spoke_any_post(sh, h, 0);
 	else
-		spoke_runner_run(sh->s, h);
+		spoke_runner_run(sh, h);
 }
 
 /* --- owner: expiry and the turn ------------------------------------------- */
