@@ -590,9 +590,10 @@ static void wake_watchers(struct shard *sh, uint64_t due)
 /*
  * Any thread: sh has work due at `due` (a start, a reset, a message): lower
  * due_ns to it if it is earlier. The caller read due_ns as `seen` (the
- * start path reads it inline, to store nothing in the common case).
+ * start path reads it inline, to store nothing in the common case). Out of
+ * line: the rare case, kept out of spoke_any_nudge's registers.
  */
-void spoke_any_lower_due(struct shard *sh, uint64_t due, uint64_t seen)
+__attribute__((noinline)) void spoke_any_lower_due(struct shard *sh, uint64_t due, uint64_t seen)
 {
 	while (due < seen) {
 		if (atomic_compare_exchange_weak_explicit(
