@@ -538,7 +538,7 @@ bool spoke_any_admit_slow(struct shard *sh, _Atomic uint16_t *places)
  *
  * A sleeping owner is woken if it planned to sleep past due_ns, or longer
  * than two ticks. While messages keep coming the owner never plans a longer
- * sleep (see shard_main), so it takes them in batches every two ticks
+ * sleep (see managed.c shard_main), so it takes them in batches every two ticks
  * instead of waking for each; an idle owner sleeps until its next deadline,
  * and the first message wakes it. Either way a cancelled handle is unlinked
  * and reused within two ticks, and no deadline is missed: the owner takes
