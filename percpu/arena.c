@@ -535,7 +535,7 @@ static void live_lock_reset_in_child(void)
 
 	/*
 	 * The parent's instances are unusable here: every call on them says
-	 * -ESHUTDOWN, and their destroy frees without waiting (api.c). The
+	 * -ESHUTDOWN, and their destroy frees without waiting (api_lifecycle.c). The
 	 * list's links are whole at any moment (one store inserts or
 	 * removes), so walking it is safe even if its lock was held.
 	 */
@@ -599,7 +599,7 @@ bool spoke_instance_live(uint64_t serial)
 
 /*
  * Create the instance's thread key: a thread's exit hands its arena on,
- * after calling on_exit(its home arena) under the arena lock (api.c hands
+ * after calling on_exit(its home arena) under the arena lock (api_attach.c hands
  * on the shard the thread is attached to).
  */
 int spoke_arena_key_create(struct spoke *s, void (*on_exit)(struct arena *home))

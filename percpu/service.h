@@ -6,16 +6,20 @@
  *
  *   struct spoke_handle  one per timer (two for a periodic timer: struct
  *                        spoke_periodic), in a per-thread arena (arena.c).
- *                        Its 64-bit state word (state.h) is the only field
- *                        any thread may touch at any time; the engine node
- *                        and a periodic timer's base_ns belong to the owner
- *                        shard (base_ns to the runner from RUNNING until
- *                        it stores the next deadline, after the CAS that
- *                        ends the run, before the re-arm); fn,
- *                        arg and the periodic part are written by the
- *                        starting thread before the handle is published and
- *                        read only by threads that received it through a
- *                        queue.
+ *                        Its 64-bit state word (state.h) is the one field
+ *                        any thread may change at any time (protocol.h);
+ *                        deadline_ns is stored by the reset holding WRITING
+ *                        (or the owner's own reset); the engine node and a
+ *                        periodic timer's base_ns belong to the owner shard
+ *                        (base_ns to the runner from RUNNING until it
+ *                        stores the next deadline, after the CAS that ends
+ *                        the run, before the re-arm); fn, arg and the
+ *                        periodic part are written by the starting thread
+ *                        before the handle is published. Any thread may
+ *                        read these others of a handle it does not own
+ *                        (spoke_remaining, spoke_dump: spoke_handle_peek),
+ *                        and keeps what it read only if the generation is
+ *                        unchanged after.
  *   struct shard         one per CPU: its engines belong to its owner thread
  *                        (managed thread, or the attached server thread);
  *                        any thread enqueues handles on its inbox (a
@@ -74,7 +78,7 @@ enum spoke_kind {
  * timer's handle points at in place of the caller's arg: a one-shot, by far
  * the common timer, pays nothing for it. base_ns, the deadline of the run
  * due or running, has the owner of `node` as its owner, the runner from
- * RUNNING until it stores the next one (pool.c finish_run: after the CAS
+ * RUNNING until it stores the next one (run.c finish_run: after the CAS
  * that ends the run, before the re-arm or its message).
  *
  * A slot that has been a second slot stays one (arena.c keeps them on a
@@ -128,7 +132,7 @@ static inline struct spoke_periodic *spoke_periodic_of(const struct spoke_handle
 /*
  * Any thread, for a handle it does not own (spoke_remaining, spoke_dump):
  * what h's generation gen was started with, or false if the slot has moved
- * on. fn and arg are stored with release by the start (api.c start_handle),
+ * on. fn and arg are stored with release by the start (api_timers.c start_handle),
  * so a value of a later generation read here makes the second look at the
  * word see that generation. Memory stays mapped until destroy, so reading
  * through a stale pointer to a periodic part is safe; its values count only
@@ -361,7 +365,7 @@ struct shard {
 	struct arena *_Atomic owner_arena;
 	int wake_fd_made;	   /* that eventfd while detached (closed by destroy), or -1 */
 	_Atomic int mode;	   /* enum shard_mode */
-	_Atomic int attach_fenced; /* the attach's heavy fence is done: spoke_shard_attach */
+	_Atomic int attach_fenced; /* the attach's heavy fence is done: spoke_any_attach */
 	pthread_t thread;
 	bool thread_running;
 	struct shard_counters ctr;
@@ -429,7 +433,7 @@ struct spoke {
 	int sched_policy; /* applied by each thread as it starts: spoke_thread_adopt_sched */
 	struct sched_param sched_param;
 	bool forked; /* inherited by a child of fork(): its threads are not there (arena.c) */
-	/* arena.c calls it as a thread exits (spoke_arena_key_create); api.c sets it. */
+	/* arena.c calls it as a thread exits (spoke_arena_key_create); api_lifecycle.c sets it. */
 	void (*thread_exit_hook)(struct arena *home);
 	_Atomic int pool_stop;
 	pthread_key_t arena_key;
@@ -611,7 +615,7 @@ void spoke_ec_wait_word(_Atomic uint32_t *word, uint32_t expect, int64_t timeout
 void spoke_ec_wake_word(_Atomic uint32_t *word);
 
 /*
- * A callback run in progress on a thread (pool.c spoke_runner_run, on its
+ * A callback run in progress on a thread (run.c spoke_runner_call, on its
  * stack): what spoke_self reports, and how the wait-for graph (waits.c)
  * knows the thread that runs it.
  */
@@ -717,6 +721,8 @@ int spoke_thread_start(const struct spoke *s, pthread_t *t, void *(*fn)(void *),
 void spoke_thread_name(const char *kind, unsigned index);
 void spoke_thread_pin(int cpu);
 void spoke_thread_adopt_sched(const struct spoke *s);
+/* Any thread, waiting for another with a few instructions left to run (attempt: 0, 1, ...). */
+void spoke_yield_to_other_thread(unsigned attempt);
 
 /* --- waits.c: the wait-for graph (any thread about to wait in a call) ------- */
 
@@ -726,12 +732,29 @@ void spoke_waits_leave(struct spoke_wait *me);
 bool spoke_wait_broken(const struct spoke_wait *me);
 
 /*
- * Shards (shard.c) and the pool (pool.c), by the thread that may call them.
- * Names say it where one class of thread may call a function:
- * spoke_owner_* only the owner thread of sh (its managed thread, or the
- * thread attached to it), spoke_any_* any thread, spoke_runner_* the thread
- * holding a DISPATCHED handle (protocol.h "runner"). The state-word
- * transitions behind them are protocol.h's.
+ * Shards (shard.c, managed.c, rescue.c), runs (run.c) and the pool (pool.c,
+ * pool.h), by the thread that may call them.
+ * A function's name says which thread may call it:
+ *
+ *   spoke_owner_*    only the owner thread of sh (its managed thread, or the
+ *                    thread attached to it)
+ *   spoke_any_*      any thread, the owner too
+ *   spoke_holder_*   whoever holds sh for a turn: its owner, or a rescuer
+ *   spoke_watcher_*  a thread watching other shards for a stall (a managed
+ *                    thread, a pool worker: rescue.c)
+ *   rescuer_*        (static, rescue.c, shard.c) a watcher that took a
+ *                    stalled shard, until it lets go
+ *   spoke_runner_*   the thread holding a DISPATCHED handle (protocol.h
+ *                    "runner": a pool worker, a rescuer, or the owner)
+ *   spoke_shard_*,   named for what they act on: the thread in spoke_create
+ *   spoke_pool_*     or spoke_destroy (init, start, stop, free), except the
+ *                    static inline questions any thread may ask about the
+ *                    calling thread or a mode (spoke_shard_owned_by_me,
+ *                    spoke_shard_mine, spoke_shard_takes_back_runs)
+ *
+ * The state-word transitions behind them are protocol.h's, named the same
+ * way without spoke_ (its legend: starter_, any_, writer_, waiter_,
+ * owner_, runner_, retirer_).
  */
 
 /* Any thread. */
@@ -779,10 +802,10 @@ static inline void spoke_any_unadmit(unsigned k, struct arena *home)
 }
 void spoke_any_nudge(struct shard *sh, uint64_t due_ns);
 void spoke_any_wake_owner(struct shard *sh);
-uint64_t spoke_shard_next_tick_ns(const struct shard *sh, uint64_t now_ns); /* pure */
+uint64_t spoke_any_next_tick_ns(const struct shard *sh, uint64_t now_ns); /* pure */
 /* Any thread that owns no shard (spoke_attach); from_pool: a pool callback. */
-int spoke_shard_attach(struct shard *sh, bool from_pool, struct arena *home);
-/* Any thread: about the calling thread's callbacks (pool.c). */
+int spoke_any_attach(struct shard *sh, bool from_pool, struct arena *home);
+/* Any thread: about the calling thread's callbacks (run.c, pool.c). */
 struct spoke_run *spoke_current_run(void);
 bool spoke_running_in_callback(const struct spoke_handle *h);
 bool spoke_in_callback_of(const struct spoke *s);
@@ -797,15 +820,15 @@ void spoke_owner_disarm_word(struct shard *sh, struct spoke_handle *h, uint64_t 
 void spoke_owner_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool reset);
 int spoke_owner_turn(struct shard *sh, bool all_messages);
 int64_t spoke_owner_next_ns(struct shard *sh);
-void spoke_owner_dispatch(struct shard *sh, struct spoke_handle *h); /* pool.c */
 /* The owner of sh, attached (spoke_poll and friends). */
 int spoke_owner_detach(struct shard *sh);
 void spoke_owner_abandon(struct shard *sh);
 int spoke_owner_wake_fd(struct shard *sh);
 int64_t spoke_owner_attached_sleep(struct shard *sh, int64_t wait_ns);
 void spoke_owner_attached_awake(struct shard *sh);
-/* The managed thread of sh while an attach waits (pool.c). */
-bool spoke_owner_pool_busy_with(const struct shard *sh);
+/* The owner of sh, about to sleep; the managed thread: may it stop driving sh? */
+bool spoke_owner_announce_sleep(struct shard *sh, int64_t wait_ns);
+bool spoke_owner_may_leave(struct shard *sh);
 
 /*
  * Rescue (rescue.c). The owner of sh: is a rescuer holding it? (After the
@@ -819,8 +842,18 @@ static inline bool spoke_owner_rescued(const struct shard *sh)
 void spoke_owner_hold(struct shard *sh);
 void spoke_owner_unhold(struct shard *sh);
 void spoke_owner_await_rescue(struct shard *sh);
+/* due_ns (shard.c): the owner at the end of a turn, the holder of sh, any thread. */
 void spoke_owner_turned(struct shard *sh, uint64_t now, int64_t next_ns);
+void spoke_holder_publish_due(struct shard *sh, uint64_t due);
 void spoke_any_lower_due(struct shard *sh, uint64_t due, uint64_t seen);
+
+/* The moment sh, whose work is due at due, becomes stalled. */
+static inline uint64_t spoke_stalled_at(const struct shard *sh, uint64_t due)
+{
+	uint64_t x;
+
+	return __builtin_add_overflow(due, sh->rescue_after_ns, &x) ? UINT64_MAX : x;
+}
 
 /* Any thread: sh has work due at d; with rescue on, lower its due_ns if d is earlier. */
 static inline void spoke_note_due(struct shard *sh, uint64_t d)
@@ -835,13 +868,40 @@ static inline void spoke_note_due(struct shard *sh, uint64_t d)
 }
 int64_t spoke_watcher_look(struct shard *sh, uint64_t now);
 int64_t spoke_watcher_look_ring(struct shard *mine, uint64_t now);
-void spoke_rescuer_place(struct shard *sh, struct spoke_handle *h);
 int64_t spoke_holder_next_ns(struct shard *sh, bool owner_runs);
 
-/* The runner: a pool worker, or the owner running a callback inline. */
-bool spoke_runner_run(struct spoke *s, struct spoke_handle *h);
+/*
+ * The runner: a pool worker, a rescuer, or the owner running a callback
+ * inline. spoke_runner_call (run.c) runs the callback and says what the
+ * shard must do next; spoke_runner_run, below, does it (shard.c
+ * spoke_runner_settle): run.c calls nothing of the shard above it.
+ */
+enum runner_next {
+	RUNNER_NEXT_NOT_RUN,	  /* a cancel won before the run: h retired */
+	RUNNER_NEXT_UNDISPATCHED, /* a reset won before the run: post h for its deadline */
+	RUNNER_NEXT_DONE,	  /* ran; nothing more (retired, or parked by destroy) */
+	RUNNER_NEXT_REARM,	  /* ran; periodic, on its owner thread: re-arm at base_ns */
+	RUNNER_NEXT_REARM_RESET,  /* the same, at the deadline of a reset made during the run */
+	RUNNER_NEXT_POST,	  /* ran; periodic, elsewhere: post h for its owner to re-arm */
+};
+enum runner_next spoke_runner_call(struct shard *sh, struct spoke_handle *h);
 void spoke_runner_watch_exit(void);
 void spoke_runner_recall(struct shard *sh, struct spoke_handle *h);
+
+/*
+ * The runner: run h's callback on this thread (h is DISPATCHED, taken off
+ * any queue; sh its shard, fixed for h's generation, which the run may
+ * end), then give the timer back to its shard as the run's end says
+ * (spoke_runner_settle, shard.c). true if the callback ran. Inline: the end
+ * of every run, where the common end (nothing to give back) costs a compare.
+ */
+bool spoke_runner_settle(struct shard *sh, struct spoke_handle *h, enum runner_next next);
+static inline bool spoke_runner_run(struct shard *sh, struct spoke_handle *h)
+{
+	enum runner_next next = spoke_runner_call(sh, h);
+
+	return __builtin_expect(next == RUNNER_NEXT_DONE, 1) || spoke_runner_settle(sh, h, next);
+}
 
 /* Create and destroy (the thread in spoke_create / spoke_destroy). */
 int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index);

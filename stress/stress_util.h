@@ -430,8 +430,7 @@ extern uint64_t g_fire_spin_ns; /* callbacks spin up to this long (random), wide
 /* The callback of (idx, gen) is running on this thread (cancel_sync gets -EDEADLK). */
 extern _Thread_local void *tl_running_arg;
 
-void recs_alloc(size_t n);
-void recs_free(void);
+void recs_alloc(size_t n); /* round_end frees it */
 
 static inline uint64_t rec_word(uint64_t gen, unsigned st)
 {
@@ -520,6 +519,19 @@ struct step_mix {
 /* Returns what the call returned, or 1 if it made none (running, or left alone). */
 int rec_step(struct spoke *s, size_t idx, struct rng *r, const struct step_mix *m);
 
+/*
+ * The mix of a thread that is the only resetter of its records (REC_STRICT):
+ * cancel_pct% of the armed ones cancelled (sync_pct% of those with
+ * cancel_sync), 25% reset; a settled one started on_pct% on a random one
+ * of nshards, 25% on the thread's home shard, the rest as TTL timers; every
+ * start and reset for delay(). step_mix_poller: the same for a thread that
+ * polls its own attached shard, whose starts go 70% to that shard.
+ */
+struct step_mix step_mix_strict(unsigned cancel_pct, unsigned sync_pct, unsigned on_pct,
+				unsigned nshards,
+				uint64_t (*delay)(struct rng *r, const void *ctx));
+struct step_mix step_mix_poller(struct step_mix m);
+
 /* Spin for a random time up to g_fire_spin_ns (a callback that takes a while). */
 void fire_spin(void);
 
@@ -557,8 +569,7 @@ extern size_t g_npers;
 /* Optional: what a periodic callback does after the checks (run n of slot idx). */
 extern void (*g_per_hook)(struct ptimer *p, size_t idx, uint64_t gen, unsigned n);
 
-void pers_alloc(size_t n);
-void pers_free(void);
+void pers_alloc(size_t n); /* round_end frees it */
 
 /*
  * Owner: start a periodic timer in slot idx (settled: never used, or stopped

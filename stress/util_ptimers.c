@@ -19,13 +19,6 @@ void pers_alloc(size_t n)
 	g_npers = n;
 }
 
-void pers_free(void)
-{
-	free(g_pers);
-	g_pers = NULL;
-	g_npers = 0;
-}
-
 static void atomic_min_u(atomic_uint *a, unsigned v)
 {
 	unsigned cur = atomic_load(a);

@@ -107,6 +107,11 @@ void round_end(struct round *rd)
 	if (rd->s)
 		spoke_destroy(rd->s);
 	rd->s = NULL;
-	recs_free();
-	pers_free();
+	/* The round's tables (recs_alloc, pers_alloc), forgotten for the next round. */
+	free(g_recs);
+	g_recs = NULL;
+	g_nrecs = 0;
+	free(g_pers);
+	g_pers = NULL;
+	g_npers = 0;
 }

@@ -66,7 +66,7 @@
  *                        ended), pool and inline: spoke_remaining asked then
  *                        must not pass the second run's deadline.
  *   later_reset_writing_vs_expiry  a foreign reset that moves a one-shot
- *                        later sends no message (api.c reset_is_later); it
+ *                        later sends no message (api_timers.c reset_is_later); it
  *                        holds WRITING when the timer's place in the wheel
  *                        comes. The owner must ask it for a message (RESET):
  *                        the timer is in no engine now, and would never run.

@@ -148,6 +148,22 @@ static inline uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * SEC + (uint64_t)ts.tv_nsec;
 }
 
+/* The process's address space in bytes (VmSize), or 0. */
+static inline uint64_t vm_size_bytes(void)
+{
+	char line[256];
+	uint64_t kb = 0;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmSize: %" SCNu64 " kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb * 1024;
+}
+
 /* Evaluates cond every 100 us until it holds or timeout_ns passes; gives its last value. */
 #define WAIT_UNTIL(cond, timeout_ns)                                                               \
 	({                                                                                         \

@@ -509,22 +509,6 @@ static void line9_stats_null_out_aborts(void **state)
 
 /* ---- address space ----------------------------------------------------------------- */
 
-/* The process's address space in bytes (VmSize), or 0. */
-static uint64_t vm_size_bytes(void)
-{
-	char line[256];
-	uint64_t kb = 0;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmSize: %" SCNu64 " kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb * 1024;
-}
-
 static void *first_start_main(void *arg)
 {
 	struct spoke *s = arg;
