@@ -210,7 +210,7 @@ int spoke_next_deadline_ns(struct spoke *s, uint64_t *ns)
 
 int64_t spoke_next_deadline(struct spoke *s)
 {
-	uint64_t ns;
+	uint64_t ns = UINT64_MAX; /* set whenever ret >= 0; gcc -O2 cannot tell */
 	int ret = spoke_next_deadline_ns(s, &ns);
 
 	/* -EPERM is -1, which means "no timer" here: say -EINVAL instead. */
