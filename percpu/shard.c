@@ -905,11 +905,14 @@ int spoke_owner_turn(struct shard *sh, bool all_messages)
 	 * TTL and equal TTLs share one queue; a start whose message came after
 	 * its deadline is staged and runs in this turn. A timer whose
 	 * reset or cancel is still queued does not fire meanwhile (claim_expiry
-	 * sees INBOX).
+	 * sees INBOX). The clock is read before the runs a rescuer left for
+	 * the owner: a callback among them that re-arms with delay 0 (the
+	 * next tick) and runs past that tick must not find its timer due in
+	 * this same turn.
 	 */
+	sh->clock_ns = spoke_clock_ns();
 	if (!sh->rescuing)
 		run_left_by_rescue(sh);
-	sh->clock_ns = spoke_clock_ns();
 	tick = deadline_tick(sh, sh->clock_ns);
 	stage_run_due(sh, sh->clock_ns, tick);
 	advance_engine(sh, sh->wheel, tick);

@@ -17,6 +17,11 @@
  *   rescue_off_leaves_stalled_shard an attached loop that stops polling, with
  *                                   rescue_after_ns 0: its movable timer waits
  *                                   for it
+ *   rescue_left_run_rearms_later    a run a rescuer left for the loop re-arms
+ *                                   itself with delay 0 and outlasts a tick:
+ *                                   the poll that runs it does not run it
+ *                                   again (delay 0 is the next tick, never the
+ *                                   same pass, contract line 2's pitfall)
  *
  * The tests wait for conditions (a run while the owner is held), never on a
  * lateness bound: the figures are spoke-bench latency's stolen-CPU rows.
@@ -257,12 +262,69 @@ static void rescue_off_leaves_stalled_shard(void **state)
 	attached_stall(0);
 }
 
+/* ---- a run left by a rescue, re-armed from its callback --------------------------- */
+
+static struct {
+	struct spoke *s;
+	atomic_int runs, stalled, resume;
+	int polled[2];
+} left;
+
+static void left_fire(void *arg)
+{
+	(void)arg;
+	if (atomic_fetch_add(&left.runs, 1) == 0) {
+		BG_CHECK_INT(spoke_start(left.s, 0, left_fire, NULL, NULL), ==, 0);
+		sleep_ms(3); /* past the re-armed deadline: the next tick */
+	}
+}
+
+static void *left_loop_main(void *arg)
+{
+	(void)arg;
+	BG_CHECK_INT(spoke_attach(left.s, 0), ==, 0);
+	BG_CHECK_INT(spoke_start(left.s, 2 * MS, left_fire, NULL, NULL), ==, 0);
+	atomic_store(&left.stalled, 1);
+	while (!atomic_load(&left.resume))
+		sleep_ms(1);
+	left.polled[0] = spoke_poll(left.s);
+	sleep_ms(3);
+	left.polled[1] = spoke_poll(left.s);
+	BG_CHECK_INT(spoke_detach(left.s), ==, 0);
+	return NULL;
+}
+
+static void rescue_left_run_rearms_later(void **state)
+{
+	pthread_t t;
+
+	(void)state;
+	memset(&left, 0, sizeof(left));
+	left.s = rescue_instance(2, 0, RESCUE_NS); /* callbacks inline: the run stays the loop's */
+	t = thread_start(left_loop_main, NULL);
+	ASSERT_EVENTUALLY(atomic_load(&left.stalled), "the loop to start its timer and stall");
+	ASSERT_EVENTUALLY_MSG(stats_of(left.s, 0).rescues >= 1,
+			      "a rescuer to take the stalled shard's due timer");
+	assert_int_equal(atomic_load(&left.runs), 0);
+	atomic_store(&left.resume, 1);
+	pthread_join(t, NULL);
+	assert_no_bg_failures();
+	if (left.polled[0] != 1)
+		fail_msg("the poll after the rescue ran %d callbacks (expected 1: the re-armed "
+			 "timer is due at the next tick, not in the same pass)",
+			 left.polled[0]);
+	assert_int_equal(left.polled[1], 1);
+	assert_int_equal(atomic_load(&left.runs), 2);
+	svc_destroy(left.s);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest all[] = {
 		SVC_TEST(rescue_stolen_cpu_pool_timers),
 		SVC_TEST(rescue_attached_moves_only_movable),
 		SVC_TEST(rescue_off_leaves_stalled_shard),
+		SVC_TEST(rescue_left_run_rearms_later),
 	};
 
 	return svc_main(argc, argv, "service.rescue", all, sizeof(all) / sizeof(all[0]));
