@@ -725,8 +725,8 @@ void spoke_arenas_free(struct spoke *s)
 		(void)atomic_load_explicit(&a->owner, memory_order_acquire);
 		if (a->base)
 			(void)munmap(a->base, SPOKE_REGION_BYTES);
-		cds_wfcq_destroy(&a->ret_head, &a->ret_tail);
-		cds_wfcq_destroy(&a->taken_head, &a->taken_tail);
+		spoke_queue_fini(s, &a->ret_head, &a->ret_tail);
+		spoke_queue_fini(s, &a->taken_head, &a->taken_tail);
 		free(a);
 	}
 	if (spoke_tls_arena.serial == s->serial)

@@ -317,7 +317,7 @@ void spoke_pool_forget(struct spoke *s)
 	if (!s->workers)
 		return;
 	for (unsigned k = 0; k < s->npools; k++)
-		cds_wfcq_destroy(&s->pools[k].head, &s->pools[k].tail);
+		spoke_queue_fini(s, &s->pools[k].head, &s->pools[k].tail);
 	free(s->pools);
 	free(s->workers);
 	s->pools = NULL;

@@ -600,6 +600,19 @@ static inline void spoke_count(struct shard *sh, enum shard_counter c, bool owne
 		atomic_fetch_add_explicit(&sh->ctr.remote[c], 1, memory_order_relaxed);
 }
 
+/*
+ * The end of one of s's wfcqueues: its consumer lock is destroyed, but not in
+ * a fork child (s->forked), where a thread that does not exist there may
+ * have held it at the fork: destroying a locked mutex fails, and liburcu
+ * asserts that it does not (a default mutex holds no resource to free).
+ */
+static inline void spoke_queue_fini(const struct spoke *s, struct cds_wfcq_head *head,
+				    struct cds_wfcq_tail *tail)
+{
+	if (!s->forked)
+		cds_wfcq_destroy(head, tail);
+}
+
 static inline spoke_id spoke_make_id(uint32_t gen, uint32_t slot_id)
 {
 	return ((uint64_t)gen << 32) | slot_id;

@@ -1041,6 +1041,6 @@ void spoke_shard_fini(struct shard *sh)
 		close(sh->wake_fd_made);
 	spoke_engine_free(sh->wheel);
 	spoke_engine_free(sh->lawn);
-	cds_wfcq_destroy(&sh->inbox_head, &sh->inbox_tail);
-	cds_wfcq_destroy(&sh->taken_head, &sh->taken_tail);
+	spoke_queue_fini(sh->s, &sh->inbox_head, &sh->inbox_tail);
+	spoke_queue_fini(sh->s, &sh->taken_head, &sh->taken_tail);
 }

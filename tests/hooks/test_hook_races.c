@@ -110,6 +110,13 @@
  *                        forks, and in the child it exits: its key destructor
  *                        must not hand the parent's shard to a new thread
  *                        there (the child would never end).
+ *   fork_child_destroys_with_queue_locks_held  fork() while threads of the
+ *                        parent hold the consumer locks of a pool queue, a
+ *                        shard's inbox and an arena's return queue: the
+ *                        child's destroy of the inherited instance must not
+ *                        destroy a lock whose holder is not there (liburcu
+ *                        asserts that the destroy succeeds: the child died
+ *                        of SIGABRT).
  *   generation_wrap_spends_slot  a slot whose 32-bit generation is used up
  *                        is never handed out again: with the wrap, its next
  *                        timer would get the id of the slot's first timer,
@@ -837,6 +844,41 @@ static void fork_while_lock_held_child_creates(void **state)
 			 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 	assert_int_equal(x.attach_rc, 0);
 	spoke_destroy(x.s);
+}
+
+static void fork_child_destroys_with_queue_locks_held(void **state)
+{
+	struct spoke *s = svc_new(2, 1 * MS, 1);
+	pthread_mutex_t *locks[3];
+	struct arena *a;
+	int status;
+	pid_t pid;
+
+	(void)state;
+	/* This thread's arena exists once it has started a timer. */
+	assert_int_equal(spoke_start(s, 60 * SEC, never_fn, NULL, NULL), 0);
+	a = spoke_tls_arena.arena;
+	assert_non_null(a);
+	locks[0] = &s->pools[0].head.lock;
+	locks[1] = &s->shards[0].inbox_head.lock;
+	locks[2] = &a->ret_head.lock;
+	/* Held as a worker, the owner and the arena's thread hold them for a moment. */
+	for (int i = 0; i < 3; i++)
+		pthread_mutex_lock(locks[i]);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		alarm(60);
+		spoke_destroy(s);
+		_exit(0);
+	}
+	for (int i = 0; i < 3; i++)
+		pthread_mutex_unlock(locks[i]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("the child %s %d", WIFEXITED(status) ? "exited with" : "died of signal",
+			 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+	svc_destroy(s);
 }
 
 struct attached_forker {
@@ -2246,6 +2288,7 @@ int main(int argc, char **argv)
 		HOOK_TEST(arena_ids_across_spill),
 		HOOK_TEST(fork_while_lock_held_child_creates),
 		HOOK_TEST(fork_child_leaves_parent_instances_alone),
+		HOOK_TEST(fork_child_destroys_with_queue_locks_held),
 		HOOK_TEST(poll_waits_for_unlinked_producer),
 		HOOK_TEST(remaining_as_periodic_run_ends),
 		HOOK_TEST(arena_trims_drained_backlog),
