@@ -15,18 +15,22 @@
  * That add is the run's only count: spoke_stats' `fired` is the total of
  * the buckets, so a run on a pool pays one locked add, not two.
  * Where pool workers may run the shard's callbacks, two runners can record
- * at once, so the add is a relaxed atomic add (a locked instruction). In an
- * instance without a pool the shard's owner runs every one of its
- * callbacks, and successive owners hand the shard over in order (a join, a
- * thread start, the mode's compare-and-swap): one writer at a time, so the
- * runner passes sole and the add is a relaxed load and store, exact, with
- * no locked instruction on the inline run path (docs/design/service.md, "What a call
+ * at once, so the add is a relaxed atomic add (a locked instruction); so
+ * too with rescue on, where a rescuer runs a movable timer of the shard
+ * while its owner runs others (rescue.c). In an instance without a pool and
+ * without rescue the shard's owner runs every one of its callbacks, and
+ * successive owners hand the shard over in order (a join, a thread start,
+ * the mode's compare-and-swap): one writer at a time, so the runner passes
+ * sole and the add is a relaxed load and store, exact, with no locked
+ * instruction on the inline run path (docs/design/service.md, "What a call
  * costs"). Either way spoke_stats reads the buckets one by one with relaxed
  * loads, so a report may miss the runs that land while it reads (the same
  * as every other counter of spoke_stats).
  */
 #ifndef SPOKE_PERCPU_LATENESS_H
 #define SPOKE_PERCPU_LATENESS_H
+
+#include "test_hooks.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -73,10 +77,12 @@ static inline void spoke_late_record(struct spoke_late_hist *h, uint64_t late_ns
 {
 	_Atomic uint64_t *b = &h->bucket[spoke_late_bucket(late_ns)];
 
-	if (sole)
-		atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed) + 1,
-				      memory_order_relaxed);
-	else
+	if (sole) {
+		uint64_t n = atomic_load_explicit(b, memory_order_relaxed);
+
+		SPOKE_HOOK(SPOKE_HOOK_LATE_SOLE_LOADED);
+		atomic_store_explicit(b, n + 1, memory_order_relaxed);
+	} else
 		atomic_fetch_add_explicit(b, 1, memory_order_relaxed);
 }
 

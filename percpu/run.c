@@ -100,8 +100,10 @@ bool spoke_in_callback_of(const struct spoke *s)
  */
 static uint64_t note_lateness(struct shard *sh, uint64_t deadline_ns, bool sole)
 {
-	uint64_t now = spoke_clock_ns(), late, cur;
+	uint64_t now, late, cur;
 
+	SPOKE_HOOK(SPOKE_HOOK_RUN_NOTING);
+	now = spoke_clock_ns();
 	late = now > deadline_ns ? now - deadline_ns : 0;
 	spoke_late_record(&sh->ctr.late, late, sole);
 	cur = atomic_load_explicit(&sh->ctr.max_late_ns, memory_order_relaxed);
@@ -244,7 +246,7 @@ enum runner_next spoke_runner_call(struct shard *sh, struct spoke_handle *h)
 	 * The run's one count: spoke_stats' `fired` is the histogram's total.
 	 * Outside the probe: without <sys/sdt.h> its arguments are not evaluated.
 	 */
-	late = note_lateness(sh, due, owner && s->nworkers == 0);
+	late = note_lateness(sh, due, owner && s->nworkers == 0 && !sh->rescue_on);
 	run.s = s;
 	run.h = h;
 	run.id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h));

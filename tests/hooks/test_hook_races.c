@@ -137,6 +137,10 @@
  *                        none of them is used in leave memory (mincore);
  *                        the old ids name none of the timers that reuse
  *                        the slots.
+ *   rescue_run_vs_owner_run_lateness  with inline callbacks and rescue on,
+ *                        a rescuer's run of a movable timer and the owner's
+ *                        run of another record their lateness at the same
+ *                        moment: `fired` counts both.
  *   every_handle_comes_back  once every timer of a mixed load is over
  *                        (one-shots fired and cancelled, periodic timers
  *                        reset and cancelled while armed, queued or running,
@@ -2262,6 +2266,87 @@ static void rescue_vs_owner_return_and_cancel(void **state)
 	svc_destroy(rr.s);
 }
 
+/* --- a rescuer's run and the owner's, recording their lateness at once -- */
+
+static struct {
+	struct spoke *s;
+	pthread_t loop;
+	atomic_int owner_noting, rescuer_ran, sole_seen, runs;
+} lt;
+
+/*
+ * The rescuer, about to record its run (a movable timer), waits until the
+ * owner records its own; the owner, if it records as the sole writer, holds
+ * between its load and its store until the rescuer's run is over. Bounded:
+ * a failing build must end.
+ */
+static void lt_hook(enum spoke_hook point)
+{
+	bool loop = pthread_equal(pthread_self(), lt.loop);
+	uint64_t end = spoke_now_ns() + 10 * SEC;
+
+	if (point == SPOKE_HOOK_RUN_NOTING && loop) {
+		atomic_store(&lt.owner_noting, 1);
+	} else if (point == SPOKE_HOOK_RUN_NOTING && lt.loop) {
+		/* A yield, not a sleep: its clock read, next, is to land in the owner's bucket. */
+		while (!atomic_load(&lt.owner_noting) && spoke_now_ns() < end)
+			sched_yield();
+	} else if (point == SPOKE_HOOK_LATE_SOLE_LOADED && loop) {
+		atomic_store(&lt.sole_seen, 1);
+		while (!atomic_load(&lt.rescuer_ran) && spoke_now_ns() < end)
+			sleep_ms(1);
+	}
+}
+
+static void lt_fire(void *arg)
+{
+	atomic_fetch_add(&lt.runs, 1);
+	if (arg) /* the movable timer, on the rescuer */
+		atomic_store(&lt.rescuer_ran, 1);
+}
+
+/*
+ * Inline callbacks (no pool), rescue on: a rescuer runs the stalled loop's
+ * movable timer while the loop, back, runs the other one. Both record their
+ * lateness in the shard's histogram, whose total is `fired`: with the
+ * owner's record a plain load and store (sole), the rescuer's add in
+ * between was lost, and spoke_stats counted one run of two.
+ */
+static void rescue_run_vs_owner_run_lateness(void **state)
+{
+	struct spoke_config c;
+	struct spoke_shard_stats st;
+
+	(void)state;
+	memset(&lt, 0, sizeof(lt));
+	svc_config(&c, 2, 1 * MS, 0);
+	c.rescue_after_ns = 2 * MS;
+	lt.s = svc_create_cfg(&c);
+	lt.loop = pthread_self();
+	atomic_store(&spoke_test_hook, lt_hook);
+	assert_int_equal(spoke_attach(lt.s, 0), 0);
+	assert_int_equal(
+		spoke_start_flags(lt.s, SPOKE_ANY_SHARD, 1 * MS, SPOKE_MOVABLE, lt_fire, &lt, NULL),
+		0);
+	assert_int_equal(spoke_start(lt.s, 1 * MS, lt_fire, NULL, NULL), 0);
+	/* A stalled loop: the rescuer takes both, runs the movable one, waits in its hook. */
+	ASSERT_EVENTUALLY(stats_of(lt.s, 0).rescues >= 1, "a rescuer to take the stalled shard");
+	/* Both runs some 100 ms late: the histogram's bucket there is 8 ms wide. */
+	sleep_ms(100);
+	while (atomic_load(&lt.runs) < 2 && spoke_poll(lt.s) >= 0)
+		sleep_ms(1);
+	ASSERT_EVENTUALLY(atomic_load(&lt.rescuer_ran), "the movable timer to run");
+	assert_int_equal(spoke_detach(lt.s), 0);
+	atomic_store(&spoke_test_hook, stall_hook);
+	assert_int_equal(atomic_load(&lt.runs), 2);
+	st = stats_of(lt.s, 0);
+	if (st.fired != 2)
+		fail_msg("2 callbacks ran, the stats count %llu (the owner's record %s sole)",
+			 (unsigned long long)st.fired,
+			 atomic_load(&lt.sole_seen) ? "was" : "was not");
+	svc_destroy(lt.s);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest all[] = {
@@ -2294,6 +2379,7 @@ int main(int argc, char **argv)
 		HOOK_TEST(arena_trims_drained_backlog),
 		HOOK_TEST(pool_naps_behind_unlinked_producer),
 		HOOK_TEST(rescue_vs_owner_return_and_cancel),
+		HOOK_TEST(rescue_run_vs_owner_run_lateness),
 	};
 
 	return svc_main(argc, argv, "hook_races", all, ARRAY_SIZE(all));
