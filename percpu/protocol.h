@@ -19,7 +19,7 @@
  * these and keep only what follows a transition that won (queue the
  * message, touch the engine, count, free). Loads of the word are everywhere.
  * Memory orders: a publishing store and a winning CAS are release
- * (acq_rel), the load or failed CAS that decides is acquire (docs/service.md,
+ * (acq_rel), the load or failed CAS that decides is acquire (docs/design/service.md,
  * "Memory ordering"); the Promela model (state.pml) names these functions.
  *
  * Status transitions, with the function that makes each:
