@@ -128,7 +128,7 @@ inline rescuer_take(ok) {
 #endif
 			d_step {
 				ok = !r && rescuable(mode);
-				if :: ok -> assert(!ocs); rcs = self :: else fi;
+				if :: ok -> assert(!ocs && rcs == 0); rcs = self :: else fi;
 				r = 0
 			};
 			if :: !ok -> rescuer_release() :: else fi
