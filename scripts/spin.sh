@@ -11,6 +11,8 @@
 #                                     it: fails unless Spin finds a violation in each
 #   scripts/spin.sh --list            the configurations and the mutants
 #   scripts/spin.sh --names           the configurations' names, one a line
+#   scripts/spin.sh --mutant-names    the mutants' names and configurations, NAME|CONFIG
+#                                     a line
 #   -D...                             model switches (state.pml header) added to a
 #                                     NAME's; with no NAME: one search with those alone
 #                                     over state.pml's defaults, e.g. -DNFOREIGN=2
@@ -37,7 +39,7 @@ configs=(
   "ttl|-O0|-DKIND=4 -DLAWN_FAILS=1 -DNFOREIGN=1 -DFOPS=1 -DOOPS=1|TTL timers (and the other kinds) on the stage or in the lawn, which may refuse one: owner_make_oneshot, then the wheel"
   "wrap|-O0|-DKIND=0 -DNFOREIGN=1 -DFOPS=4 -DOOPS=0|four foreign calls: four resets wrap the 2-bit sequence inside the owner's claim window"
   "reuse|-O2|-DKIND=3 -DSTARTER=1 -DGENS=3 -DNFOREIGN=1 -DFOPS=4 -DOOPS=0|a foreign thread's arena holds the slot: starts travel as FRESH messages, one-shot or periodic, three generations until the slot is spent"
-  "rescue|-O2|-DKIND=0 -DRESCUE=1 -DNFOREIGN=1 -DFOPS=1 -DOOPS=0|a peer rescues the managed shard while its owner lets go and comes back mid-rescue; a foreign start, reset, cancel or cancel_sync lands while the rescuer claims and dispatches to the pool"
+  "rescue_pool|-O2|-DKIND=0 -DRESCUE=1 -DNFOREIGN=1 -DFOPS=1 -DOOPS=0|a peer rescues the managed shard while its owner lets go and comes back mid-rescue; a foreign start, reset, cancel or cancel_sync lands while the rescuer claims and dispatches to the pool"
   "rescue_race|-O0|-DKIND=0 -DRESCUE=2 -DPOOL=0 -DNFOREIGN=0 -DOOPS=1|two rescuers race for a shard with no pool: movable runs run on the rescuer after it lets go, the others wait on owner_runs; the owner's own call goes through the inbox while the shard is held"
   "rescue_periodic|-O0|-DKIND=1 -DRESCUE=1 -DNFOREIGN=0 -DOOPS=1|a periodic timer rescued: dispatched to the pool, re-armed through the inbox, reset or cancelled by its owner during the rescue"
   "rescue_inline|-O0|-DKIND=3 -DRESCUE=1 -DPOOL=0 -DNFOREIGN=0 -DOOPS=1 -DGENS=2|no pool: a movable one-shot or periodic run runs on the rescuer (a periodic one re-armed through the inbox), the others wait on owner_runs for the owner's thread; the slot reused"
@@ -87,6 +89,7 @@ while [ $# -gt 0 ]; do
     --mutants) mode=mutants ;;
     --list) mode=list ;;
     --names) mode=names ;;
+    --mutant-names) mode=mutant_names ;;
     --depth) depth=$2; bounded=1; shift ;;
     --trail) trail=1 ;;
     --keep) keep=$2; shift ;;
@@ -109,6 +112,10 @@ config_field() { # name, field (2: compile, 3: switches) -> its value, or fail
 
 if [ "$mode" = names ]; then
   for c in "${configs[@]}"; do echo "${c%%|*}"; done
+  exit 0
+fi
+if [ "$mode" = mutant_names ]; then
+  for m in "${mutants[@]}"; do echo "$m" | cut -d'|' -f1,2; done
   exit 0
 fi
 if [ "$mode" = list ]; then
