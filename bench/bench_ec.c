@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * bench_ec.c - spoke-bench-ec: Concurrency Kit's ck_ec against spoke's own
- * eventcount (percpu/eventcount.c), for docs/service.md's "Concurrency Kit".
+ * eventcount (percpu/eventcount.c), for docs/design/service.md's "Decisions measured".
  *
  * Both are used the way the service uses an eventcount: a consumer sleeps
  * until a predicate on its queue (here an atomic counter of posted items)

@@ -43,7 +43,7 @@
  * on CLOCK_MONOTONIC (docs/contract.md line 2: never before start time +
  * delay), where start time is the clock the service reads inside
  * spoke_start_on; it then runs the timer at the end of the deadline's slot
- * (docs/service.md, "Expiry: the stage and the slack"), so up to the slack
+ * (docs/design/service.md, "Expiry: the stage and the slack"), so up to the slack
  * (--slack; default a quarter tick) of lateness is by design. CPU % is the
  * process's CPU time (every thread: the service's, the stream's, the load's)
  * over the stream and the wait for its callbacks, in % of one CPU; switches/s

@@ -227,6 +227,12 @@ int create_service(struct spoke **s, unsigned shards, unsigned callbacks, unsign
 	cfg.callback_threads = callbacks;
 	cfg.callback_threads_per_shard = per_shard;
 	cfg.tick_ns = tick_ns;
+	/*
+	 * No backpressure: a producer that outruns its shard for a whole window
+	 * (a loaded machine, or T above the CPUs) would meet the default limit
+	 * and see -ENOBUFS. Its check costs the same with any limit.
+	 */
+	cfg.inbox_limit = 0;
 	return bench_svc_create(s, &cfg, out);
 }
 

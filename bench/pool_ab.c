@@ -3,7 +3,7 @@
  * pool_ab.c - fired callbacks per second through the callback pool, and the
  * context switches they cost, using only the public API, so that the same
  * source builds against two versions of the library and runs interleaved
- * (scripts/pool-ab.sh: docs/service.md, "Callback pools per shard").
+ * (scripts/pool-ab.sh: docs/design/service.md, "Callback pools per shard").
  *
  * usage: spoke-pool-ab SHARDS WORKERS [N]    (spoke-pool-ab --help: this, on stdout)
  *

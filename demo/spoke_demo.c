@@ -628,7 +628,7 @@ static unsigned terminal_columns(void)
  * One progress line: the service's counters per second over the last interval
  * (spoke_stats deltas) and the lateness of the one-shot callbacks that ran in
  * it (now - the earliest allowed time, so it includes the wait for the end
- * of the deadline's slot, up to the slack: docs/service.md). On a terminal it
+ * of the deadline's slot, up to the slack: docs/design/service.md). On a terminal it
  * is rewritten in place, cut to the terminal's width.
  */
 static void progress(bool tty, double t_s, const struct spoke_stats *now,

@@ -24,9 +24,10 @@
  * its first handle (a thread that only cancels never reserves one) and made
  * read/write 512 KiB at a time (SPOKE_REGION_STEP_SLOTS) as fresh slots reach
  * it, so strict overcommit charges only what the steps cover and pages are
- * resident only once written. Nothing is returned before spoke_destroy, so
- * memory is type-stable: a stale id always resolves to a handle, whose
- * generation then tells it apart. Lookups read only slots below the
+ * resident only once written. The region stays mapped until spoke_destroy,
+ * so memory is type-stable: a stale id always resolves to a handle, whose
+ * generation then tells it apart; whole steps no handle uses can give their
+ * pages back (arena_trim, below), and read as zeros meanwhile. Lookups read only slots below the
  * published read/write limit (`ready`), never a PROT_NONE page; a slot there
  * that was never handed out still has the zero word of a fresh mapping,
  * generation 0, which no id carries.
@@ -147,6 +148,7 @@ static bool region_grow(struct arena *a)
 		a->fresh = 1; /* slot 0 is the header's */
 	}
 	atomic_store_explicit(&a->ready, ready + SPOKE_REGION_STEP_SLOTS, memory_order_release);
+	a->grown_ns = spoke_clock_ns();
 	return true;
 }
 
@@ -166,23 +168,154 @@ static void free_list_push(struct arena *a, struct spoke_handle *h)
 }
 
 /*
+ * Giving memory back. A shard that was stalled or outrun leaves its
+ * senders' arenas with as many handles as its backlog held (up to its
+ * inbox_limit), all free once it has caught up. They come back to each
+ * sender on its return queue, and the sender takes them all at once when
+ * its free list has run dry (take_returned): at that moment its free list
+ * holds every free handle of the arena, so a step (512 KiB) all of whose
+ * slots are on it is in use by no one, and arena_trim gives its pages back
+ * to the kernel (MADV_DONTNEED: the step stays mapped read/write, and reads
+ * as zeros until written). Its slots leave the free list, and are handed
+ * out again (arena_refill) before the region grows by another step. A slot's
+ * generation must not start over (an old id would name its next timer), so
+ * a trimmed step remembers the highest generation on it: its slots start
+ * there, past every id they were given. Meanwhile a lookup reads a zero
+ * word (generation 0, in no id). Step 0 holds the region's header and is
+ * never trimmed; nor is a step with a periodic timer's second slot (its
+ * free second slots are on aux_list, not the free list), which keeps the
+ * rule that such a slot stays one. Only memory beyond what the thread
+ * needs is given back: it used at least the handles the last take left on
+ * its free list (last_taken: the list has run dry since), and a trim keeps
+ * that many free, giving back only whole steps beyond them, two at least
+ * (a thread that keeps going at a steady rate takes back each time about
+ * what it used since, and keeps it all). And only memory the arena has not
+ * grown into lately is given back
+ * (the last step it took, fresh or trimmed, is TRIM_AFTER_NS old): a
+ * thread that takes its handles back right after a burst is likely to
+ * need them again at once, and would pay a page fault per 64 handles to
+ * get them back (a burst, a drain, and the same burst again: spoke-bench's
+ * cross-start row is that); a backlog that built up while a shard was
+ * stalled is given back once the sender's free handles next run dry after
+ * that, two seconds after the backlog stopped growing at the earliest.
+ */
+#define TRIM_MIN_HANDLES (2 * SPOKE_REGION_STEP_SLOTS)
+#define TRIM_AFTER_NS	 (2 * 1000000000ull)
+
+static unsigned step_of(const struct arena *a, const struct spoke_handle *h)
+{
+	return (unsigned)(((const char *)h - a->base) / SPOKE_SLOT_BYTES / SPOKE_REGION_STEP_SLOTS);
+}
+
+/*
+ * Owner, right after take_returned refilled an empty free list: give back
+ * every step whose slots are all on it. Out of line, as arena_refill: rare,
+ * and with its counts on the stack it would weigh on every slow allocation.
+ */
+static __attribute__((noinline)) size_t arena_trim(struct arena *a, size_t n)
+{
+	uint16_t free_on_step[SPOKE_REGION_STEPS] = {0};
+	size_t spare = n > a->last_taken ? (n - a->last_taken) / SPOKE_REGION_STEP_SLOTS : 0;
+	struct spoke_handle *h, **link;
+	size_t trimmed = 0;
+
+	for (h = a->free_list; h; h = (struct spoke_handle *)h->qnode.next)
+		free_on_step[step_of(a, h)]++;
+	/* Mark the steps to give back (UINT16_MAX), spare of them at most. */
+	for (unsigned k = 1; k < SPOKE_REGION_STEPS && trimmed < spare; k++) {
+		if (free_on_step[k] != SPOKE_REGION_STEP_SLOTS)
+			continue;
+		free_on_step[k] = UINT16_MAX;
+		a->trimmed_gen[k] = 1;
+		trimmed++;
+	}
+	if (!trimmed)
+		return 0;
+	for (link = &a->free_list; (h = *link) != NULL;) {
+		unsigned k = step_of(a, h);
+		uint32_t gen = spoke_st_gen(atomic_load_explicit(&h->state, memory_order_relaxed));
+
+		if (free_on_step[k] != UINT16_MAX) {
+			link = (struct spoke_handle **)&h->qnode.next;
+			continue;
+		}
+		*link = (struct spoke_handle *)h->qnode.next;
+		if (gen > a->trimmed_gen[k])
+			a->trimmed_gen[k] = gen;
+	}
+	for (unsigned k = 1; k < SPOKE_REGION_STEPS; k++) {
+		if (free_on_step[k] != UINT16_MAX)
+			continue;
+		(void)madvise(a->base + (size_t)k * REGION_STEP_BYTES, REGION_STEP_BYTES,
+			      MADV_DONTNEED);
+		a->trimmed[k / 64] |= UINT64_C(1) << (k % 64);
+	}
+	return trimmed * SPOKE_REGION_STEP_SLOTS;
+}
+
+/*
  * Take back what other threads returned (owner only, never blocks): splice
  * the return queue onto the private `taken` queue, then move what is fully
- * linked onto the free list. A node a preempted producer has not linked yet
- * stays on `taken` for the next time.
+ * linked onto the free list, and trim. A node a preempted producer has not
+ * linked yet stays on `taken` for the next time.
  */
 static void take_returned(struct arena *a)
 {
 	struct cds_wfcq_node *n;
+	size_t taken = 0;
 
 	if (!cds_wfcq_empty(&a->ret_head, &a->ret_tail))
 		(void)__cds_wfcq_splice_nonblocking(&a->taken_head, &a->taken_tail, &a->ret_head,
 						    &a->ret_tail);
 	while ((n = __cds_wfcq_dequeue_nonblocking(&a->taken_head, &a->taken_tail)) != NULL &&
-	       n != CDS_WFCQ_WOULDBLOCK)
+	       n != CDS_WFCQ_WOULDBLOCK) {
 		free_list_push(a, caa_container_of(n, struct spoke_handle, qnode));
+		taken++;
+	}
+	if (taken >= TRIM_MIN_HANDLES + a->last_taken &&
+	    spoke_clock_ns() - a->grown_ns >= TRIM_AFTER_NS)
+		taken -= arena_trim(a, taken);
+	a->last_taken = taken;
 }
 
+/* Owner: has a a trimmed step whose slots it has not begun to hand out again? */
+static bool arena_any_trimmed(const struct arena *a)
+{
+	uint64_t any = 0;
+
+	for (unsigned w = 0; w < SPOKE_REGION_STEPS / 64; w++)
+		any |= a->trimmed[w];
+	return any != 0;
+}
+
+/* Owner, a trimmed step to hand out (refill, or one in trimmed): its next slot, FREE. */
+static __attribute__((noinline)) struct spoke_handle *arena_refill(struct arena *a)
+{
+	struct spoke_handle *h;
+
+	if (a->refill == a->refill_end) { /* begin the lowest trimmed step */
+		unsigned w = 0, k;
+
+		while (!a->trimmed[w])
+			w++;
+		k = w * 64 + (unsigned)__builtin_ctzll(a->trimmed[w]);
+		a->trimmed[w] &= a->trimmed[w] - 1;
+		a->refill = (size_t)k * SPOKE_REGION_STEP_SLOTS;
+		a->refill_end = a->refill + SPOKE_REGION_STEP_SLOTS;
+		a->refill_gen = a->trimmed_gen[k];
+		a->grown_ns = spoke_clock_ns();
+	}
+	h = spoke_arena_slot(a, a->refill++);
+	starter_init_fresh(h, a->refill_gen);
+	return h;
+}
+
+/*
+ * Owner: a handle from a's free list, or what other threads returned, or a
+ * slot no timer uses: the next fresh slot of those made read/write, else a
+ * trimmed step's (before the region grows by a step); NULL: none left, or
+ * no memory.
+ */
 static struct spoke_handle *arena_take(struct arena *a)
 {
 	struct spoke_handle *h = spoke_arena_pop_free(a);
@@ -193,17 +326,21 @@ static struct spoke_handle *arena_take(struct arena *a)
 	}
 	if (h)
 		return h;
-	if (a->fresh >= atomic_load_explicit(&a->ready, memory_order_relaxed) && !region_grow(a))
-		return NULL;
+	if (a->fresh >= atomic_load_explicit(&a->ready, memory_order_relaxed)) {
+		if (a->refill < a->refill_end || arena_any_trimmed(a))
+			return arena_refill(a);
+		if (!region_grow(a))
+			return NULL;
+	}
 	h = spoke_arena_slot(a, a->fresh++);
-	starter_init_fresh(h); /* generation 1, FREE */
+	starter_init_fresh(h, 1);
 	return h;
 }
 
 /* Has a handed out every slot it has? (Only its free lists can give more.) */
 static bool arena_full(const struct arena *a)
 {
-	return a->fresh >= SPOKE_ARENA_SLOTS;
+	return a->fresh >= SPOKE_ARENA_SLOTS && a->refill == a->refill_end && !arena_any_trimmed(a);
 }
 
 static struct arena *arena_new(struct spoke *s, struct arena *home);
@@ -398,7 +535,7 @@ static void live_lock_reset_in_child(void)
 
 	/*
 	 * The parent's instances are unusable here: every call on them says
-	 * -ESHUTDOWN, and their destroy frees without waiting (api.c). The
+	 * -ESHUTDOWN, and their destroy frees without waiting (api_lifecycle.c). The
 	 * list's links are whole at any moment (one store inserts or
 	 * removes), so walking it is safe even if its lock was held.
 	 */
@@ -462,7 +599,7 @@ bool spoke_instance_live(uint64_t serial)
 
 /*
  * Create the instance's thread key: a thread's exit hands its arena on,
- * after calling on_exit(its home arena) under the arena lock (api.c hands
+ * after calling on_exit(its home arena) under the arena lock (api_attach.c hands
  * on the shard the thread is attached to).
  */
 int spoke_arena_key_create(struct spoke *s, void (*on_exit)(struct arena *home))
@@ -621,6 +758,21 @@ void spoke_arenas_each(struct spoke *s, void (*fn)(struct spoke_handle *h, uint6
 				fn(h, st, ctx);
 		}
 	}
+}
+
+/* Any thread inside a call: the places threads have taken in shard k's inbox and not used. */
+uint64_t spoke_arenas_places(struct spoke *s, unsigned k)
+{
+	unsigned n = atomic_load_explicit(&s->narenas, memory_order_acquire);
+	uint64_t places = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct arena *a = atomic_load_explicit(&s->arenas[i], memory_order_acquire);
+
+		if (a && a->home == a)
+			places += atomic_load_explicit(&a->inbox_places[k], memory_order_relaxed);
+	}
+	return places;
 }
 
 static void release_if_pending(struct spoke_handle *h, uint64_t st, void *release)

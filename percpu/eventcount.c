@@ -1,14 +1,19 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * eventcount.c - how a shard or pool thread sleeps until its queue has work
- * without a lost wake-up, and how cancel_sync sleeps on a timer's state.
+ * eventcount.c - how a pool worker sleeps until its queue has work without
+ * a lost wake-up (the eventcount: spoke_ec_sleep), and the plain futex
+ * waits and wakes of the other sleepers: a shard's managed thread on its
+ * wake_seq (managed.c shard_sleep; its own store-load handshake with the
+ * producers is shard.c's spoke_owner_announce_sleep and spoke_any_nudge,
+ * and spoke_ec_kick wakes it), a cancel_sync on a timer's state word, an
+ * owner on the end of a rescue (rescue.c).
  *
- * Sleeper: read seq, count itself in `sleeping`, full fence, re-check the
+ * Eventcount sleeper: read seq, count itself in `sleeping`, full fence, re-check the
  * queue, then futex-wait on seq unless it changed. Producer: enqueue (a full
  * barrier in wfcqueue), full fence, and if anyone sleeps bump seq and wake
  * one. Several sleepers may share one eventcount (the workers of one pool
  * queue); a pool producer that finds none there looks at the neighbours'
- * eventcounts after the same fence (pool.c pool_wake_helper).
+ * eventcounts after the same fence (pool.h pool_wake_helper).
  * Either the sleeper sees the new node, or the producer sees `sleeping` and
  * its bump makes the futex wait return at once. Producers only do this when
  * their enqueue found the queue empty, so a busy consumer costs them nothing.
@@ -47,7 +52,7 @@ void spoke_ec_wake_one(_Atomic uint32_t *seq, _Atomic uint32_t *sleeping)
 
 /*
  * The producer's second half, for a caller that has run the full fence
- * itself and looks at several eventcounts after it (pool.c): wake one
+ * itself and looks at several eventcounts after it (pool.h): wake one
  * sleeper if there is one; true if there was.
  */
 bool spoke_ec_wake_if_sleeping(_Atomic uint32_t *seq, _Atomic uint32_t *sleeping)

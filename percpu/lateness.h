@@ -20,8 +20,8 @@
  * callbacks, and successive owners hand the shard over in order (a join, a
  * thread start, the mode's compare-and-swap): one writer at a time, so the
  * runner passes sole and the add is a relaxed load and store, exact, with
- * no locked instruction on the inline run path (docs/service.md, "The run
- * path"). Either way spoke_stats reads the buckets one by one with relaxed
+ * no locked instruction on the inline run path (docs/design/service.md, "What a call
+ * costs"). Either way spoke_stats reads the buckets one by one with relaxed
  * loads, so a report may miss the runs that land while it reads (the same
  * as every other counter of spoke_stats).
  */

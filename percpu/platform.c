@@ -42,7 +42,7 @@ unsigned spoke_online_cpus(void)
 
 /*
  * A store-load handshake between a frequent side and a rare one (a pool
- * worker and an attach, shard.c): spoke_light_fence on the frequent side,
+ * worker and an attach, managed.c): spoke_light_fence on the frequent side,
  * spoke_heavy_fence on the rare one.
  */
 void spoke_heavy_fence(const struct spoke *s)
@@ -165,4 +165,20 @@ int spoke_thread_start(const struct spoke *s, pthread_t *t, void *(*fn)(void *),
 	err = pthread_create(t, &s->thread_attr, fn, arg);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return -err;
+}
+
+/*
+ * A thread waiting for another that only has a few instructions left to run
+ * (a producer between its tail swap and its link, a detach about to record
+ * its new thread): yield at first, then sleep 20 us at a time, so that a
+ * waiter of a higher real-time priority on the same CPU lets it run.
+ */
+void spoke_yield_to_other_thread(unsigned attempt)
+{
+	const struct timespec pause = {.tv_nsec = 20000};
+
+	if (attempt < 16)
+		sched_yield();
+	else
+		nanosleep(&pause, NULL);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * pool.c - running expiry callbacks: the callback pool, and the one routine
- * every callback runs through, wherever it runs.
+ * pool.c - the callback pool: its queues and the workers that take expired
+ * handles off them and run them (through run.c), and watch for stalled
+ * shards while idle (rescue.c).
  *
  * Pool: callback_threads workers in pool queues (struct pool_queue), one per
  * shard (with fewer workers than shards, one per worker, shard k using queue
@@ -25,44 +26,22 @@
  * starts, for cancel and reset alike. A worker runs a callback
  * only if its shard is managed; else (attached, being attached or detached,
  * unowned: spoke_shard_takes_back_runs) it hands the handle back to the
- * shard (spoke_runner_recall), whose owner runs it inline.
+ * shard (shard.c spoke_runner_recall), whose owner runs it inline.
  *
- * Run (spoke_runner_run): DISPATCHED -> RUNNING, call fn(arg), then a
- * one-shot ends as FREE with a new generation; a periodic timer without STOP
- * goes back to ARMED and to its owner for re-arming at previous deadline +
- * period, only after its run returned, so it never overlaps itself. Threads
- * waiting in cancel_sync (WAITERS) are woken when RUNNING ends.
+ * The queues' producer is a shard's holder (shard.c owner_dispatch); the
+ * wake-up of a worker, which producer and workers share, is inline in
+ * pool.h; running a callback is run.c's.
  */
 #define _GNU_SOURCE
-#include "probes.h"
-#include "protocol.h"
+#include "pool.h"
 #include "service.h"
 #include "test_hooks.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
-/* The run in progress on this thread, innermost first (spoke_runner_run). */
-static _Thread_local struct spoke_run *tls_run;
-static _Thread_local bool tls_pool_worker; /* this thread is a pool worker */
-
-struct spoke_run *spoke_current_run(void)
-{
-	return tls_run;
-}
-
-bool spoke_running_in_callback(const struct spoke_handle *h)
-{
-	return tls_run && tls_run->h == h;
-}
-
-bool spoke_in_callback_of(const struct spoke *s)
-{
-	for (const struct spoke_run *r = tls_run; r; r = r->outer)
-		if (r->s == s)
-			return true;
-	return false;
-}
+static _Thread_local const struct spoke *tls_pool_of; /* this thread is a worker of its pool */
 
 /*
  * Is the caller a pool worker, of any instance? A callback on one
@@ -71,214 +50,16 @@ bool spoke_in_callback_of(const struct spoke *s)
  */
 bool spoke_on_pool_thread(void)
 {
-	return tls_pool_worker;
+	return tls_pool_of != NULL;
 }
 
-/*
- * How late a run of sh due at deadline_ns starts: counted in the histogram
- * and the maximum, and returned. sole: no other thread records sh's runs
- * meanwhile (lateness.h), so neither needs a locked instruction. In a burst
- * every run is later than the last, so the maximum moves on every run.
- */
-static uint64_t note_lateness(struct shard *sh, uint64_t deadline_ns, bool sole)
+/* The instance whose pool worker the calling thread is, or NULL. */
+const struct spoke *spoke_pool_of_thread(void)
 {
-	uint64_t now = spoke_clock_ns(), late, cur;
-
-	late = now > deadline_ns ? now - deadline_ns : 0;
-	spoke_late_record(&sh->ctr.late, late, sole);
-	cur = atomic_load_explicit(&sh->ctr.max_late_ns, memory_order_relaxed);
-	if (late <= cur)
-		return late;
-	if (sole)
-		atomic_store_explicit(&sh->ctr.max_late_ns, late, memory_order_relaxed);
-	else
-		while (late > cur && !atomic_compare_exchange_weak_explicit(
-					     &sh->ctr.max_late_ns, &cur, late, memory_order_relaxed,
-					     memory_order_relaxed))
-			;
-	return late;
-}
-
-/*
- * Next deadline of a periodic timer after a run: base + period, skipping
- * periods that already passed (it runs once, then keeps its phase).
- */
-static uint64_t periodic_next_ns(uint64_t base, uint64_t period, uint64_t now)
-{
-	uint64_t next, k;
-
-	if (__builtin_add_overflow(base, period, &next))
-		return UINT64_MAX;
-	if (next > now)
-		return next;
-	k = (now - base) / period + 1;
-	if (__builtin_mul_overflow(k, period, &next) || __builtin_add_overflow(next, base, &next))
-		return UINT64_MAX;
-	return next;
-}
-
-/*
- * After the run: free a one-shot (or a stopped periodic), re-arm a periodic.
- * Which periods were missed is decided here, on the clock of the run's end:
- * an owner that takes the re-arm message late then runs the next period
- * late instead of skipping it. base_ns is the runner's while RUNNING; the
- * CAS that publishes ARMED hands it to the owner. sh: h's shard (fixed for
- * the generation); direct: the runner owned it when the run began. A
- * callback cannot give its own shard up (spoke_detach refuses inside the
- * turn); a pool callback that attaches its own shard ends its run as any
- * non-owner does, through the inbox.
- */
-static void finish_run(struct shard *sh, struct spoke_handle *h, bool direct)
-{
-	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
-	struct spoke *s = sh->s;
-	enum runner_end end;
-
-	if (spoke_st_kind(st) == SPOKE_KIND_PERIODIC && !(st & SPOKE_ST_STOP)) {
-		struct spoke_periodic *per = spoke_periodic_of(h);
-
-		spoke_periodic_set_base(per,
-					periodic_next_ns(spoke_periodic_base(per),
-							 atomic_load_explicit(&per->period_ns,
-									      memory_order_relaxed),
-							 spoke_clock_ns()));
-	}
-	/*
-	 * Once destroy has begun nothing is re-armed; a periodic timer that
-	 * would run again is parked ARMED in no engine (protocol.h runner_finish).
-	 */
-	end = runner_finish(h, &st, &s->stopping, direct);
-	if (st & SPOKE_ST_WAITERS)
-		spoke_ec_wake_word(spoke_state_futex(h));
-	switch (end) {
-	case RUNNER_END_PARKED:
-		break;
-	case RUNNER_END_RETIRED:
-		if (st & SPOKE_ST_STOP)
-			spoke_count(sh, CTR_CANCELLED, direct);
-		spoke_handle_retired(s, h, st);
-		break;
-	case RUNNER_END_REARM:
-		spoke_owner_rearm_periodic(sh, h, (st & SPOKE_ST_RESET) != 0);
-		break;
-	case RUNNER_END_POST:
-		spoke_any_post(sh, h, 0); /* next run: let the owner see it now */
-		break;
-	}
-}
-
-/*
- * Claim h's run (st: its word, just read): DISPATCHED -> RUNNING. false if
- * a cancel won first (h retired here), or a reset (the timer is pending
- * again, at the reset's deadline: h goes back to its owner as a start
- * travels, ARMED | INBOX). protocol.h runner_claim_run decides.
- */
-static bool claim_run(struct shard *sh, struct spoke_handle *h, uint64_t st)
-{
-	SPOKE_HOOK(SPOKE_HOOK_RUN_LOADED);
-	switch (runner_claim_run(h, &st)) {
-	case RUNNER_RUNS:
-		return true;
-	case RUNNER_RETIRED:
-		spoke_handle_retired(sh->s, h, st);
-		spoke_count(sh, CTR_CANCELLED, spoke_shard_owned_by_me(sh));
-		return false;
-	case RUNNER_UNDISPATCHED:
-		spoke_any_post(sh, h, atomic_load_explicit(&h->deadline_ns, memory_order_relaxed));
-		return false;
-	}
-	return false;
-}
-
-/*
- * Run h's callback on this thread (h is DISPATCHED, taken off any queue); true if it ran.
- * Without a pool (nworkers 0) the runner is always the shard's owner, the
- * only thread that records its runs: the counters take plain adds.
- */
-bool spoke_runner_run(struct spoke *s, struct spoke_handle *h)
-{
-	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire), due, late;
-	struct shard *sh = &s->shards[spoke_st_shard(st)];
-	struct spoke_run run;
-	bool owner;
-	void *arg;
-
-	if (!claim_run(sh, h, st))
-		return false;
-	owner = spoke_shard_owned_by_me(sh);
-	if (spoke_st_kind(st) == SPOKE_KIND_PERIODIC) {
-		const struct spoke_periodic *per = spoke_periodic_of(h);
-
-		due = spoke_periodic_base(per);
-		arg = per->arg;
-	} else {
-		due = atomic_load_explicit(&h->deadline_ns, memory_order_relaxed);
-		arg = h->arg;
-	}
-	/*
-	 * The run's one count: spoke_stats' `fired` is the histogram's total.
-	 * Outside the probe: without <sys/sdt.h> its arguments are not evaluated.
-	 */
-	late = note_lateness(sh, due, owner && s->nworkers == 0);
-	/* The waits_for fields are spoke_waits_enter's to set: nothing reads them before. */
-	run.s = s;
-	run.h = h;
-	run.id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h));
-	run.due_ns = due;
-	run.outer = tls_run;
-	SPOKE_PROBE3(fire, run.id, sh->index, late);
-	tls_run = &run;
-	h->fn(arg);
-	tls_run = run.outer;
-	finish_run(sh, h, owner);
-	return true;
+	return tls_pool_of;
 }
 
 /* --- workers ---------------------------------------------------------------- */
-
-/*
- * How many queues a worker steals from, and a producer wakes a sleeper of,
- * besides its own: the next ones around the ring (a worker of queue q
- * steals from q-1 .. q-n, a producer on q wakes in q+1 .. q+n, so whoever
- * it wakes steals from q). Bounded, so that an idle worker on a machine
- * with many shards does not look at every queue before it sleeps.
- */
-#define POOL_NEIGHBOURS 8
-
-static unsigned pool_neighbours(const struct spoke *s)
-{
-	return s->npools - 1 < POOL_NEIGHBOURS ? s->npools - 1 : POOL_NEIGHBOURS;
-}
-
-/*
- * Wake a worker for q's new or remaining work: one of q's own sleepers, or
- * else one of its neighbours' (which then steals from q). No sleeper
- * anywhere near: q's workers are awake and will take it. The full fence
- * pairs with the sleeper's (eventcount.c), whose has_work looks at q.
- */
-static void pool_wake_helper(struct spoke *s, struct pool_queue *q, unsigned n)
-{
-	unsigned k = q->index;
-
-	spoke_full_fence();
-	if (spoke_ec_wake_if_sleeping(&q->wake_seq, &q->sleepers))
-		return;
-	/* n < npools: the ring wraps at most once, without a division. */
-	for (unsigned j = 1; j <= n; j++) {
-		k = k + 1 < s->npools ? k + 1 : 0;
-		if (spoke_ec_wake_if_sleeping(&s->pools[k].wake_seq, &s->pools[k].sleepers))
-			return;
-	}
-}
-
-void spoke_owner_dispatch(struct shard *sh, struct spoke_handle *h)
-{
-	struct pool_queue *q = sh->pool;
-
-	cds_wfcq_node_init(&h->qnode);
-	if (!cds_wfcq_enqueue(&q->head, &q->tail, &h->qnode))
-		pool_wake_helper(sh->s, q, pool_neighbours(sh->s));
-}
 
 /*
  * Consumers look at the queue only under its consumer lock: a dequeue that
@@ -312,6 +93,14 @@ static struct pool_queue *pool_victim(struct pool_worker *w, unsigned j)
 	struct spoke *s = w->s;
 
 	return &s->pools[(w->home + s->npools - j) % s->npools];
+}
+
+/* A worker's nap while a producer links its node: only destroy ends it early. */
+static bool pool_stopping(void *arg)
+{
+	const struct pool_worker *w = arg;
+
+	return atomic_load_explicit(&w->s->pool_stop, memory_order_acquire);
 }
 
 static bool pool_has_work(void *arg)
@@ -380,7 +169,7 @@ static struct spoke_handle *pool_next(struct pool_worker *w, bool *linking)
  * has not started never runs (spoke_destroy): h is left as it is, and
  * freed with its arena. At the end, a waiting managed thread is woken; if
  * that wake-up is missed (the mode read before busy_shard is seen clear),
- * it looks again within POOL_RECHECK_NS (shard.c).
+ * it looks again within POOL_RECHECK_NS (managed.c).
  */
 static void worker_run(struct pool_worker *w, struct spoke_handle *h)
 {
@@ -398,22 +187,10 @@ static void worker_run(struct pool_worker *w, struct spoke_handle *h)
 	    !(atomic_load_explicit(&h->state, memory_order_relaxed) & SPOKE_ST_MOVABLE))
 		spoke_runner_recall(sh, h);
 	else if (mode != SHARD_STOPPING)
-		spoke_runner_run(s, h);
+		spoke_runner_run(sh, h);
 	atomic_store_explicit(&w->busy_shard, 0, memory_order_release);
 	if (atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHING)
 		spoke_any_nudge(sh, 0);
-}
-
-/* Managed thread of sh, while an attach waits: is one of sh's callbacks on the pool? */
-bool spoke_owner_pool_busy_with(const struct shard *sh)
-{
-	const struct spoke *s = sh->s;
-
-	for (unsigned i = 0; i < s->nworkers; i++)
-		if (atomic_load_explicit(&s->workers[i].busy_shard, memory_order_acquire) ==
-		    sh->index + 1)
-			return true;
-	return false;
 }
 
 /*
@@ -443,7 +220,8 @@ static void *worker_main(void *arg)
 	struct pool_worker *w = arg;
 	struct spoke *s = w->s;
 
-	tls_pool_worker = true;
+	tls_pool_of = s;
+	spoke_runner_watch_exit();
 	spoke_thread_name("pool", (unsigned)(w - s->workers));
 	spoke_thread_adopt_sched(s);
 	while (!atomic_load_explicit(&s->pool_stop, memory_order_acquire)) {
@@ -455,13 +233,21 @@ static void *worker_main(void *arg)
 			worker_run(w, h);
 			continue;
 		}
-		/* Asleep until work; 50 us when a producer is still linking its node. */
+		/*
+		 * Asleep until work, or until a shard it watches would count as
+		 * stalled; 50 us when a producer is still linking its node (only a
+		 * new enqueue or destroy wakes it sooner: the queue it is stuck on
+		 * counts as work to pool_has_work, which would let it spin on it
+		 * instead).
+		 */
 		wait_ns = linking ? 50000 : -1;
 		watch_ns = worker_watch(w);
 		if (watch_ns >= 0 && (wait_ns < 0 || watch_ns < wait_ns))
 			wait_ns = watch_ns;
+		if (linking)
+			SPOKE_HOOK(SPOKE_HOOK_POOL_LINK_NAP);
 		spoke_ec_sleep(&s->pools[w->home].wake_seq, &s->pools[w->home].sleepers,
-			       pool_has_work, w, wait_ns);
+			       linking ? pool_stopping : pool_has_work, w, wait_ns);
 	}
 	return NULL;
 }

@@ -4,18 +4,20 @@
  * small function each, named for the thread that may make it:
  *
  *   starter_  the thread starting the timer, before anyone else has its id
- *   any_      any thread holding an id (API calls; also the owner and runners)
- *   foreign_  a reset that does not go straight to the engine (any thread,
+ *   any_      any thread holding an id (API calls; also the owner and runners),
+ *             and a reset that does not go straight to the engine (any thread,
  *             the owner too when the timer is not ARMED in its engine)
- *   writer_   the thread whose foreign_reset_claim won (it holds WRITING)
+ *   writer_   the thread whose any_reset_claim won (it holds WRITING)
  *   waiter_   a spoke_cancel_sync waiting for a run to end
- *   owner_    the owner thread of the timer's shard (shard.c, or api.c's
+ *   owner_    the owner thread of the timer's shard (shard.c, or api_timers.c's
  *             direct paths on that thread)
  *   runner_   the one thread holding a DISPATCHED or RUNNING handle: the pool
- *             worker that dequeued it, or the owner running it inline
+ *             worker that dequeued it, a rescuer, or the owner running it inline
+ *   retirer_  the thread that ended a periodic timer's generation, returning
+ *             its second slot (arena.c spoke_handle_release)
  *
  * Nothing else in percpu/ compare-and-swaps, fetch_ands, fetch_ors or
- * stores a handle's state word: api.c, shard.c, pool.c and arena.c call
+ * stores a handle's state word: api_timers.c, shard.c, run.c, pool.c and arena.c call
  * these and keep only what follows a transition that won (queue the
  * message, touch the engine, count, free). Loads of the word are everywhere.
  * Memory orders: a publishing store and a winning CAS are release
@@ -49,7 +51,7 @@
  *   RESET    set by starter_publish, writer_publish, owner_ask_reset_message;
  *            cleared by owner_take_message (not on a recalled run),
  *            runner_finish
- *   WRITING  set by foreign_reset_claim, owner_reset_claim; cleared by
+ *   WRITING  set by any_reset_claim, owner_reset_claim; cleared by
  *            writer_publish, owner_reset_release
  *   ORPHAN   set by whoever ends a generation while WRITING is held
  *            (spoke_st_retired); the writer frees the handle
@@ -80,7 +82,7 @@
  *                                 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9
  *    1 starter_publish            p p p p p p p p p p p p p p p p p p p
  *    2 any_try_cancel             p
- *    3 foreign_reset_claim        p
+ *    3 any_reset_claim        p
  *    4 writer_publish             p     w       w
  *    5 waiter_set_waiters         p
  *    6 owner_cancel_direct        p         o o o o o o o o o h h h h h
@@ -121,13 +123,13 @@
 
 /* --- helpers: one CAS of the word, with the protocol's orders ----------- */
 
-static inline bool __st_cas_strong(struct spoke_handle *h, uint64_t *st, uint64_t next)
+static inline bool st_cas_strong(struct spoke_handle *h, uint64_t *st, uint64_t next)
 {
 	return atomic_compare_exchange_strong_explicit(&h->state, st, next, memory_order_acq_rel,
 						       memory_order_acquire);
 }
 
-static inline bool __st_cas_weak(struct spoke_handle *h, uint64_t *st, uint64_t next)
+static inline bool st_cas_weak(struct spoke_handle *h, uint64_t *st, uint64_t next)
 {
 	return atomic_compare_exchange_weak_explicit(&h->state, st, next, memory_order_acq_rel,
 						     memory_order_acquire);
@@ -142,7 +144,7 @@ static inline _Atomic uint32_t *spoke_state_futex(struct spoke_handle *h)
 /* --- starter -------------------------------------------------------------- */
 
 /*
- * Starter (api.c start_timer): publish the filled-in handle as `armed`
+ * Starter (api_timers.c start_timer): publish the filled-in handle as `armed`
  * (spoke_st_armed). On the owner thread (owned) it goes into the engine
  * straight after; from any other thread it travels as a message (INBOX |
  * RESET, and FRESH so that the owner counts the start once), which the
@@ -162,7 +164,7 @@ static inline void starter_publish(struct spoke_handle *h, uint64_t armed, bool 
 /* --- any thread ----------------------------------------------------------- */
 
 /*
- * Any thread (api.c cancel_once), one attempt at cancelling word st when
+ * Any thread (api_timers.c cancel_once), one attempt at cancelling word st when
  * the owner's direct path (owner_cancel_direct) does not apply: ARMED ->
  * CANCELLED | INBOX (the owner unlinks and frees it; the caller posts if
  * *post), DISPATCHED -> CANCELLED (the runner frees it), a running
@@ -188,26 +190,26 @@ static inline int any_try_cancel(struct spoke_handle *h, uint64_t st, bool *post
 	default:
 		return -ENOENT;
 	}
-	if (!__st_cas_strong(h, &st, next))
+	if (!st_cas_strong(h, &st, next))
 		return -EAGAIN;
 	*post = spoke_st_status(st) == SPOKE_ST_ARMED && !(st & SPOKE_ST_INBOX);
 	return 0;
 }
 
 /*
- * Any thread (api.c reset_once), for a word st the caller has checked
+ * Any thread (api_timers.c reset_once), for a word st the caller has checked
  * (ARMED, DISPATCHED or a running periodic timer, no WRITING): claim the
  * right to store deadline_ns (WRITING) and bump the sequence. false: the
  * word changed. The winner is the writer: it stores deadline_ns, then
  * writer_publish.
  */
-static inline bool foreign_reset_claim(struct spoke_handle *h, uint64_t st)
+static inline bool any_reset_claim(struct spoke_handle *h, uint64_t st)
 {
-	return __st_cas_strong(h, &st, spoke_st_bump_seq(st) | SPOKE_ST_WRITING);
+	return st_cas_strong(h, &st, spoke_st_bump_seq(st) | SPOKE_ST_WRITING);
 }
 
 /*
- * Writer (api.c reset_publish), holding WRITING, deadline_ns stored:
+ * Writer (api_timers.c reset_publish), holding WRITING, deadline_ns stored:
  * publish it whatever else changed meanwhile. ARMED: RESET | INBOX (a
  * message), unless `later` (a one-shot moved later with no message queued:
  * nothing, the owner finds the deadline when the old one comes) and the
@@ -231,24 +233,24 @@ static inline uint64_t writer_publish(struct spoke_handle *h, bool later, uint64
 		else if (spoke_st_status(st) != SPOKE_ST_CANCELLED &&
 			 spoke_st_status(st) != SPOKE_ST_ARMED)
 			n |= SPOKE_ST_RESET; /* dispatched: undispatch; running: its re-arm */
-	} while (!__st_cas_weak(h, &st, n));
+	} while (!st_cas_weak(h, &st, n));
 	*next = n;
 	return st;
 }
 
 /*
- * Waiter (api.c wait_not_running), on a RUNNING word *st: ask the runner to
+ * Waiter (api_timers.c wait_not_running), on a RUNNING word *st: ask the runner to
  * wake it (WAITERS) as the run ends. false: the word changed (*st reloaded).
  */
 static inline bool waiter_set_waiters(struct spoke_handle *h, uint64_t *st)
 {
-	return __st_cas_strong(h, st, *st | SPOKE_ST_WAITERS);
+	return st_cas_strong(h, st, *st | SPOKE_ST_WAITERS);
 }
 
 /* --- owner ---------------------------------------------------------------- */
 
 /*
- * Owner (api.c cancel_direct): cancel its own ARMED word st with no message
+ * Owner (api_timers.c cancel_direct): cancel its own ARMED word st with no message
  * queued and no WRITING, ending its generation in the same step: ARMED ->
  * FREE with the next generation. The owner then unlinks the timer and frees
  * the handle. Nobody else can act on the handle in between: an id of the
@@ -259,18 +261,18 @@ static inline bool waiter_set_waiters(struct spoke_handle *h, uint64_t *st)
  */
 static inline bool owner_cancel_direct(struct spoke_handle *h, uint64_t st)
 {
-	return __st_cas_strong(h, &st, spoke_st_freed(st));
+	return st_cas_strong(h, &st, spoke_st_freed(st));
 }
 
 /*
- * Owner (api.c reset_direct): its own ARMED word st, no message queued, no
+ * Owner (api_timers.c reset_direct): its own ARMED word st, no message queued, no
  * WRITING: bump the sequence and hold WRITING while it stores deadline_ns
  * and moves the timer, so that a foreign reset meeting it returns 0,
  * ordered before it. false: the word changed.
  */
 static inline bool owner_reset_claim(struct spoke_handle *h, uint64_t st)
 {
-	return __st_cas_strong(h, &st, spoke_st_bump_seq(st) | SPOKE_ST_WRITING);
+	return st_cas_strong(h, &st, spoke_st_bump_seq(st) | SPOKE_ST_WRITING);
 }
 
 /* Owner, after owner_reset_claim, deadline stored and timer moved: let go of WRITING. */
@@ -308,9 +310,9 @@ static inline uint64_t owner_take_message(struct spoke_handle *h, uint64_t *afte
 }
 
 /* Both retires: end the generation of CANCELLED word *st (false: *st reloaded). */
-static inline bool __st_try_retire(struct spoke_handle *h, uint64_t *st)
+static inline bool st_try_retire(struct spoke_handle *h, uint64_t *st)
 {
-	return __st_cas_weak(h, st, spoke_st_retired(*st));
+	return st_cas_weak(h, st, spoke_st_retired(*st));
 }
 
 /*
@@ -322,7 +324,7 @@ static inline bool __st_try_retire(struct spoke_handle *h, uint64_t *st)
  */
 static inline bool owner_retire_cancelled(struct spoke_handle *h, uint64_t *st)
 {
-	return __st_try_retire(h, st);
+	return st_try_retire(h, st);
 }
 
 /*
@@ -332,21 +334,21 @@ static inline bool owner_retire_cancelled(struct spoke_handle *h, uint64_t *st)
  */
 static inline bool owner_claim_expiry(struct spoke_handle *h, uint64_t *st)
 {
-	return __st_cas_weak(h, st, spoke_st_with_status(*st, SPOKE_ST_DISPATCHED));
+	return st_cas_weak(h, st, spoke_st_with_status(*st, SPOKE_ST_DISPATCHED));
 }
 
 /*
- * Owner (shard.c claim_run), h met leaving its engine while a foreign reset
+ * Owner (shard.c claim_expiry), h met leaving its engine while a foreign reset
  * holds WRITING (word *st, no RESET): ask the writer for a message (RESET),
  * since h is in no engine now. false: *st reloaded.
  */
 static inline bool owner_ask_reset_message(struct spoke_handle *h, uint64_t *st)
 {
-	return __st_cas_weak(h, st, *st | SPOKE_ST_RESET);
+	return st_cas_weak(h, st, *st | SPOKE_ST_RESET);
 }
 
 /*
- * Owner (shard.c claim_run): undo owner_claim_expiry (from `armed`) for a
+ * Owner (shard.c claim_expiry): undo owner_claim_expiry (from `armed`) for a
  * timer whose deadline turned out to be later: back to exactly `armed`.
  * Only a foreign cancel (CANCELLED) or reset (WRITING, then a sticky RESET)
  * can have changed a DISPATCHED word, so an unchanged word is the one this
@@ -371,7 +373,7 @@ enum runner_claim {
 };
 
 /*
- * Runner (pool.c claim_run), h DISPATCHED and taken off any queue, *st its
+ * Runner (run.c claim_run), h DISPATCHED and taken off any queue, *st its
  * word just read: claim the run, DISPATCHED -> RUNNING; or, if a cancel won
  * first, retire the CANCELLED word (runner_retire_cancelled); or, if a
  * reset won (RESET, or WRITING while it stores), hand it back to the owner
@@ -383,12 +385,12 @@ enum runner_claim {
  */
 static inline bool runner_undispatch(struct spoke_handle *h, uint64_t *st)
 {
-	return __st_cas_weak(h, st, spoke_st_with_status(*st, SPOKE_ST_ARMED) | SPOKE_ST_INBOX);
+	return st_cas_weak(h, st, spoke_st_with_status(*st, SPOKE_ST_ARMED) | SPOKE_ST_INBOX);
 }
 
 static inline bool runner_retire_cancelled(struct spoke_handle *h, uint64_t *st)
 {
-	return __st_try_retire(h, st);
+	return st_try_retire(h, st);
 }
 
 static inline enum runner_claim runner_claim_run(struct spoke_handle *h, uint64_t *st)
@@ -398,7 +400,7 @@ static inline enum runner_claim runner_claim_run(struct spoke_handle *h, uint64_
 		if (__builtin_expect(spoke_st_status(*st) == SPOKE_ST_DISPATCHED &&
 					     !(*st & (SPOKE_ST_RESET | SPOKE_ST_WRITING)),
 				     1)) {
-			if (__st_cas_weak(h, st, spoke_st_with_status(*st, SPOKE_ST_RUNNING)))
+			if (st_cas_weak(h, st, spoke_st_with_status(*st, SPOKE_ST_RUNNING)))
 				return RUNNER_RUNS;
 		} else if (spoke_st_status(*st) == SPOKE_ST_CANCELLED) {
 			if (runner_retire_cancelled(h, st))
@@ -437,7 +439,7 @@ enum runner_end {
 };
 
 /*
- * Runner (pool.c finish_run), the callback returned, *st the RUNNING word
+ * Runner (run.c finish_run), the callback returned, *st the RUNNING word
  * just read; owned: the runner is the shard's owner; stopping: the
  * instance's flag. Ends the run: a one-shot (or a periodic timer with STOP)
  * retires (spoke_st_retired); a periodic timer goes back to ARMED, and to
@@ -469,7 +471,7 @@ static inline enum runner_end runner_finish(struct spoke_handle *h, uint64_t *st
 		else
 			next = (spoke_st_with_status(*st, SPOKE_ST_ARMED) | SPOKE_ST_INBOX) &
 			       ~SPOKE_ST_WAITERS;
-	} while (!__st_cas_weak(h, st, next));
+	} while (!st_cas_weak(h, st, next));
 	if (parked)
 		return RUNNER_END_PARKED;
 	if (!rearm)
@@ -479,11 +481,16 @@ static inline enum runner_end runner_finish(struct spoke_handle *h, uint64_t *st
 
 /* --- words no id names: a fresh slot, a periodic timer's second slot ------ */
 
-/* Starter (arena.c arena_take): a slot handed out for the first time: FREE, generation 1. */
-static inline void starter_init_fresh(struct spoke_handle *h)
+/*
+ * Starter (arena.c arena_take): a slot handed out for the first time, or
+ * for the first time since its step was given back to the kernel: FREE,
+ * generation gen (1 for a new slot; a given-back step's slots start past
+ * every generation they had, arena.c arena_trim).
+ */
+static inline void starter_init_fresh(struct spoke_handle *h, uint32_t gen)
 {
 	/* A lookup may read the word meanwhile (the slot is below `ready`). */
-	atomic_store_explicit(&h->state, spoke_st_freed(0), memory_order_relaxed);
+	atomic_store_explicit(&h->state, (uint64_t)gen << SPOKE_ST_GEN_SHIFT, memory_order_relaxed);
 }
 
 /* Starter (arena.c spoke_handle_alloc_aux): the slot is a periodic timer's second (AUX). */

@@ -38,7 +38,7 @@
  * chance of a rescue, and a start one more (due_ns, on the same line) to
  * lower it.
  *
- * What a rescuer runs where (spoke_rescuer_place): a claimed run whose
+ * What a rescuer runs where (shard.c rescuer_place): a claimed run whose
  * callback would go to the pool anyway goes there; one that would run
  * inline on the owner's thread (no pool, or an attached shard) stays the
  * owner's, on the shard's owner_runs list, which the owner's next turn runs
@@ -118,78 +118,6 @@ void spoke_owner_unhold(struct shard *sh)
 	atomic_store_explicit(&sh->turning, 0, memory_order_release);
 }
 
-/* --- due_ns and the watchers -------------------------------------------------- */
-
-/* The moment sh, whose work is due at due, becomes stalled. */
-static uint64_t stalled_at(const struct shard *sh, uint64_t due)
-{
-	uint64_t x;
-
-	return __builtin_add_overflow(due, sh->rescue_after_ns, &x) ? UINT64_MAX : x;
-}
-
-/* The managed thread that watches shard k (k - 1 around the ring), or NULL. */
-static struct shard *ring_watcher(struct spoke *s, const struct shard *sh)
-{
-	if (s->nshards < 2)
-		return NULL;
-	return &s->shards[sh->index ? sh->index - 1 : s->nshards - 1];
-}
-
-/*
- * sh's work is now due at `due`, earlier than its watchers planned for:
- * wake each that planned to sleep past the moment sh would be stalled.
- */
-static void wake_watchers(struct shard *sh, uint64_t due)
-{
-	struct spoke *s = sh->s;
-	uint64_t at = stalled_at(sh, due);
-	struct shard *w = ring_watcher(s, sh);
-
-	if (w && atomic_load_explicit(&w->mode, memory_order_relaxed) == SHARD_MANAGED &&
-	    atomic_load_explicit(&w->sleep_until_ns, memory_order_acquire) > at)
-		spoke_ec_kick(&w->wake_seq);
-	if (sh->pool && atomic_load_explicit(&sh->pool->watch_until_ns, memory_order_acquire) > at)
-		spoke_ec_kick(&sh->pool->wake_seq);
-}
-
-/*
- * Any thread: sh has work due at `due` (a start, a reset, a message): lower
- * due_ns to it if it is earlier. The caller read due_ns as `seen` (the
- * start path reads it inline, to store nothing in the common case).
- */
-void spoke_any_lower_due(struct shard *sh, uint64_t due, uint64_t seen)
-{
-	while (due < seen) {
-		if (atomic_compare_exchange_weak_explicit(
-			    &sh->due_ns, &seen, due, memory_order_release, memory_order_relaxed)) {
-			wake_watchers(sh, due);
-			return;
-		}
-	}
-}
-
-/* The shard's holder, at the end of its turn: the shard next has work at due. */
-static void holder_publish_due(struct shard *sh, uint64_t due)
-{
-	uint64_t old = atomic_exchange_explicit(&sh->due_ns, due, memory_order_release);
-
-	if (due < old)
-		wake_watchers(sh, due);
-}
-
-/*
- * The owner of sh, at the end of a turn that began at now: publish when it
- * next has work (next_ns from spoke_owner_next_ns: -1 none, else ns from now)
- * and that it was here.
- */
-void spoke_owner_turned(struct shard *sh, uint64_t now, int64_t next_ns)
-{
-	atomic_store_explicit(&sh->owner_turn_ns, now, memory_order_relaxed);
-	if (sh->rescue_on)
-		holder_publish_due(sh, next_ns < 0 ? UINT64_MAX : now + (uint64_t)next_ns);
-}
-
 /* --- the rescuer ----------------------------------------------------------------- */
 
 static bool rescuable_mode(const struct shard *sh)
@@ -230,30 +158,6 @@ static bool rescuer_take(struct shard *sh)
 	return false;
 }
 
-/*
- * The rescuer, holding sh, in place of run_or_dispatch: h is DISPATCHED.
- * To the pool what may run there; to the owner (its inbox) what must run on
- * its thread; on the rescuer's list what moves but has no pool to go to.
- */
-void spoke_rescuer_place(struct shard *sh, struct spoke_handle *h)
-{
-	uint64_t st = atomic_load_explicit(&h->state, memory_order_relaxed);
-	bool movable = (st & SPOKE_ST_MOVABLE) != 0;
-	bool to_pool =
-		sh->pool &&
-		(movable || atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_MANAGED);
-
-	if (to_pool) {
-		spoke_owner_dispatch(sh, h);
-	} else if (movable) {
-		h->qnode.next = (struct cds_wfcq_node *)sh->rescued_runs;
-		sh->rescued_runs = h;
-	} else {
-		h->qnode.next = (struct cds_wfcq_node *)sh->owner_runs;
-		sh->owner_runs = h;
-	}
-}
-
 /* A rescue of sh, taken at now: one turn, let go, then the runs it kept. */
 static void rescue(struct shard *sh, uint64_t now)
 {
@@ -270,7 +174,7 @@ static void rescue(struct shard *sh, uint64_t now)
 	sh->rescuing = false;
 	runs = sh->rescued_runs;
 	due = next < 0 ? UINT64_MAX : sh->clock_ns + (uint64_t)next;
-	holder_publish_due(sh, due);
+	spoke_holder_publish_due(sh, due);
 	atomic_fetch_add_explicit(&sh->ctr.rescues, 1, memory_order_relaxed);
 	cur = atomic_load_explicit(&sh->ctr.max_absence_ns, memory_order_relaxed);
 	while (absence > cur &&
@@ -285,7 +189,7 @@ static void rescue(struct shard *sh, uint64_t now)
 		struct spoke_handle *h = runs;
 
 		runs = (struct spoke_handle *)h->qnode.next;
-		spoke_runner_run(sh->s, h);
+		spoke_runner_run(sh, h);
 	}
 }
 
@@ -300,13 +204,13 @@ int64_t spoke_watcher_look(struct shard *sh, uint64_t now)
 
 	if (!sh->rescue_on)
 		return -1;
-	at = stalled_at(sh, atomic_load_explicit(&sh->due_ns, memory_order_acquire));
+	at = spoke_stalled_at(sh, atomic_load_explicit(&sh->due_ns, memory_order_acquire));
 	if (at > now)
 		return at == UINT64_MAX ? -1 : (int64_t)(at - now);
 	if (rescuer_take(sh))
 		rescue(sh, now);
 	/* Taken or not (its owner is back, or another rescuer has it): look again later. */
-	at = stalled_at(sh, atomic_load_explicit(&sh->due_ns, memory_order_acquire));
+	at = spoke_stalled_at(sh, atomic_load_explicit(&sh->due_ns, memory_order_acquire));
 	if (at <= now)
 		return (int64_t)sh->rescue_after_ns;
 	return at == UINT64_MAX ? -1 : (int64_t)(at - now);

@@ -6,15 +6,20 @@
  *
  *   struct spoke_handle  one per timer (two for a periodic timer: struct
  *                        spoke_periodic), in a per-thread arena (arena.c).
- *                        Its 64-bit state word (state.h) is the only field
- *                        any thread may touch at any time; the engine node
- *                        and a periodic timer's base_ns belong to the owner
- *                        shard (base_ns to the runner while RUNNING, which
- *                        hands the next deadline back with the re-arm); fn,
- *                        arg and the periodic part are written by the
- *                        starting thread before the handle is published and
- *                        read only by threads that received it through a
- *                        queue.
+ *                        Its 64-bit state word (state.h) is the one field
+ *                        any thread may change at any time (protocol.h);
+ *                        deadline_ns is stored by the reset holding WRITING
+ *                        (or the owner's own reset); the engine node and a
+ *                        periodic timer's base_ns belong to the owner shard
+ *                        (base_ns to the runner from RUNNING until it
+ *                        stores the next deadline, after the CAS that ends
+ *                        the run, before the re-arm); fn, arg and the
+ *                        periodic part are written by the starting thread
+ *                        before the handle is published. Any thread may
+ *                        read these others of a handle it does not own
+ *                        (spoke_remaining, spoke_dump: spoke_handle_peek),
+ *                        and keeps what it read only if the generation is
+ *                        unchanged after.
  *   struct shard         one per CPU: its engines belong to its owner thread
  *                        (managed thread, or the attached server thread);
  *                        any thread enqueues handles on its inbox (a
@@ -72,8 +77,9 @@ enum spoke_kind {
  * slot of its own (state SPOKE_ST_AUX, so no id ever acts on it), which the
  * timer's handle points at in place of the caller's arg: a one-shot, by far
  * the common timer, pays nothing for it. base_ns, the deadline of the run
- * due or running, has the owner of `node` as its owner, the runner while
- * RUNNING (it sets the next one and hands it back with the re-arm).
+ * due or running, has the owner of `node` as its owner, the runner from
+ * RUNNING until it stores the next one (run.c finish_run: after the CAS
+ * that ends the run, before the re-arm or its message).
  *
  * A slot that has been a second slot stays one (arena.c keeps them on a
  * list of their own): spoke_remaining and spoke_dump read period_ns and
@@ -113,7 +119,7 @@ struct spoke_handle {
 	_Atomic uint64_t deadline_ns;
 };
 
-/* A cache line per timer on LP64: 64 bytes per timer (docs/service.md, Memory per timer). */
+/* A cache line per timer on LP64: 64 bytes per timer (docs/design/service.md, Memory per timer). */
 _Static_assert(sizeof(void *) != 8 || sizeof(struct spoke_handle) == 64,
 	       "a timer handle is 64 bytes on LP64");
 
@@ -126,7 +132,7 @@ static inline struct spoke_periodic *spoke_periodic_of(const struct spoke_handle
 /*
  * Any thread, for a handle it does not own (spoke_remaining, spoke_dump):
  * what h's generation gen was started with, or false if the slot has moved
- * on. fn and arg are stored with release by the start (api.c start_handle),
+ * on. fn and arg are stored with release by the start (api_timers.c start_handle),
  * so a value of a later generation read here makes the second look at the
  * word see that generation. Memory stays mapped until destroy, so reading
  * through a stale pointer to a periodic part is safe; its values count only
@@ -168,6 +174,7 @@ static inline void spoke_handle_set_base(struct spoke_handle *h, uint64_t st, ui
 #define SPOKE_REGION_BYTES ((size_t)SPOKE_ARENA_SLOTS * SPOKE_SLOT_BYTES)
 /* Slots made read/write at a time, as the arena's fresh slots reach them (512 KiB). */
 #define SPOKE_REGION_STEP_SLOTS 8192u
+#define SPOKE_REGION_STEPS	(SPOKE_ARENA_SLOTS / SPOKE_REGION_STEP_SLOTS)
 _Static_assert(sizeof(struct spoke_handle) <= SPOKE_SLOT_BYTES, "a handle fits its slot");
 _Static_assert(SPOKE_ARENA_SLOTS % SPOKE_REGION_STEP_SLOTS == 0, "steps tile a region");
 
@@ -205,6 +212,16 @@ struct arena {
 	size_t fresh;			 /* slots below it handed out (1: none; 0: no region) */
 	struct cds_wfcq_head taken_head; /* spliced from ret, not yet on free_list */
 	struct cds_wfcq_tail taken_tail;
+
+	/* Owner only: steps given back to the kernel, and their reuse (arena.c arena_trim). */
+	uint64_t trimmed[SPOKE_REGION_STEPS / 64]; /* bit k: step k, no slot of it in use */
+	uint32_t trimmed_gen[SPOKE_REGION_STEPS];  /* step k's first generation from now on */
+	size_t refill, refill_end;		   /* slots of a trimmed step handed out again */
+	uint32_t refill_gen;
+	uint64_t grown_ns; /* when the arena last took a step to hand out: fresh, or trimmed */
+	size_t last_taken; /* handles the last take_returned left on the free list */
+	/* Owner only, read by spoke_stats: places taken in each shard's inbox, not used yet. */
+	_Atomic uint16_t inbox_places[SPOKE_MAX_SHARDS];
 	/* Other threads return freed handles here (wfcqueue, MPSC). */
 	struct cds_wfcq_head ret_head __attribute__((aligned(SPOKE_CACHELINE)));
 	struct cds_wfcq_tail ret_tail __attribute__((aligned(SPOKE_CACHELINE)));
@@ -266,6 +283,7 @@ enum shard_counter {
 	CTR_STARTED,
 	CTR_CANCELLED,
 	CTR_RESET,
+	CTR_REFUSED, /* starts refused: the inbox was at its limit (remote only) */
 	CTR_COUNT,
 };
 
@@ -321,6 +339,16 @@ struct shard {
 	/* Producers: the inbox tail and the sleeper's wake word. */
 	struct cds_wfcq_head inbox_head __attribute__((aligned(SPOKE_CACHELINE)));
 	struct cds_wfcq_tail inbox_tail __attribute__((aligned(SPOKE_CACHELINE)));
+	/*
+	 * On the tail's line, which every producer writes anyway: the messages
+	 * queued and not yet handled, plus the places starting threads have
+	 * taken for their next starts and not used yet (spoke_any_admit; the
+	 * owner subtracts what it handled once a turn), and the limit a
+	 * foreign start is refused at (UINT64_MAX: none; set before the
+	 * shard's threads start, then read only).
+	 */
+	_Atomic uint64_t inbox_queued;
+	uint64_t inbox_limit;
 	_Atomic uint32_t wake_seq __attribute__((aligned(SPOKE_CACHELINE)));
 	_Atomic uint64_t sleep_until_ns; /* owner asleep until then; 0 = awake */
 	_Atomic uint32_t long_sleep;	 /* ... for longer than two ticks */
@@ -337,7 +365,7 @@ struct shard {
 	struct arena *_Atomic owner_arena;
 	int wake_fd_made;	   /* that eventfd while detached (closed by destroy), or -1 */
 	_Atomic int mode;	   /* enum shard_mode */
-	_Atomic int attach_fenced; /* the attach's heavy fence is done: spoke_shard_attach */
+	_Atomic int attach_fenced; /* the attach's heavy fence is done: spoke_any_attach */
 	pthread_t thread;
 	bool thread_running;
 	struct shard_counters ctr;
@@ -405,7 +433,7 @@ struct spoke {
 	int sched_policy; /* applied by each thread as it starts: spoke_thread_adopt_sched */
 	struct sched_param sched_param;
 	bool forked; /* inherited by a child of fork(): its threads are not there (arena.c) */
-	/* arena.c calls it as a thread exits (spoke_arena_key_create); api.c sets it. */
+	/* arena.c calls it as a thread exits (spoke_arena_key_create); api_lifecycle.c sets it. */
 	void (*thread_exit_hook)(struct arena *home);
 	_Atomic int pool_stop;
 	pthread_key_t arena_key;
@@ -445,6 +473,10 @@ int spoke_arena_key_create(struct spoke *s, void (*on_exit)(struct arena *home))
 void spoke_arena_key_delete(struct spoke *s);
 void spoke_arenas_free(struct spoke *s);
 void spoke_arenas_release_pending(struct spoke *s, spoke_fn *release);
+uint64_t spoke_arenas_places(struct spoke *s, unsigned shard);
+
+/* Inbox places a starting thread takes at a time (spoke_any_admit). */
+#define SPOKE_INBOX_PLACES 64
 
 /* Owner of the list: its head, taken off it (linked through qnode.next); NULL if empty. */
 static inline struct spoke_handle *spoke_handle_list_pop(struct spoke_handle **list)
@@ -583,9 +615,9 @@ void spoke_ec_wait_word(_Atomic uint32_t *word, uint32_t expect, int64_t timeout
 void spoke_ec_wake_word(_Atomic uint32_t *word);
 
 /*
- * A callback run in progress on a thread (pool.c spoke_runner_run, on its
- * stack): what spoke_self reports, and what a cancel_sync from inside it
- * waits for (waits.c: the wait-for graph that refuses cycles).
+ * A callback run in progress on a thread (run.c spoke_runner_call, on its
+ * stack): what spoke_self reports, and how the wait-for graph (waits.c)
+ * knows the thread that runs it.
  */
 struct spoke_run {
 	struct spoke *s;
@@ -593,10 +625,34 @@ struct spoke_run {
 	spoke_id id; /* h's id for this run's generation */
 	uint64_t due_ns;
 	struct spoke_run *outer; /* a run this one is nested in, or NULL */
-	/* While its callback waits in spoke_cancel_sync: the run it waits for (waits.c). */
-	spoke_id waits_for;
-	const struct spoke_handle *waits_for_h;
-	struct spoke_run *next_waiting;
+};
+
+/*
+ * A wait a call is in, on its stack, recorded in the wait-for graph
+ * (waits.c) for as long as it waits: what it waits for (set by the
+ * caller), and who waits (set by waits.c).
+ */
+enum spoke_wait_kind {
+	SPOKE_WAIT_RUN,	    /* spoke_cancel_sync: the run (h, id) to end */
+	SPOKE_WAIT_ATTACH,  /* spoke_attach: shard `shard`'s managed thread to leave */
+	SPOKE_WAIT_DESTROY, /* spoke_destroy: s's calls, callbacks and threads */
+};
+
+struct spoke_wait {
+	enum spoke_wait_kind kind;
+	const struct spoke *s; /* the instance it waits on */
+	const struct spoke_handle *h;
+	spoke_id id;	/* RUN */
+	unsigned shard; /* ATTACH */
+	bool pool_too;	/* ATTACH: and for its runs on the pool (not from a pool callback) */
+	const struct spoke *in_call; /* the instance of the waiting call (RUN, ATTACH), or NULL */
+	/* Who waits, as waits.c finds the thread: */
+	const struct spoke_run *runs;
+	const struct shard *managed; /* it is this shard's managed thread */
+	const struct spoke *pool_of; /* it is a pool worker of this instance */
+	_Atomic int broken;	     /* RUN: a destroy opened a cycle through it: -EDEADLK */
+	struct spoke_wait *next, *cycle_next;
+	unsigned mark;
 };
 
 /* --- platform.c: the ground floor (calls nothing above it) ----------------- */
@@ -665,33 +721,96 @@ int spoke_thread_start(const struct spoke *s, pthread_t *t, void *(*fn)(void *),
 void spoke_thread_name(const char *kind, unsigned index);
 void spoke_thread_pin(int cpu);
 void spoke_thread_adopt_sched(const struct spoke *s);
+/* Any thread, waiting for another with a few instructions left to run (attempt: 0, 1, ...). */
+void spoke_yield_to_other_thread(unsigned attempt);
 
-/* --- waits.c: the wait-for graph of cancel_sync (any callback) -------------- */
+/* --- waits.c: the wait-for graph (any thread about to wait in a call) ------- */
 
-int spoke_waits_enter(struct spoke_run *me, const struct spoke_handle *h, spoke_id id);
-void spoke_waits_leave(struct spoke_run *me);
+int spoke_waits_enter(struct spoke_wait *me); /* 0, or -EDEADLK: it would close a cycle */
+void spoke_waits_enter_destroy(struct spoke_wait *me);
+void spoke_waits_leave(struct spoke_wait *me);
+bool spoke_wait_broken(const struct spoke_wait *me);
 
 /*
- * Shards (shard.c) and the pool (pool.c), by the thread that may call them.
- * Names say it where one class of thread may call a function:
- * spoke_owner_* only the owner thread of sh (its managed thread, or the
- * thread attached to it), spoke_any_* any thread, spoke_runner_* the thread
- * holding a DISPATCHED handle (protocol.h "runner"). The state-word
- * transitions behind them are protocol.h's.
+ * Shards (shard.c, managed.c, rescue.c), runs (run.c) and the pool (pool.c,
+ * pool.h), by the thread that may call them.
+ * A function's name says which thread may call it:
+ *
+ *   spoke_owner_*    only the owner thread of sh (its managed thread, or the
+ *                    thread attached to it)
+ *   spoke_any_*      any thread, the owner too
+ *   spoke_holder_*   whoever holds sh for a turn: its owner, or a rescuer
+ *   spoke_watcher_*  a thread watching other shards for a stall (a managed
+ *                    thread, a pool worker: rescue.c)
+ *   rescuer_*        (static, rescue.c, shard.c) a watcher that took a
+ *                    stalled shard, until it lets go
+ *   spoke_runner_*   the thread holding a DISPATCHED handle (protocol.h
+ *                    "runner": a pool worker, a rescuer, or the owner)
+ *   spoke_shard_*,   named for what they act on: the thread in spoke_create
+ *   spoke_pool_*     or spoke_destroy (init, start, stop, free), except the
+ *                    static inline questions any thread may ask about the
+ *                    calling thread or a mode (spoke_shard_owned_by_me,
+ *                    spoke_shard_mine, spoke_shard_takes_back_runs)
+ *
+ * The state-word transitions behind them are protocol.h's, named the same
+ * way without spoke_ (its legend: starter_, any_, writer_, waiter_,
+ * owner_, runner_, retirer_).
  */
 
 /* Any thread. */
 void spoke_any_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns);
+void spoke_any_post_admitted(struct shard *sh, struct spoke_handle *h, uint64_t due_ns);
+bool spoke_any_admit_slow(struct shard *sh, _Atomic uint16_t *places);
+
+/*
+ * Any thread but sh's owner, starting a timer there (sh is shard k, passed
+ * as well: the line sh->index is on is the owner's, written every turn;
+ * home: the thread's arena): may sh's inbox take one more message? If so it is counted (then
+ * spoke_any_post_admitted, or spoke_any_unadmit if the start fails after
+ * all); if the inbox holds inbox_limit messages its owner has not handled,
+ * the start is refused (-ENOBUFS), counted in `refused`. Cancels, resets and
+ * a runner's messages are never refused: each rides on a handle already
+ * counted among the live timers (spoke_any_post counts them without a
+ * limit). A starting thread takes its places SPOKE_INBOX_PLACES at a time
+ * (one atomic add on the tail's line) while that many fit under the limit,
+ * one at a time near it, and keeps the unused ones in its arena: most
+ * starts use one of those, a plain decrement, and no locked instruction is
+ * added beside the enqueue's exchange (one costs as much as 15% of a start
+ * on the 2-vCPU VM of docs/design/service.md). The backlog spoke_stats shows
+ * leaves the unused places out (spoke_arenas_places).
+ */
+static inline bool spoke_any_admit(struct shard *sh, unsigned k, struct arena *home)
+{
+	_Atomic uint16_t *places = &home->inbox_places[k];
+	uint16_t n = atomic_load_explicit(places, memory_order_relaxed);
+
+	if (__builtin_expect(n != 0, 1)) {
+		atomic_store_explicit(places, (uint16_t)(n - 1), memory_order_relaxed);
+		return true;
+	}
+	return spoke_any_admit_slow(sh, places);
+}
+
+/* The start spoke_any_admit let in posts nothing after all (no handle): its place is kept. */
+static inline void spoke_any_unadmit(unsigned k, struct arena *home)
+{
+	_Atomic uint16_t *places = &home->inbox_places[k];
+
+	atomic_store_explicit(places,
+			      (uint16_t)(atomic_load_explicit(places, memory_order_relaxed) + 1),
+			      memory_order_relaxed);
+}
 void spoke_any_nudge(struct shard *sh, uint64_t due_ns);
 void spoke_any_wake_owner(struct shard *sh);
-uint64_t spoke_shard_next_tick_ns(const struct shard *sh, uint64_t now_ns); /* pure */
+uint64_t spoke_any_next_tick_ns(const struct shard *sh, uint64_t now_ns); /* pure */
 /* Any thread that owns no shard (spoke_attach); from_pool: a pool callback. */
-int spoke_shard_attach(struct shard *sh, bool from_pool, struct arena *home);
-/* Any thread: about the calling thread's callbacks (pool.c). */
+int spoke_any_attach(struct shard *sh, bool from_pool, struct arena *home);
+/* Any thread: about the calling thread's callbacks (run.c, pool.c). */
 struct spoke_run *spoke_current_run(void);
 bool spoke_running_in_callback(const struct spoke_handle *h);
 bool spoke_in_callback_of(const struct spoke *s);
 bool spoke_on_pool_thread(void);
+const struct spoke *spoke_pool_of_thread(void);
 
 /* The owner of sh: its engines and the stage. */
 void spoke_owner_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline_ns);
@@ -701,15 +820,15 @@ void spoke_owner_disarm_word(struct shard *sh, struct spoke_handle *h, uint64_t 
 void spoke_owner_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool reset);
 int spoke_owner_turn(struct shard *sh, bool all_messages);
 int64_t spoke_owner_next_ns(struct shard *sh);
-void spoke_owner_dispatch(struct shard *sh, struct spoke_handle *h); /* pool.c */
 /* The owner of sh, attached (spoke_poll and friends). */
 int spoke_owner_detach(struct shard *sh);
 void spoke_owner_abandon(struct shard *sh);
 int spoke_owner_wake_fd(struct shard *sh);
 int64_t spoke_owner_attached_sleep(struct shard *sh, int64_t wait_ns);
 void spoke_owner_attached_awake(struct shard *sh);
-/* The managed thread of sh while an attach waits (pool.c). */
-bool spoke_owner_pool_busy_with(const struct shard *sh);
+/* The owner of sh, about to sleep; the managed thread: may it stop driving sh? */
+bool spoke_owner_announce_sleep(struct shard *sh, int64_t wait_ns);
+bool spoke_owner_may_leave(struct shard *sh);
 
 /*
  * Rescue (rescue.c). The owner of sh: is a rescuer holding it? (After the
@@ -723,8 +842,18 @@ static inline bool spoke_owner_rescued(const struct shard *sh)
 void spoke_owner_hold(struct shard *sh);
 void spoke_owner_unhold(struct shard *sh);
 void spoke_owner_await_rescue(struct shard *sh);
+/* due_ns (shard.c): the owner at the end of a turn, the holder of sh, any thread. */
 void spoke_owner_turned(struct shard *sh, uint64_t now, int64_t next_ns);
+void spoke_holder_publish_due(struct shard *sh, uint64_t due);
 void spoke_any_lower_due(struct shard *sh, uint64_t due, uint64_t seen);
+
+/* The moment sh, whose work is due at due, becomes stalled. */
+static inline uint64_t spoke_stalled_at(const struct shard *sh, uint64_t due)
+{
+	uint64_t x;
+
+	return __builtin_add_overflow(due, sh->rescue_after_ns, &x) ? UINT64_MAX : x;
+}
 
 /* Any thread: sh has work due at d; with rescue on, lower its due_ns if d is earlier. */
 static inline void spoke_note_due(struct shard *sh, uint64_t d)
@@ -739,12 +868,40 @@ static inline void spoke_note_due(struct shard *sh, uint64_t d)
 }
 int64_t spoke_watcher_look(struct shard *sh, uint64_t now);
 int64_t spoke_watcher_look_ring(struct shard *mine, uint64_t now);
-void spoke_rescuer_place(struct shard *sh, struct spoke_handle *h);
 int64_t spoke_holder_next_ns(struct shard *sh, bool owner_runs);
 
-/* The runner: a pool worker, or the owner running a callback inline. */
-bool spoke_runner_run(struct spoke *s, struct spoke_handle *h);
+/*
+ * The runner: a pool worker, a rescuer, or the owner running a callback
+ * inline. spoke_runner_call (run.c) runs the callback and says what the
+ * shard must do next; spoke_runner_run, below, does it (shard.c
+ * spoke_runner_settle): run.c calls nothing of the shard above it.
+ */
+enum runner_next {
+	RUNNER_NEXT_NOT_RUN,	  /* a cancel won before the run: h retired */
+	RUNNER_NEXT_UNDISPATCHED, /* a reset won before the run: post h for its deadline */
+	RUNNER_NEXT_DONE,	  /* ran; nothing more (retired, or parked by destroy) */
+	RUNNER_NEXT_REARM,	  /* ran; periodic, on its owner thread: re-arm at base_ns */
+	RUNNER_NEXT_REARM_RESET,  /* the same, at the deadline of a reset made during the run */
+	RUNNER_NEXT_POST,	  /* ran; periodic, elsewhere: post h for its owner to re-arm */
+};
+enum runner_next spoke_runner_call(struct shard *sh, struct spoke_handle *h);
+void spoke_runner_watch_exit(void);
 void spoke_runner_recall(struct shard *sh, struct spoke_handle *h);
+
+/*
+ * The runner: run h's callback on this thread (h is DISPATCHED, taken off
+ * any queue; sh its shard, fixed for h's generation, which the run may
+ * end), then give the timer back to its shard as the run's end says
+ * (spoke_runner_settle, shard.c). true if the callback ran. Inline: the end
+ * of every run, where the common end (nothing to give back) costs a compare.
+ */
+bool spoke_runner_settle(struct shard *sh, struct spoke_handle *h, enum runner_next next);
+static inline bool spoke_runner_run(struct shard *sh, struct spoke_handle *h)
+{
+	enum runner_next next = spoke_runner_call(sh, h);
+
+	return __builtin_expect(next == RUNNER_NEXT_DONE, 1) || spoke_runner_settle(sh, h, next);
+}
 
 /* Create and destroy (the thread in spoke_create / spoke_destroy). */
 int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index);

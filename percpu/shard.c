@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * shard.c - the owner side of a shard: its engines, its inbox, its thread.
+ * shard.c - the owner side of a shard: its engines, its inbox, its turn,
+ * and the wake-ups of its owner and its watchers.
  *
  * A shard's engines and its stage (stage.h) are touched only by its owner
- * thread (the managed thread below, or the server thread that attached). One
+ * thread (its managed thread, managed.c, or the server thread that
+ * attached) or a rescuer holding it (rescue.c). One
  * turn of the owner (spoke_owner_turn) reads the clock once, then:
  *
  *   1. runs what is due on the stage, and moves the stage's window on to the
@@ -13,7 +15,8 @@
  *      a reset moved it later without a message). A due timer is moved from
  *      ARMED to DISPATCHED by compare-and-swap (protocol.h; losing to a
  *      cancel is fine: the cancel's message frees it) and its callback is
- *      run inline or handed to its shard's pool queue (pool.c);
+ *      run inline (run.c, through spoke_runner_run) or handed to its
+ *      shard's pool queue (pool.h);
  *   3. takes messages: splices the inbox (wait-free MPSC, liburcu wfcqueue)
  *      onto the private `taken` queue without blocking and handles up to
  *      inbox_batch of them (spoke_poll: every one queued before the
@@ -31,7 +34,7 @@
  * says). A producer wakes it only if it planned to sleep past the message's
  * due time, or longer than two ticks (spoke_any_nudge). Both sides store,
  * run a full fence, then load: the owner announces sleep_until_ns, then
- * looks at the inbox (announce_sleep); the producer enqueues, then reads
+ * looks at the inbox (spoke_owner_announce_sleep); the producer enqueues, then reads
  * sleep_until_ns. So a start earlier than the planned wake-up is never
  * missed, and an idle shard never wakes.
  *
@@ -43,6 +46,7 @@
  */
 #define _GNU_SOURCE
 #include "../lib/clist.h"
+#include "pool.h"
 #include "probes.h"
 #include "protocol.h"
 #include "service.h"
@@ -50,32 +54,9 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/eventfd.h>
-#include <sys/prctl.h>
-#include <time.h>
 #include <unistd.h>
-
-_Thread_local struct spoke_tls_owner spoke_tls_owner;
-
-/* managed: the shard's own thread (shard_main), else an attached thread. */
-static void become_owner(struct shard *sh, bool managed)
-{
-	spoke_tls_owner.serial = sh->s->serial;
-	spoke_tls_owner.sh = sh;
-	spoke_tls_owner.managed = managed;
-}
-
-static void drop_owner(void)
-{
-	spoke_tls_owner.serial = 0;
-	spoke_tls_owner.sh = NULL;
-	spoke_tls_owner.managed = false;
-}
 
 /* --- time ----------------------------------------------------------------- */
 
@@ -103,7 +84,7 @@ static uint64_t tick_time_ns(const struct shard *sh, uint64_t t)
 }
 
 /* Any thread (epoch and tick never change): the first tick after now_ns. */
-uint64_t spoke_shard_next_tick_ns(const struct shard *sh, uint64_t now_ns)
+uint64_t spoke_any_next_tick_ns(const struct shard *sh, uint64_t now_ns)
 {
 	uint64_t t =
 		now_ns <= sh->epoch_ns ? 0 : spoke_divide(now_ns - sh->epoch_ns, &sh->tick_div);
@@ -184,7 +165,7 @@ void spoke_owner_arm(struct shard *sh, struct spoke_handle *h, uint64_t deadline
 
 /*
  * Owner: put a periodic timer back for its next run, at base_ns (the runner
- * set it as the run ended, pool.c finish_run) or, after a reset that came
+ * set it as the run ended, run.c finish_run) or, after a reset that came
  * during the run, at the reset's deadline.
  */
 void spoke_owner_rearm_periodic(struct shard *sh, struct spoke_handle *h, bool reset)
@@ -208,6 +189,46 @@ static void retire_cancelled(struct shard *sh, struct spoke_handle *h, uint64_t 
 }
 
 /*
+ * The holder of sh (its owner, or a rescuer): h's run is claimed
+ * (DISPATCHED): to its shard's pool queue, waking a worker (pool.h). Out of
+ * line: inlined, its wake-up loop would make run_or_dispatch save registers
+ * on every run it makes inline.
+ */
+static __attribute__((noinline)) void owner_dispatch(struct shard *sh, struct spoke_handle *h)
+{
+	struct pool_queue *q = sh->pool;
+
+	cds_wfcq_node_init(&h->qnode);
+	if (!cds_wfcq_enqueue(&q->head, &q->tail, &h->qnode))
+		pool_wake_helper(sh->s, q, pool_neighbours(sh->s));
+}
+
+/*
+ * The rescuer (rescue.c), holding sh, in place of run_or_dispatch: h is
+ * DISPATCHED.
+ * To the pool what may run there; to the owner (its inbox) what must run on
+ * its thread; on the rescuer's list what moves but has no pool to go to.
+ */
+static void rescuer_place(struct shard *sh, struct spoke_handle *h)
+{
+	uint64_t st = atomic_load_explicit(&h->state, memory_order_relaxed);
+	bool movable = (st & SPOKE_ST_MOVABLE) != 0;
+	bool to_pool =
+		sh->pool &&
+		(movable || atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_MANAGED);
+
+	if (to_pool) {
+		owner_dispatch(sh, h);
+	} else if (movable) {
+		h->qnode.next = (struct cds_wfcq_node *)sh->rescued_runs;
+		sh->rescued_runs = h;
+	} else {
+		h->qnode.next = (struct cds_wfcq_node *)sh->owner_runs;
+		sh->owner_runs = h;
+	}
+}
+
+/*
  * Owner: h is DISPATCHED (its run claimed): run it here, without a pool and
  * whenever the pool would hand it back (attached, being attached or
  * detached), else hand it to the pool. While a pool callback attaches the
@@ -221,14 +242,14 @@ static void run_or_dispatch(struct shard *sh, struct spoke_handle *h)
 	int mode = atomic_load_explicit(&sh->mode, memory_order_relaxed);
 
 	if (sh->rescuing) {
-		spoke_rescuer_place(sh, h); /* a rescuer's turn: rescue.c */
+		rescuer_place(sh, h); /* a rescuer's turn: rescue.c */
 	} else if (mode == SHARD_ATTACHING_NOWAIT) {
 		spoke_runner_recall(sh, h);
 	} else if (sh->s->nworkers == 0 || spoke_shard_takes_back_runs(mode)) {
-		if (spoke_runner_run(sh->s, h))
+		if (spoke_runner_run(sh, h))
 			sh->fired_inline++;
 	} else {
-		spoke_owner_dispatch(sh, h);
+		owner_dispatch(sh, h);
 	}
 }
 
@@ -237,7 +258,8 @@ static void run_or_dispatch(struct shard *sh, struct spoke_handle *h)
  * started, and its runner hands it back armed for the reset's deadline
  * (protocol.h runner_undispatch) instead of running it.
  */
-static void handle_message(struct shard *sh, struct spoke_handle *h)
+static inline __attribute__((always_inline)) void handle_message(struct shard *sh,
+								 struct spoke_handle *h)
 {
 	uint64_t after, s = owner_take_message(h, &after);
 
@@ -269,25 +291,90 @@ static void handle_message(struct shard *sh, struct spoke_handle *h)
 	}
 }
 
+/* The last node of the inbox (its tail), or NULL if it is empty. */
+static struct cds_wfcq_node *inbox_last(struct shard *sh)
+{
+	struct cds_wfcq_node *tail = uatomic_read(&sh->inbox_tail.p);
+
+	return tail == &sh->inbox_head.node ? NULL : tail;
+}
+
+/* spoke_poll, waiting for a message queued before it behind a missing link. */
+static void wait_for_producer(unsigned *attempt)
+{
+	SPOKE_HOOK(SPOKE_HOOK_POLL_WAITS_FOR_LINK);
+	spoke_yield_to_other_thread((*attempt)++);
+}
+
+/*
+ * Owner: move the inbox onto the private `taken` queue. The splice cannot
+ * take a queue whose first node a producer has swapped in and not yet
+ * linked; must_take (spoke_poll) waits for that producer, else the inbox
+ * stays for a later turn.
+ */
+static void splice_inbox(struct shard *sh, bool must_take)
+{
+	unsigned attempt = 0;
+
+	while (!cds_wfcq_empty(&sh->inbox_head, &sh->inbox_tail) &&
+	       __cds_wfcq_splice_nonblocking(&sh->taken_head, &sh->taken_tail, &sh->inbox_head,
+					     &sh->inbox_tail) == CDS_WFCQ_RET_WOULDBLOCK &&
+	       must_take)
+		wait_for_producer(&attempt);
+}
+
+/*
+ * spoke_poll: handle the messages on `taken` up to and including last (the
+ * inbox's tail when the poll began to take), waiting for the producer of a
+ * missing link on the way. Returns how many.
+ */
+static unsigned take_through(struct shard *sh, struct cds_wfcq_node *last)
+{
+	struct cds_wfcq_node *node;
+	unsigned n = 0, attempt = 0;
+
+	do {
+		node = __cds_wfcq_dequeue_nonblocking(&sh->taken_head, &sh->taken_tail);
+		if (node == CDS_WFCQ_WOULDBLOCK) {
+			wait_for_producer(&attempt);
+			continue;
+		}
+		if (!node) /* cannot be: last was spliced onto `taken` */
+			break;
+		handle_message(sh, caa_container_of(node, struct spoke_handle, qnode));
+		n++;
+	} while (node != last);
+	return n;
+}
+
 /*
  * Owner: handle the queued messages: at most inbox_batch of them, or, with
- * all, every message queued before the splice (so a spoke_poll runs what was
- * queued before it began, and producers cannot keep it running).
+ * all (spoke_poll), every message queued before the splice, so that a poll
+ * runs what was queued before it began, and producers cannot keep it
+ * running. A producer preempted between its tail swap and its link hides
+ * the messages queued behind it (look_at_queue): the managed thread leaves
+ * them for its next turn, but a poll waits for that producer to link until
+ * it has taken the inbox's last message as it was when the poll began to
+ * take them, since the starts queued behind it have returned to their
+ * callers before the poll and are due to it. The producer runs nothing but
+ * the one store it has left, so that wait waits for no one else.
  */
 static void take_messages(struct shard *sh, bool all)
 {
 	unsigned limit = all ? 0 : sh->s->cfg.inbox_batch, n = 0;
-	struct cds_wfcq_node *node;
+	struct cds_wfcq_node *node, *last = all ? inbox_last(sh) : NULL;
 
-	if (!cds_wfcq_empty(&sh->inbox_head, &sh->inbox_tail))
-		(void)__cds_wfcq_splice_nonblocking(&sh->taken_head, &sh->taken_tail,
-						    &sh->inbox_head, &sh->inbox_tail);
+	splice_inbox(sh, last != NULL);
+	if (last)
+		n = take_through(sh, last);
 	while ((limit == 0 || n < limit) &&
 	       (node = __cds_wfcq_dequeue_nonblocking(&sh->taken_head, &sh->taken_tail)) != NULL &&
 	       node != CDS_WFCQ_WOULDBLOCK) {
 		handle_message(sh, caa_container_of(node, struct spoke_handle, qnode));
 		n++;
 	}
+	if (n)
+		atomic_fetch_sub_explicit(&sh->inbox_queued, n, memory_order_relaxed);
 	sh->took_messages = n;
 	if (n > atomic_load_explicit(&sh->ctr.inbox_hwm, memory_order_relaxed))
 		atomic_store_explicit(&sh->ctr.inbox_hwm, n, memory_order_relaxed);
@@ -327,8 +414,20 @@ static enum queue_look look_at_messages(struct shard *sh)
 
 /* --- sleeping and waking: the owner, and any thread's nudge --------------- */
 
+/* Managed thread of sh, while an attach waits: is one of sh's callbacks on the pool? */
+static bool pool_busy_with(const struct shard *sh)
+{
+	const struct spoke *s = sh->s;
+
+	for (unsigned i = 0; i < s->nworkers; i++)
+		if (atomic_load_explicit(&s->workers[i].busy_shard, memory_order_acquire) ==
+		    sh->index + 1)
+			return true;
+	return false;
+}
+
 /*
- * Managed thread: may it stop driving the shard? At destroy; at an attach,
+ * Owner (the managed thread): may it stop driving the shard? At destroy; at an attach,
  * once its fence is done and none of the shard's callbacks runs on the pool
  * (pool.c worker_run): until then it keeps the shard turning, callbacks
  * inline, since such a callback may be waiting for a later timer of the
@@ -336,22 +435,15 @@ static enum queue_look look_at_messages(struct shard *sh)
  * the one it waits for, could be a run of this shard, or attaching another
  * shard the same way.
  */
-static bool managed_may_leave(struct shard *sh)
+bool spoke_owner_may_leave(struct shard *sh)
 {
 	int mode = atomic_load_explicit(&sh->mode, memory_order_acquire);
 
 	return mode == SHARD_STOPPING || mode == SHARD_ATTACHING_NOWAIT ||
 	       (mode == SHARD_ATTACHING &&
 		atomic_load_explicit(&sh->attach_fenced, memory_order_acquire) &&
-		!spoke_owner_pool_busy_with(sh));
+		!pool_busy_with(sh));
 }
-
-/*
- * While an attach waits for the pool, the managed thread looks again at
- * least this often: a worker's wake-up at the end of its run can be missed
- * (pool.c worker_run).
- */
-#define POOL_RECHECK_NS 1000000
 
 /*
  * Owner: a message can be taken, or the managed thread may stop. A BLOCKED
@@ -360,7 +452,7 @@ static bool managed_may_leave(struct shard *sh)
  */
 static bool shard_has_work(struct shard *sh)
 {
-	return managed_may_leave(sh) || look_at_messages(sh) == QUEUE_READY;
+	return spoke_owner_may_leave(sh) || look_at_messages(sh) == QUEUE_READY;
 }
 
 /*
@@ -400,13 +492,43 @@ void spoke_any_wake_owner(struct shard *sh)
  * Any thread: hand h (its INBOX bit just set by the caller) to the owner:
  * enqueue it on the inbox, then spoke_any_nudge. due_ns is the earliest
  * time the message matters: the deadline of a start or reset, 0 for "as
- * soon as possible", UINT64_MAX for a cancel.
+ * soon as possible", UINT64_MAX for a cancel. The message is counted in the
+ * inbox's backlog first (a start was counted by spoke_any_admit), so that
+ * the owner, which subtracts what it handled, never counts below zero.
  */
-void spoke_any_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns)
+void spoke_any_post_admitted(struct shard *sh, struct spoke_handle *h, uint64_t due_ns)
 {
 	cds_wfcq_node_init(&h->qnode);
 	cds_wfcq_enqueue(&sh->inbox_head, &sh->inbox_tail, &h->qnode);
 	spoke_any_nudge(sh, due_ns);
+}
+
+void spoke_any_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns)
+{
+	atomic_fetch_add_explicit(&sh->inbox_queued, 1, memory_order_relaxed);
+	spoke_any_post_admitted(sh, h, due_ns);
+}
+
+/*
+ * spoke_any_admit, the thread's places in sh's inbox used up: take
+ * SPOKE_INBOX_PLACES more (this start uses one) while they fit under the
+ * limit, else the one this start needs, else refuse it (counted). A CAS,
+ * so that threads racing near the limit refuse nothing that fits.
+ */
+bool spoke_any_admit_slow(struct shard *sh, _Atomic uint16_t *places)
+{
+	uint64_t had = atomic_load_explicit(&sh->inbox_queued, memory_order_relaxed), take;
+
+	do {
+		if (had >= sh->inbox_limit) {
+			spoke_count(sh, CTR_REFUSED, false);
+			return false;
+		}
+		take = sh->inbox_limit - had >= SPOKE_INBOX_PLACES ? SPOKE_INBOX_PLACES : 1;
+	} while (!atomic_compare_exchange_weak_explicit(
+		&sh->inbox_queued, &had, had + take, memory_order_relaxed, memory_order_relaxed));
+	atomic_store_explicit(places, (uint16_t)(take - 1), memory_order_relaxed);
+	return true;
 }
 
 /*
@@ -416,7 +538,7 @@ void spoke_any_post(struct shard *sh, struct spoke_handle *h, uint64_t due_ns)
  *
  * A sleeping owner is woken if it planned to sleep past due_ns, or longer
  * than two ticks. While messages keep coming the owner never plans a longer
- * sleep (see shard_main), so it takes them in batches every two ticks
+ * sleep (see managed.c shard_main), so it takes them in batches every two ticks
  * instead of waking for each; an idle owner sleeps until its next deadline,
  * and the first message wakes it. Either way a cancelled handle is unlinked
  * and reused within two ticks, and no deadline is missed: the owner takes
@@ -428,7 +550,7 @@ void spoke_any_nudge(struct shard *sh, uint64_t due_ns)
 	uint64_t until;
 
 	spoke_note_due(sh, due_ns);
-	spoke_full_fence(); /* pairs with the one in announce_sleep */
+	spoke_full_fence(); /* pairs with the one in spoke_owner_announce_sleep */
 	until = atomic_load_explicit(&sh->sleep_until_ns, memory_order_acquire);
 	if (until == 0)
 		return; /* awake, or already being woken */
@@ -438,6 +560,71 @@ void spoke_any_nudge(struct shard *sh, uint64_t due_ns)
 		spoke_any_wake_owner(sh);
 }
 
+/* --- due_ns: when the shard next has work, for its watchers (rescue.c) ----- */
+
+/* The managed thread that watches shard k (k - 1 around the ring), or NULL. */
+static struct shard *ring_watcher(struct spoke *s, const struct shard *sh)
+{
+	if (s->nshards < 2)
+		return NULL;
+	return &s->shards[sh->index ? sh->index - 1 : s->nshards - 1];
+}
+
+/*
+ * sh's work is now due at `due`, earlier than its watchers planned for:
+ * wake each that planned to sleep past the moment sh would be stalled.
+ */
+static void wake_watchers(struct shard *sh, uint64_t due)
+{
+	struct spoke *s = sh->s;
+	uint64_t at = spoke_stalled_at(sh, due);
+	struct shard *w = ring_watcher(s, sh);
+
+	if (w && atomic_load_explicit(&w->mode, memory_order_relaxed) == SHARD_MANAGED &&
+	    atomic_load_explicit(&w->sleep_until_ns, memory_order_acquire) > at)
+		spoke_ec_kick(&w->wake_seq);
+	if (sh->pool && atomic_load_explicit(&sh->pool->watch_until_ns, memory_order_acquire) > at)
+		spoke_ec_kick(&sh->pool->wake_seq);
+}
+
+/*
+ * Any thread: sh has work due at `due` (a start, a reset, a message): lower
+ * due_ns to it if it is earlier. The caller read due_ns as `seen` (the
+ * start path reads it inline, to store nothing in the common case). Out of
+ * line: the rare case, kept out of spoke_any_nudge's registers.
+ */
+__attribute__((noinline)) void spoke_any_lower_due(struct shard *sh, uint64_t due, uint64_t seen)
+{
+	while (due < seen) {
+		if (atomic_compare_exchange_weak_explicit(
+			    &sh->due_ns, &seen, due, memory_order_release, memory_order_relaxed)) {
+			wake_watchers(sh, due);
+			return;
+		}
+	}
+}
+
+/* The shard's holder, at the end of its turn: the shard next has work at due. */
+void spoke_holder_publish_due(struct shard *sh, uint64_t due)
+{
+	uint64_t old = atomic_exchange_explicit(&sh->due_ns, due, memory_order_release);
+
+	if (due < old)
+		wake_watchers(sh, due);
+}
+
+/*
+ * The owner of sh, at the end of a turn that began at now: publish when it
+ * next has work (next_ns from spoke_owner_next_ns: -1 none, else ns from now)
+ * and that it was here.
+ */
+void spoke_owner_turned(struct shard *sh, uint64_t now, int64_t next_ns)
+{
+	atomic_store_explicit(&sh->owner_turn_ns, now, memory_order_relaxed);
+	if (sh->rescue_on)
+		spoke_holder_publish_due(sh, next_ns < 0 ? UINT64_MAX : now + (uint64_t)next_ns);
+}
+
 /*
  * Owner, about to sleep for wait_ns (-1: no deadline): say until when, so
  * that spoke_any_nudge knows which messages must wake it. The fence pairs
@@ -445,7 +632,7 @@ void spoke_any_nudge(struct shard *sh, uint64_t due_ns)
  * either the producer sees the announced sleep, or the owner sees its
  * message here. false: do not sleep.
  */
-static bool announce_sleep(struct shard *sh, int64_t wait_ns)
+bool spoke_owner_announce_sleep(struct shard *sh, int64_t wait_ns)
 {
 	uint64_t until = wait_ns < 0 ? UINT64_MAX : spoke_clock_ns() + (uint64_t)wait_ns;
 
@@ -460,25 +647,6 @@ static bool announce_sleep(struct shard *sh, int64_t wait_ns)
 }
 
 /*
- * Managed thread, holding its shard (rescue.c): sleep until its next
- * deadline (-1: none) or a message that needs it. It lets the shard go for
- * the sleep itself, and holds it again before it returns.
- */
-static void shard_sleep(struct shard *sh, int64_t wait_ns)
-{
-	uint32_t v = atomic_load_explicit(&sh->wake_seq, memory_order_acquire);
-
-	if (wait_ns == 0 || !announce_sleep(sh, wait_ns))
-		return;
-	SPOKE_PROBE2(shard_sleep, sh->index, wait_ns);
-	spoke_owner_unhold(sh);
-	spoke_ec_wait_word(&sh->wake_seq, v, wait_ns);
-	spoke_owner_hold(sh);
-	atomic_store_explicit(&sh->sleep_until_ns, 0, memory_order_relaxed);
-	SPOKE_PROBE1(shard_wake, sh->index);
-}
-
-/*
  * Attached thread, from spoke_next_deadline: its loop is about to sleep for
  * wait_ns. With a wake fd, announce it as a managed thread does, so that a
  * message that matters before then makes the fd readable; 0 if one came in
@@ -488,7 +656,7 @@ int64_t spoke_owner_attached_sleep(struct shard *sh, int64_t wait_ns)
 {
 	if (wait_ns == 0 || atomic_load_explicit(&sh->wake_fd, memory_order_relaxed) < 0)
 		return wait_ns;
-	return announce_sleep(sh, wait_ns) ? wait_ns : 0;
+	return spoke_owner_announce_sleep(sh, wait_ns) ? wait_ns : 0;
 }
 
 /* Attached thread, from spoke_poll: awake, so no signal is needed; empty the fd. */
@@ -531,7 +699,37 @@ void spoke_shard_signal_stop(struct shard *sh)
 	spoke_any_wake_owner(sh);
 }
 
-/* --- owner: expiry and the turn (and the runner's recall) ----------------- */
+/* --- the runner's end of a run, and its recall --------------------------- */
+
+/*
+ * The runner, after spoke_runner_call (service.h spoke_runner_run): give
+ * the timer back to sh as the run's end says: a periodic timer re-armed
+ * here if this thread owned the shard when the run began, else posted to
+ * its owner; a run a reset overtook, posted for the reset's deadline. true
+ * if the callback ran.
+ */
+bool spoke_runner_settle(struct shard *sh, struct spoke_handle *h, enum runner_next next)
+{
+	switch (next) {
+	case RUNNER_NEXT_NOT_RUN:
+		return false;
+	case RUNNER_NEXT_UNDISPATCHED:
+		spoke_any_post(sh, h, atomic_load_explicit(&h->deadline_ns, memory_order_relaxed));
+		return false;
+	case RUNNER_NEXT_DONE:
+		break;
+	case RUNNER_NEXT_REARM:
+		spoke_owner_rearm_periodic(sh, h, false);
+		break;
+	case RUNNER_NEXT_REARM_RESET:
+		spoke_owner_rearm_periodic(sh, h, true);
+		break;
+	case RUNNER_NEXT_POST:
+		spoke_any_post(sh, h, 0); /* next run: let the owner see it now */
+		break;
+	}
+	return true;
+}
 
 /*
  * Pool worker (or the owner, run_or_dispatch): h was handed to the pool
@@ -546,8 +744,10 @@ void spoke_runner_recall(struct shard *sh, struct spoke_handle *h)
 	if (runner_recall(h))
 		spoke_any_post(sh, h, 0);
 	else
-		spoke_runner_run(sh->s, h);
+		spoke_runner_run(sh, h);
 }
+
+/* --- owner: expiry and the turn ------------------------------------------- */
 
 /* The deadline h was armed for: a periodic timer's next run, else the last start or reset. */
 static uint64_t armed_deadline(struct spoke_handle *h)
@@ -561,7 +761,7 @@ static uint64_t armed_deadline(struct spoke_handle *h)
 /*
  * Owner: h has left its engine or the stage. If its deadline is still ahead
  * (the engines run a tick ahead; or a foreign reset moved it later without a
- * message, api.c reset_is_later) it goes back, on the stage or into its
+ * message, api_timers.c reset_is_later) it goes back, on the stage or into its
  * engine; else claim its run (ARMED -> DISPATCHED) and run or dispatch it. A
  * queued message (start, reset, cancel) decides instead. A reset still
  * storing its deadline (WRITING) is asked for a message (RESET), since h is
@@ -781,65 +981,6 @@ int64_t spoke_owner_next_ns(struct shard *sh)
 	return spoke_holder_next_ns(sh, true);
 }
 
-/* --- the managed thread --------------------------------------------------- */
-
-/*
- * A thread that spoke_detach started: no turn before the detach is done
- * (MANAGED). While DETACHING the pool hands the shard's callbacks back (the
- * thread could still have failed to start), so a turn here would run them
- * inline, and a callback that waits for a later timer of its own shard, as
- * pool callbacks may, would hold the shard. The detach stores MANAGED right
- * after pthread_create returns: a short wait.
- */
-static void wait_detach_done(struct shard *sh)
-{
-	const struct timespec pause = {.tv_nsec = 20000};
-
-	for (unsigned i = 0;
-	     atomic_load_explicit(&sh->mode, memory_order_acquire) == SHARD_DETACHING; i++) {
-		if (i < 16)
-			sched_yield();
-		else
-			nanosleep(&pause, NULL);
-	}
-}
-
-static void *shard_main(void *arg)
-{
-	struct shard *sh = arg;
-
-	spoke_thread_name("shard", sh->index);
-	if (sh->s->cfg.pin_threads)
-		spoke_thread_pin(sh->cpu);
-	/* Wake at the tick, not up to 50 us later (Linux's default timer slack). */
-	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-	spoke_thread_adopt_sched(sh->s);
-	wait_detach_done(sh);
-	become_owner(sh, true);
-	spoke_owner_hold(sh);
-	while (!managed_may_leave(sh)) {
-		int64_t wait_ns, watch_ns;
-
-		spoke_owner_turn(sh, false);
-		wait_ns = spoke_owner_next_ns(sh);
-		spoke_owner_turned(sh, sh->clock_ns, wait_ns);
-		/* The shard it watches (rescue.c): rescued now, or looked at again in time. */
-		watch_ns = spoke_watcher_look_ring(sh, spoke_clock_ns());
-		if (watch_ns >= 0 && (wait_ns < 0 || watch_ns < wait_ns))
-			wait_ns = watch_ns;
-		/* Messages are flowing: look again in two ticks (see spoke_any_nudge). */
-		if (sh->took_messages && (wait_ns < 0 || (uint64_t)wait_ns > 2 * sh->tick_ns))
-			wait_ns = (int64_t)(2 * sh->tick_ns);
-		if (atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHING &&
-		    (wait_ns < 0 || wait_ns > POOL_RECHECK_NS))
-			wait_ns = POOL_RECHECK_NS;
-		shard_sleep(sh, wait_ns);
-	}
-	spoke_owner_unhold(sh);
-	drop_owner();
-	return NULL;
-}
-
 /* --- create and destroy --------------------------------------------------- */
 
 int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index)
@@ -861,6 +1002,9 @@ int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index)
 	sh->index = index;
 	sh->cpu = o && o->cpu >= 0 ? o->cpu : (int)(index % s->ncpus);
 	sh->tick_ns = o && o->tick_ns ? o->tick_ns : cfg->tick_ns;
+	sh->inbox_limit = o && o->inbox_limit ? o->inbox_limit : cfg->inbox_limit;
+	if (sh->inbox_limit == 0)
+		sh->inbox_limit = UINT64_MAX;
 	sh->tick_div = spoke_divisor_of(sh->tick_ns);
 	sh->epoch_ns = spoke_clock_ns();
 	atomic_init(&sh->due_ns, UINT64_MAX);
@@ -896,115 +1040,4 @@ void spoke_shard_fini(struct shard *sh)
 	spoke_engine_free(sh->lawn);
 	cds_wfcq_destroy(&sh->inbox_head, &sh->inbox_tail);
 	cds_wfcq_destroy(&sh->taken_head, &sh->taken_tail);
-}
-
-int spoke_shard_launch(struct shard *sh)
-{
-	int err = spoke_thread_start(sh->s, &sh->thread, shard_main, sh);
-
-	if (err)
-		return err;
-	sh->thread_running = true;
-	return 0;
-}
-
-/* Stop the managed thread (if any) and wait for it. */
-static void join_thread(struct shard *sh)
-{
-	spoke_ec_kick(&sh->wake_seq);
-	if (sh->thread_running) {
-		pthread_join(sh->thread, NULL);
-		sh->thread_running = false;
-	}
-}
-
-void spoke_shard_stop(struct shard *sh)
-{
-	atomic_store_explicit(&sh->mode, SHARD_STOPPING, memory_order_release);
-	join_thread(sh);
-}
-
-/* --- attach and detach ---------------------------------------------------- */
-
-/*
- * Calling thread takes the shard over from its managed thread. After the
- * CAS, the heavy fence makes every worker either see ATTACHING (and hand
- * the shard's callbacks back, pool.c) or show the run it began in its
- * busy_shard; then attach_fenced lets the managed thread look. It drives
- * the shard on (callbacks inline) while any of the shard's callbacks runs
- * on the pool, and exits; the join orders its engine writes before ours.
- * So once the join returns none runs on the pool, and none runs in this
- * thread outside its spoke_poll. from_pool: the caller is a pool callback,
- * which does not wait for the others (ATTACHING_NOWAIT). An UNOWNED shard
- * has no thread to join, and none of its callbacks on the pool: the
- * workers have been handing them back since it was attached.
- */
-int spoke_shard_attach(struct shard *sh, bool from_pool, struct arena *home)
-{
-	int to = from_pool ? SHARD_ATTACHING_NOWAIT : SHARD_ATTACHING;
-	int expect = SHARD_MANAGED;
-
-	if (!atomic_compare_exchange_strong_explicit(&sh->mode, &expect, to, memory_order_acq_rel,
-						     memory_order_acquire) &&
-	    (expect != SHARD_UNOWNED ||
-	     !atomic_compare_exchange_strong_explicit(&sh->mode, &expect, to, memory_order_acq_rel,
-						      memory_order_acquire)))
-		return -EBUSY;
-	if (!from_pool) {
-		spoke_heavy_fence(sh->s);
-		atomic_store_explicit(&sh->attach_fenced, 1, memory_order_release);
-	}
-	join_thread(sh);
-	atomic_store_explicit(&sh->attach_fenced, 0, memory_order_relaxed);
-	/* Before ATTACHED: a rescuer that sees the mode sees whose calls to look at. */
-	atomic_store_explicit(&sh->owner_arena, home, memory_order_release);
-	atomic_store_explicit(&sh->mode, SHARD_ATTACHED, memory_order_release);
-	become_owner(sh, false);
-	return 0;
-}
-
-/*
- * Attached thread, outside its own turn: hand the shard back to a new
- * managed thread. The calling thread stops being the owner before the new
- * thread exists (pthread_create orders everything it did to the engines
- * before the new thread's first look), and attach is refused until the
- * thread is recorded (DETACHING), so the shard never has two owners. Other
- * threads' messages stop making the wake fd readable; it stays open for a
- * later owner. -EAGAIN: no thread could be started; still attached.
- */
-int spoke_owner_detach(struct shard *sh)
-{
-	int fd = atomic_load_explicit(&sh->wake_fd, memory_order_relaxed), err;
-	struct arena *home;
-
-	atomic_store_explicit(&sh->wake_fd, -1, memory_order_relaxed);
-	atomic_store_explicit(&sh->sleep_until_ns, 0, memory_order_relaxed);
-	drop_owner();
-	atomic_store_explicit(&sh->mode, SHARD_DETACHING, memory_order_relaxed);
-	home = atomic_exchange_explicit(&sh->owner_arena, NULL, memory_order_relaxed);
-	err = spoke_shard_launch(sh);
-	SPOKE_HOOK(SPOKE_HOOK_DETACH_LAUNCHED);
-	if (err) {
-		atomic_store_explicit(&sh->owner_arena, home, memory_order_relaxed);
-		atomic_store_explicit(&sh->mode, SHARD_ATTACHED, memory_order_relaxed);
-		atomic_store_explicit(&sh->wake_fd, fd, memory_order_relaxed);
-		become_owner(sh, false);
-		return err;
-	}
-	atomic_store_explicit(&sh->mode, SHARD_MANAGED, memory_order_release);
-	return 0;
-}
-
-/*
- * Attached thread, exiting, when spoke_owner_detach could start no thread:
- * let go of the shard without a driver. It is UNOWNED with no thread, so the
- * next spoke_attach takes it (there is nothing to join); until then its
- * timers wait, and so do its callbacks the pool hands back.
- */
-void spoke_owner_abandon(struct shard *sh)
-{
-	atomic_store_explicit(&sh->wake_fd, -1, memory_order_relaxed);
-	atomic_store_explicit(&sh->owner_arena, NULL, memory_order_relaxed);
-	drop_owner();
-	atomic_store_explicit(&sh->mode, SHARD_UNOWNED, memory_order_release);
 }

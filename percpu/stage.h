@@ -37,7 +37,7 @@
  * The late list: a deadline at or before start_ns (the message of a start,
  * a reset or a periodic timer's re-arm waited past it) goes on `late`, which
  * the next take takes whole. A start or reset with delay 0 is not late: it is given the
- * next tick as its deadline (api.c deadline_on), so it runs at the end of
+ * next tick as its deadline (api_timers.c deadline_on), so it runs at the end of
  * the tick, never in the pass that armed it, and a callback that re-arms
  * itself with delay 0 runs once a tick.
  *

@@ -16,7 +16,7 @@
  *   bit   30     ORPHAN   the timer is over, but a reset still holds WRITING:
  *                that reset frees the handle when it clears WRITING
  *   bit   29     WRITING  a reset is storing deadline_ns: one from another
- *                thread (api.c reset_once), or the owner's own (reset_direct);
+ *                thread (api_timers.c reset_once), or the owner's own (reset_direct);
  *                the owner fires nothing meanwhile
  *   bits 28..21  owner shard (SPOKE_MAX_SHARDS = 256)
  *   bit   20     MOVABLE  started SPOKE_MOVABLE: a rescue may run it on another

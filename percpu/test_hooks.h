@@ -13,12 +13,12 @@
  *                             spoke_call_enter)
  *   SPOKE_HOOK_DIRECT_RESET_CLAIMED  a reset on the owner thread has set
  *                             WRITING and not yet stored its deadline
- *                             (api.c reset_direct)
+ *                             (api_timers.c reset_direct)
  *   SPOKE_HOOK_RESET_STORED   a foreign reset has stored its deadline and
- *                             not yet published it (api.c reset_once)
+ *                             not yet published it (api_timers.c reset_once)
  *   SPOKE_HOOK_RESET_CLAIMED  a reset from a thread that does not own the
  *                             timer has set WRITING and not yet stored its
- *                             deadline (api.c reset_once)
+ *                             deadline (api_timers.c reset_once)
  *   SPOKE_HOOK_THREAD_EXIT_BEGIN  a thread that called the service is
  *                             exiting: its key destructor has been called
  *                             and has not yet taken the instance list's lock
@@ -34,15 +34,26 @@
  *                             where it runs (shard.c on_expire)
  *   SPOKE_HOOK_RUN_LOADED     a thread about to run a claimed callback has
  *                             read the state word and not yet moved it to
- *                             RUNNING (pool.c claim_run)
+ *                             RUNNING (run.c claim_run)
  *   SPOKE_HOOK_DETACH_LAUNCHED spoke_detach has tried to start the new
  *                             managed thread and not yet recorded the
- *                             outcome (shard.c spoke_owner_detach)
+ *                             outcome (managed.c spoke_owner_detach)
  *   SPOKE_HOOK_RESCUE_HELD    a rescuer has taken a stalled shard and not
  *                             yet run its turn (rescue.c rescue)
  *   SPOKE_HOOK_SHARDS_STOPPED spoke_destroy has stopped every shard (all
- *                             STOPPING) and not yet the pool (api.c
+ *                             STOPPING) and not yet the pool (api_lifecycle.c
  *                             stop_threads)
+ *   SPOKE_HOOK_RUN_FINISHING  a callback has returned, and its runner has
+ *                             computed a periodic timer's next deadline and
+ *                             not yet ended the run (run.c finish_run)
+ *   SPOKE_HOOK_POLL_WAITS_FOR_LINK  a spoke_poll found a message it must
+ *                             take behind a producer that has swapped the
+ *                             inbox tail and not yet linked its node, and
+ *                             is about to yield to it (shard.c
+ *                             wait_for_producer)
+ *   SPOKE_HOOK_POOL_LINK_NAP  a pool worker found nothing to take but a
+ *                             node a producer has not linked yet, and is
+ *                             about to nap (pool.c worker_main)
  */
 #ifndef SPOKE_PERCPU_TEST_HOOKS_H
 #define SPOKE_PERCPU_TEST_HOOKS_H
@@ -59,6 +70,9 @@ enum spoke_hook {
 	SPOKE_HOOK_EXPIRY_CLAIMED,
 	SPOKE_HOOK_RUN_LOADED,
 	SPOKE_HOOK_DETACH_LAUNCHED,
+	SPOKE_HOOK_RUN_FINISHING,
+	SPOKE_HOOK_POLL_WAITS_FOR_LINK,
+	SPOKE_HOOK_POOL_LINK_NAP,
 	SPOKE_HOOK_RESCUE_HELD,
 };
 

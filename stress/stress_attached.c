@@ -171,19 +171,8 @@ int main(int argc, char **argv)
 		    "attached shards polled by their own threads while others start timers on them",
 		    3000000, 120);
 	g_fire_hook = att_hook;
-	worker_mix = (struct step_mix){
-		.cancel_pct = 40,
-		.sync_pct = 20,
-		.reset_pct = 25,
-		.on_pct = 75,
-		.home_pct = 25,
-		.tag = REC_STRICT,
-		.start_delay = att_delay,
-		.reset_delay = att_delay,
-	};
-	poller_mix = worker_mix;
-	poller_mix.on_pct = 30;
-	poller_mix.home_pct = 70;
+	worker_mix = step_mix_strict(40, 20, 75, 0, att_delay); /* nshards: each round's */
+	poller_mix = step_mix_poller(worker_mix);
 	for (struct round rd = {0}; round_next(&rd, ARRAY_SIZE(rounds));) {
 		unsigned nsh = rounds[rd.cfg].cfg.shape.shards;
 		uint64_t polls = 0, over = 0, handovers = 0;

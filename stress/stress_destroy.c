@@ -286,22 +286,8 @@ static void *d_poller_main(void *arg)
 /* What the churn threads and the poller (mostly on its own shard) do with their records. */
 static void set_mixes(unsigned nshards)
 {
-	g_d.churn_mix = (struct step_mix){
-		.cancel_pct = 50,
-		.sync_pct = 30,
-		.reset_pct = 25,
-		.on_pct = 60,
-		.home_pct = 25,
-		.nshards = nshards,
-		.tag = REC_STRICT,
-		.start_delay = short_delay,
-		.reset_delay = short_delay,
-	};
-	g_d.poller_mix = g_d.churn_mix;
-	g_d.poller_mix.cancel_pct = 40;
-	g_d.poller_mix.sync_pct = 20;
-	g_d.poller_mix.on_pct = 30;
-	g_d.poller_mix.home_pct = 70;
+	g_d.churn_mix = step_mix_strict(50, 30, 60, nshards, short_delay);
+	g_d.poller_mix = step_mix_poller(step_mix_strict(40, 20, 60, nshards, short_delay));
 }
 
 static void one_round(struct round *rd)

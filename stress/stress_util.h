@@ -197,7 +197,8 @@ enum tally_kind {
 	TK_SYNC_DEADLK,
 	TK_RESET_OK,
 	TK_RESET_NOENT,
-	TK_TIMER_OPS,		    /* kinds above are timer operations (what --ops counts) */
+	TK_START_REFUSED, /* starts refused with -ENOBUFS: the shard's inbox at its limit */
+	TK_TIMER_OPS,	  /* kinds above are timer operations (what --ops counts) */
 	TK_SHUTDOWN = TK_TIMER_OPS, /* calls that returned -ESHUTDOWN */
 	TK_POLL,
 	TK_PROBE,	/* calls made only to learn of a shutdown (not operations) */
@@ -229,6 +230,8 @@ extern _Thread_local bool tl_saw_shutdown;
 
 /* Check a call's return code against what the contract allows for it. */
 void check_rc(const char *call, int rc, bool enoent_ok);
+/* check_rc for a start, which may also be refused (-ENOBUFS: counted, not a violation). */
+void check_start_rc(const char *call, int rc);
 
 /* ---- threads (util_threads.c) -------------------------------------------------------- */
 
@@ -277,6 +280,7 @@ struct svc_shape {
 	uint64_t tick_ns;
 	unsigned pool;	      /* callback threads; 0 = inline on the shard threads */
 	uint64_t lawn_shards; /* 0 = all */
+	unsigned inbox_limit; /* 0 = spoke_config_init's */
 };
 
 /* One configuration of a program's rounds: the service, and its worker threads. */
@@ -426,8 +430,7 @@ extern uint64_t g_fire_spin_ns; /* callbacks spin up to this long (random), wide
 /* The callback of (idx, gen) is running on this thread (cancel_sync gets -EDEADLK). */
 extern _Thread_local void *tl_running_arg;
 
-void recs_alloc(size_t n);
-void recs_free(void);
+void recs_alloc(size_t n); /* round_end frees it */
 
 static inline uint64_t rec_word(uint64_t gen, unsigned st)
 {
@@ -516,6 +519,19 @@ struct step_mix {
 /* Returns what the call returned, or 1 if it made none (running, or left alone). */
 int rec_step(struct spoke *s, size_t idx, struct rng *r, const struct step_mix *m);
 
+/*
+ * The mix of a thread that is the only resetter of its records (REC_STRICT):
+ * cancel_pct% of the armed ones cancelled (sync_pct% of those with
+ * cancel_sync), 25% reset; a settled one started on_pct% on a random one
+ * of nshards, 25% on the thread's home shard, the rest as TTL timers; every
+ * start and reset for delay(). step_mix_poller: the same for a thread that
+ * polls its own attached shard, whose starts go 70% to that shard.
+ */
+struct step_mix step_mix_strict(unsigned cancel_pct, unsigned sync_pct, unsigned on_pct,
+				unsigned nshards,
+				uint64_t (*delay)(struct rng *r, const void *ctx));
+struct step_mix step_mix_poller(struct step_mix m);
+
 /* Spin for a random time up to g_fire_spin_ns (a callback that takes a while). */
 void fire_spin(void);
 
@@ -553,8 +569,7 @@ extern size_t g_npers;
 /* Optional: what a periodic callback does after the checks (run n of slot idx). */
 extern void (*g_per_hook)(struct ptimer *p, size_t idx, uint64_t gen, unsigned n);
 
-void pers_alloc(size_t n);
-void pers_free(void);
+void pers_alloc(size_t n); /* round_end frees it */
 
 /*
  * Owner: start a periodic timer in slot idx (settled: never used, or stopped
@@ -594,7 +609,7 @@ bool per_settle(struct spoke *s, size_t idx);
 /* ---- settling and spoke_stats (util_settle.c) ------------------------------------------------ */
 
 struct expect {
-	uint64_t started, fired, cancelled;
+	uint64_t started, fired, cancelled, refused;
 	bool oneshot_only; /* per shard: started == fired + cancelled + pending */
 };
 

@@ -191,6 +191,7 @@ static const char *const tally_name[TK_COUNT] = {
 	"cancel_sync=EDEADLK",
 	"reset=0",
 	"reset=ENOENT",
+	"start=ENOBUFS",
 	"ESHUTDOWN",
 	"poll",
 	"probe",
@@ -314,6 +315,14 @@ void check_rc(const char *call, int rc, bool enoent_ok)
 		return;
 	}
 	VIOLATION("%s returned %d (%s)", call, rc, strerror(-rc));
+}
+
+void check_start_rc(const char *call, int rc)
+{
+	if (rc == -ENOBUFS)
+		tally(TK_START_REFUSED);
+	else
+		check_rc(call, rc, false);
 }
 
 /* ---- memory -------------------------------------------------------------------------- */

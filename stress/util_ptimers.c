@@ -19,13 +19,6 @@ void pers_alloc(size_t n)
 	g_npers = n;
 }
 
-void pers_free(void)
-{
-	free(g_pers);
-	g_pers = NULL;
-	g_npers = 0;
-}
-
 static void atomic_min_u(atomic_uint *a, unsigned v)
 {
 	unsigned cur = atomic_load(a);
@@ -75,7 +68,7 @@ int per_start(struct spoke *s, size_t idx, uint64_t period_ns, unsigned plan, un
 	} else {
 		atomic_store(&p->stops, 1); /* never ran: settled */
 		atomic_store(&p->max_runs, 0);
-		check_rc("spoke_start_periodic", rc, false);
+		check_start_rc("spoke_start_periodic", rc);
 	}
 	return rc;
 }

@@ -22,13 +22,6 @@ void recs_alloc(size_t n)
 	g_nrecs = n;
 }
 
-void recs_free(void)
-{
-	free(g_recs);
-	g_recs = NULL;
-	g_nrecs = 0;
-}
-
 /* A settled REC_STRICT record that fired: not before its last successful deadline. */
 static void rec_check_strict(struct rec *r, uint64_t w)
 {
@@ -140,7 +133,7 @@ int rec_start(struct spoke *s, size_t idx, enum start_how how, unsigned shard, u
 		tally(TK_START);
 	} else {
 		atomic_store_explicit(&r->word, rec_word(gen, REC_IDLE), memory_order_release);
-		check_rc(how_name(how), rc, false);
+		check_start_rc(how_name(how), rc);
 	}
 	return rc;
 }
@@ -260,6 +253,29 @@ int rec_step(struct spoke *s, size_t idx, struct rng *r, const struct step_mix *
 			 : how < m->on_pct + m->home_pct ? HOW_HOME
 							 : HOW_TTL,
 			 (unsigned)rng_below(r, m->nshards), m->start_delay(r, m->ctx), m->tag);
+}
+
+struct step_mix step_mix_strict(unsigned cancel_pct, unsigned sync_pct, unsigned on_pct,
+				unsigned nshards, uint64_t (*delay)(struct rng *r, const void *ctx))
+{
+	return (struct step_mix){
+		.cancel_pct = cancel_pct,
+		.sync_pct = sync_pct,
+		.reset_pct = 25,
+		.on_pct = on_pct,
+		.home_pct = 25,
+		.nshards = nshards,
+		.tag = REC_STRICT,
+		.start_delay = delay,
+		.reset_delay = delay,
+	};
+}
+
+struct step_mix step_mix_poller(struct step_mix m)
+{
+	m.on_pct = 30;
+	m.home_pct = 70;
+	return m;
 }
 
 /*

@@ -18,6 +18,8 @@ static struct spoke *svc_make(const struct svc_shape *sh)
 	c.tick_ns = sh->tick_ns;
 	c.callback_threads = sh->pool;
 	c.lawn_shards = sh->lawn_shards;
+	if (sh->inbox_limit)
+		c.inbox_limit = sh->inbox_limit;
 	rc = spoke_create(&s, &c);
 	if (rc != 0) {
 		fprintf(stderr, "%s: spoke_create: %d (%s)\n", g_name, rc, strerror(-rc));
@@ -105,6 +107,11 @@ void round_end(struct round *rd)
 	if (rd->s)
 		spoke_destroy(rd->s);
 	rd->s = NULL;
-	recs_free();
-	pers_free();
+	/* The round's tables (recs_alloc, pers_alloc), forgotten for the next round. */
+	free(g_recs);
+	g_recs = NULL;
+	g_nrecs = 0;
+	free(g_pers);
+	g_pers = NULL;
+	g_npers = 0;
 }

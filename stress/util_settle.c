@@ -16,6 +16,7 @@ struct expect expect_since(const uint64_t before[TK_COUNT], bool oneshot_only)
 	e.fired = now[TK_FIRED] - before[TK_FIRED];
 	e.cancelled =
 		(now[TK_CANCEL_OK] - before[TK_CANCEL_OK]) + (now[TK_SYNC_OK] - before[TK_SYNC_OK]);
+	e.refused = now[TK_START_REFUSED] - before[TK_START_REFUSED];
 	e.oneshot_only = oneshot_only;
 	return e;
 }
@@ -44,12 +45,14 @@ static const char *stats_disagree(struct spoke *s, const struct expect *e, char 
 		}
 	}
 	if (!why && (st->total.started != e->started || st->total.fired != e->fired ||
-		     st->total.cancelled != e->cancelled)) {
+		     st->total.cancelled != e->cancelled || st->total.refused != e->refused ||
+		     st->total.inbox_queued != 0)) {
 		snprintf(buf, len,
 			 "stats say started %" PRIu64 " fired %" PRIu64 " cancelled %" PRIu64
-			 ", the program counted %" PRIu64 " / %" PRIu64 " / %" PRIu64,
-			 st->total.started, st->total.fired, st->total.cancelled, e->started,
-			 e->fired, e->cancelled);
+			 " refused %" PRIu64 " queued %" PRIu64 ", the program counted %" PRIu64
+			 " / %" PRIu64 " / %" PRIu64 " / %" PRIu64 " / 0",
+			 st->total.started, st->total.fired, st->total.cancelled, st->total.refused,
+			 st->total.inbox_queued, e->started, e->fired, e->cancelled, e->refused);
 		why = buf;
 	}
 	free(st);

@@ -69,13 +69,14 @@ struct spoke;
  * except cpu, where -1 is the default (0 pins the shard to CPU 0).
  */
 struct spoke_shard_config {
-	int cpu;	     /* CPU to pin the managed thread to; -1 = shard index mod CPUs */
-	uint64_t tick_ns;    /* tick length of this shard (1 us .. 1 h) */
-	uint64_t slack_ns;   /* expiry slack of this shard (see struct spoke_config) */
-	const char *engine;  /* engine scheme for one-shot and periodic timers */
-	unsigned level_bits; /* wheel geometry (hierarchical): bits per level */
-	unsigned levels;     /* wheel geometry (hierarchical): number of levels */
-	size_t table_size;   /* hashed schemes: buckets */
+	int cpu;	      /* CPU to pin the managed thread to; -1 = shard index mod CPUs */
+	uint64_t tick_ns;     /* tick length of this shard (1 us .. 1 h) */
+	uint64_t slack_ns;    /* expiry slack of this shard (see struct spoke_config) */
+	const char *engine;   /* engine scheme for one-shot and periodic timers */
+	unsigned level_bits;  /* wheel geometry (hierarchical): bits per level */
+	unsigned levels;      /* wheel geometry (hierarchical): number of levels */
+	size_t table_size;    /* hashed schemes: buckets */
+	unsigned inbox_limit; /* backpressure (see struct spoke_config); 0 = the global one */
 };
 
 struct spoke_config {
@@ -110,6 +111,14 @@ struct spoke_config {
 	/* Optional: overrides for shards 0 .. n_shard_overrides-1 (NULL = none). */
 	const struct spoke_shard_config *shard_overrides;
 	unsigned n_shard_overrides;
+	/*
+	 * Backpressure: a start from a thread that does not own the shard is
+	 * refused with -ENOBUFS while the shard's inbox holds this many messages
+	 * its owner has not handled, counting the places starting threads have
+	 * taken and not used yet (up to 63 each; default 1048576: 64 MiB of
+	 * queued handles; 0 = no limit). Cancels and resets are never refused.
+	 */
+	unsigned inbox_limit;
 	/*
 	 * Rescue: when a shard has had work due for this long and its owner
 	 * (managed thread or attached loop) has taken no turn, another spoke
@@ -146,6 +155,14 @@ struct spoke_shard_stats {
 	uint64_t tick_ns;
 	uint64_t slack_ns; /* the slack in effect: tick / ceil(tick / asked slack), rounded up */
 	bool attached;
+	/*
+	 * Messages other threads have queued to the shard (starts, resets,
+	 * cancels) that its owner has not handled yet: read live, also while
+	 * the owner is stalled. Starts refused with -ENOBUFS because it had
+	 * reached inbox_limit.
+	 */
+	uint64_t inbox_queued;
+	uint64_t refused;
 };
 
 struct spoke_stats {
@@ -189,6 +206,13 @@ int spoke_create(struct spoke **out, const struct spoke_config *cfg);
  * running callbacks, joins its threads, and frees everything. Pending timers
  * never run. Called from inside a callback of the same instance it aborts
  * the process with a message naming the misuse (it would wait for itself).
+ * Called from a callback of another instance, where waiting would close a
+ * cycle of threads waiting for each other (a callback of s waits for the
+ * destroying one), it makes a spoke_cancel_sync waiting in that cycle return
+ * -EDEADLK, and goes on; a cycle without one (callbacks destroying each
+ * other's instances, or attaching a shard whose callback destroys) aborts
+ * the process with a message naming the cycle: it can neither return early
+ * nor wait.
  * In a child of fork(), on an instance inherited from the parent, it frees
  * what it can without waiting for threads that do not exist there.
  */
@@ -210,7 +234,10 @@ void spoke_destroy_release(struct spoke *s, spoke_fn *release);
  * period), -ESHUTDOWN (destroy has begun), -EAGAIN (a thread's first call:
  * no arena for it, see above), -ENOMEM (no memory or address space for more
  * handles: a thread's first start reserves 64 MiB of address space for its
- * handles, and each further 512 KiB of them is made read/write as needed).
+ * handles, and each further 512 KiB of them is made read/write as needed),
+ * -ENOBUFS (the caller does not own the shard, and the shard's inbox holds
+ * inbox_limit messages its owner has not handled: a stalled or overrun
+ * owner; nothing was started, try again later or elsewhere).
  */
 
 /* One-shot timer on the caller's shard (its attached shard, else its CPU's). */
@@ -274,11 +301,13 @@ int spoke_cancel(struct spoke *s, spoke_id id);
 /*
  * As spoke_cancel, and on return no run of the timer is in progress.
  * -EDEADLK, without waiting, from inside that timer's own callback, and
- * from a callback whose wait would close a cycle of callbacks waiting for
- * each other (A's callback waits for B's run while B's waits for A's, or a
- * longer chain, across instances too); the cancel itself still takes
- * effect. Only a cancel_sync that must wait takes a lock (process-wide,
- * held to check for a cycle, never while waiting).
+ * where the wait would close a cycle of threads waiting for each other
+ * (A's callback waits for B's run while B's waits for A's, or a longer
+ * chain, across instances too, also through spoke_attach and spoke_destroy,
+ * which wait as well); and while it waits, once a spoke_destroy closes
+ * such a cycle through it. The cancel itself still takes effect. Only a
+ * cancel_sync that must wait takes a lock (process-wide, held to check for
+ * a cycle, never while waiting).
  */
 int spoke_cancel_sync(struct spoke *s, spoke_id id);
 
@@ -319,7 +348,9 @@ unsigned spoke_shards(const struct spoke *s);
  * -EINVAL (k out of range), -EBUSY (shard already attached, or being handed
  * over by another thread's attach or detach at this moment, or this thread
  * already owns a shard, of this or of another live instance: a thread owns
- * at most one shard at a time).
+ * at most one shard at a time), -EDEADLK (without waiting, nothing changed:
+ * waiting for the shard's thread would close a cycle of threads waiting for
+ * each other, as for spoke_cancel_sync).
  */
 int spoke_attach(struct spoke *s, unsigned shard);
 

@@ -53,8 +53,20 @@
  *                        handle). The owner cannot take the messages behind
  *                        the missing link; it must look again within 50 us,
  *                        not spin (next deadline 0) and not sleep on.
+ *   poll_waits_for_unlinked_producer  the same stuck producer, with starts
+ *                        that returned before a spoke_poll queued behind it
+ *                        (behind the inbox's first node, and behind a
+ *                        linked start): the poll runs them all, waiting for
+ *                        that producer's link (contract line 11).
+ *   pool_naps_behind_unlinked_producer  a pool queue blocked by a producer
+ *                        preempted inside its enqueue (held there by hand):
+ *                        its worker naps 50 us between looks, no spin.
+ *   remaining_as_periodic_run_ends  a periodic run's runner is held as it
+ *                        ends the run (next deadline computed, run not yet
+ *                        ended), pool and inline: spoke_remaining asked then
+ *                        must not pass the second run's deadline.
  *   later_reset_writing_vs_expiry  a foreign reset that moves a one-shot
- *                        later sends no message (api.c reset_is_later); it
+ *                        later sends no message (api_timers.c reset_is_later); it
  *                        holds WRITING when the timer's place in the wheel
  *                        comes. The owner must ask it for a message (RESET):
  *                        the timer is in no engine now, and would never run.
@@ -112,6 +124,12 @@
  *                        slots never handed out and of slots past the
  *                        read/write limit name nothing (-ENOENT), and
  *                        resolving them reads no page that is not mapped.
+ *   arena_trims_drained_backlog  a sender's backlog to a shard that does
+ *                        not poll, then drained: the sender's next start
+ *                        takes its handles back and the steps of its arena
+ *                        none of them is used in leave memory (mincore);
+ *                        the old ids name none of the timers that reuse
+ *                        the slots.
  *   every_handle_comes_back  once every timer of a mixed load is over
  *                        (one-shots fired and cancelled, periodic timers
  *                        reset and cancelled while armed, queued or running,
@@ -128,6 +146,7 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -142,11 +161,22 @@ static _Thread_local int tl_stall_at = -1;
  */
 static atomic_int stall_any_at = -1;
 static sem_t stalled, resume, any_stalled, any_resume;
+/* The first thread that reaches this point posts `signalled`, and goes on without stalling. */
+static atomic_int signal_any_at = -1;
+static sem_t signalled;
+
+/* How many times any thread reached each point (while the hook is set). */
+static atomic_uint hook_hits[32];
 
 static void stall_hook(enum spoke_hook point)
 {
-	int any = (int)point;
+	int any = (int)point, signal = (int)point;
 
+	if ((unsigned)point < ARRAY_SIZE(hook_hits))
+		atomic_fetch_add(&hook_hits[point], 1);
+
+	if (atomic_compare_exchange_strong(&signal_any_at, &signal, -1))
+		sem_post(&signalled);
 	if ((int)point == tl_stall_at) {
 		tl_stall_at = -1;
 		sem_post(&stalled);
@@ -174,6 +204,8 @@ static void sem_wait_or_fail(sem_t *sem, const char *what)
 static int hooks_setup(void **state)
 {
 	atomic_store(&stall_any_at, -1);
+	atomic_store(&signal_any_at, -1);
+	sem_init(&signalled, 0, 0);
 	sem_init(&stalled, 0, 0);
 	sem_init(&resume, 0, 0);
 	sem_init(&any_stalled, 0, 0);
@@ -185,6 +217,7 @@ static int hooks_setup(void **state)
 static int hooks_teardown(void **state)
 {
 	atomic_store(&spoke_test_hook, NULL);
+	sem_destroy(&signalled);
 	sem_destroy(&stalled);
 	sem_destroy(&resume);
 	sem_destroy(&any_stalled);
@@ -1372,9 +1405,13 @@ static void thread_exit_vs_arena_at_same_address(void **state)
 
 /* --- a producer preempted inside the inbox's enqueue ------------------------- */
 
-/* Step 1 of cds_wfcq_enqueue only: the tail is d's, the old tail's link is not stored. */
+/*
+ * Step 1 of cds_wfcq_enqueue only: the tail is d's, the old tail's link is
+ * not stored. Counted in the inbox's backlog first, as a producer does.
+ */
 static struct cds_wfcq_node *enqueue_half(struct shard *sh, struct spoke_handle *d)
 {
+	atomic_fetch_add(&sh->inbox_queued, 1);
 	cds_wfcq_node_init(&d->qnode);
 	return uatomic_xchg(&sh->inbox_tail.p, &d->qnode);
 }
@@ -1394,14 +1431,20 @@ static void *start_on_shard0(void *arg)
 	return (void *)(uintptr_t)id;
 }
 
-/* The attached owner's view while the inbox is blocked: poll, then the next deadline. */
-static int64_t blocked_next_deadline(struct spoke *s)
+/* The attached owner's next deadline once a poll took what it could. */
+/* spoke_next_deadline_ns where a timer is pending: the ns until the shard's next work. */
+static int64_t pending_next_deadline(struct spoke *s)
 {
 	uint64_t ns;
 
-	assert_true(spoke_poll(s) >= 0);
-	assert_int_equal(spoke_next_deadline_ns(s, &ns), 0); /* a timer is pending */
+	assert_int_equal(spoke_next_deadline_ns(s, &ns), 0);
 	return (int64_t)ns;
+}
+
+static int64_t polled_next_deadline(struct spoke *s)
+{
+	assert_true(spoke_poll(s) >= 0);
+	return pending_next_deadline(s);
 }
 
 static void blocked_inbox_caps_the_wait(void **state)
@@ -1418,28 +1461,190 @@ static void blocked_inbox_caps_the_wait(void **state)
 	(void)state;
 	assert_non_null(dummy);
 	assert_int_equal(spoke_attach(s, 0), 0);
-	/* A start linked in the inbox, then a producer stuck behind it. */
+	/*
+	 * A start linked in the inbox, then a producer stuck behind it (this
+	 * thread, which therefore does not poll: a poll would wait for it).
+	 */
 	pthread_join(thread_start(start_on_shard0, s), &ret);
 	first = (spoke_id)(uintptr_t)ret;
 	assert_true(first != 0);
 	old = enqueue_half(sh, dummy);
-	nd = blocked_next_deadline(s);
+	nd = pending_next_deadline(s);
 	assert_true(nd > 0 && nd <= 50 * (int64_t)US);
-	assert_true(blocked_next_deadline(s) > 0);
+	assert_true(pending_next_deadline(s) > 0);
 	enqueue_finish(old, dummy);
-	nd = blocked_next_deadline(s); /* took both: only the 10 s timer is left */
+	nd = polled_next_deadline(s); /* took both: only the 10 s timer is left */
 	assert_true(nd > 5 * (int64_t)SEC);
 	/* An inbox holding nothing but the unlinked node. */
 	old = enqueue_half(sh, dummy);
-	nd = blocked_next_deadline(s);
+	nd = pending_next_deadline(s);
 	assert_true(nd > 0 && nd <= 50 * (int64_t)US);
 	enqueue_finish(old, dummy);
-	nd = blocked_next_deadline(s);
+	nd = polled_next_deadline(s);
 	assert_true(nd > 5 * (int64_t)SEC);
 	assert_int_equal(spoke_cancel(s, first), 0);
 	assert_int_equal(spoke_detach(s), 0);
 	svc_destroy(s);
 	free(dummy);
+}
+
+/*
+ * Starts that returned before a spoke_poll, queued behind a producer
+ * preempted between its tail swap and its link (held there by this
+ * thread doing that first step by hand): the poll must run them, waiting
+ * for that producer to link (an agent links once the poll says it waits,
+ * or once the poll has returned without waiting). Behind the inbox's first
+ * node (the splice cannot take the inbox), and behind a linked start (the
+ * dequeue stops at the missing link).
+ */
+static struct {
+	struct spoke_handle *dummy;
+	struct cds_wfcq_node *old_tail;
+	atomic_uint runs;
+} pw;
+
+static void *start_due_soon(void *s)
+{
+	return (void *)(intptr_t)spoke_start_on(s, 0, 1 * MS, count_fn, &pw.runs, NULL);
+}
+
+static void start_due_soon_joined(struct spoke *s)
+{
+	void *rc;
+
+	pthread_join(thread_start(start_due_soon, s), &rc);
+	assert_int_equal((intptr_t)rc, 0);
+}
+
+static void pw_link(void *arg)
+{
+	(void)arg;
+	while (sem_wait(&signalled) != 0)
+		;
+	enqueue_finish(pw.old_tail, pw.dummy);
+}
+
+static void poll_behind_unlinked_producer(unsigned linked_before)
+{
+	struct spoke *s = svc_new(1, 1 * MS, 0);
+	struct agent linker;
+	int n;
+
+	memset(&pw, 0, sizeof(pw));
+	pw.dummy = calloc(1, sizeof(*pw.dummy));
+	assert_non_null(pw.dummy);
+	agent_begin(&linker);
+	assert_int_equal(spoke_attach(s, 0), 0);
+	for (unsigned i = 0; i < linked_before; i++)
+		start_due_soon_joined(s);
+	pw.old_tail = enqueue_half(&s->shards[0], pw.dummy);
+	start_due_soon_joined(s);
+	sleep_ms(3); /* every start is due */
+	atomic_store(&signal_any_at, SPOKE_HOOK_POLL_WAITS_FOR_LINK);
+	agent_post(&linker, pw_link, NULL);
+	n = spoke_poll(s);
+	sem_post(&signalled); /* the poll returned: link now if it did not wait */
+	agent_wait(&linker);
+	agent_end(&linker);
+	if (n != (int)linked_before + 1 || atomic_load(&pw.runs) != linked_before + 1)
+		fail_msg("%u due starts returned before the poll (%u before the unlinked node); it "
+			 "ran %d",
+			 linked_before + 1, linked_before, n);
+	assert_int_equal(spoke_poll(s), 0);
+	assert_int_equal(spoke_detach(s), 0);
+	svc_destroy(s);
+	free(pw.dummy);
+}
+
+static void poll_waits_for_unlinked_producer(void **state)
+{
+	(void)state;
+	poll_behind_unlinked_producer(0);
+	poll_behind_unlinked_producer(1);
+}
+
+/*
+ * A pool worker whose only work is a node a producer has swapped in and not
+ * linked (held there by this thread doing that first step by hand on the
+ * pool queue) must nap 50 us between looks, not spin: it once counted that
+ * node as work and never slept, taking a CPU from the preempted producer.
+ */
+#define NAPS 200
+
+static void pool_naps_behind_unlinked_producer(void **state)
+{
+	struct spoke *s = svc_new(1, 1 * MS, 1);
+	struct pool_queue *q = &s->pools[0];
+	struct spoke_handle *dummy = calloc(1, sizeof(*dummy));
+	struct cds_wfcq_node *old;
+	uint64_t t0, took;
+
+	(void)state;
+	assert_non_null(dummy);
+	cds_wfcq_node_init(&dummy->qnode);
+	old = uatomic_xchg(&q->tail.p, &dummy->qnode);
+	atomic_store(&hook_hits[SPOKE_HOOK_POOL_LINK_NAP], 0);
+	t0 = spoke_now_ns();
+	spoke_ec_kick(&q->wake_seq);
+	ASSERT_EVENTUALLY(atomic_load(&hook_hits[SPOKE_HOOK_POOL_LINK_NAP]) >= NAPS,
+			  "the worker's looks at the blocked queue");
+	took = spoke_now_ns() - t0;
+	uatomic_set(&q->tail.p, old); /* no node was linked: the queue is empty again */
+	if (took < NAPS * 50 * US)
+		fail_msg("%u looks at a queue blocked by an unlinked node in %.3f ms: the worker "
+			 "spins instead of napping 50 us",
+			 NAPS, (double)took / 1e6);
+	svc_destroy(s);
+	free(dummy);
+}
+
+/* --- spoke_remaining while a periodic run ends ---------------------------------- */
+
+#define RF_PERIOD (50 * MS)
+
+static struct due_log rf;
+
+static void rf_fn(void *arg)
+{
+	(void)arg;
+	(void)due_log_run(&rf);
+}
+
+/*
+ * The runner of a periodic timer's first run is held after the callback
+ * returned, as it ends the run (finish_run, the next deadline computed):
+ * spoke_remaining asked then must not pass the deadline the second run
+ * came at (it once said a period more: the next deadline plus a period).
+ */
+static void remaining_as_run_ends_on(unsigned callback_threads)
+{
+	struct spoke *s = svc_new(1, 1 * MS, callback_threads);
+	uint64_t asked;
+	int64_t left;
+	spoke_id p;
+
+	memset(&rf, 0, sizeof(rf));
+	atomic_store(&stall_any_at, SPOKE_HOOK_RUN_FINISHING);
+	assert_int_equal(spoke_start_periodic(s, RF_PERIOD, rf_fn, NULL, &p), 0);
+	sem_wait_or_fail(&any_stalled, "the end of the first run");
+	asked = spoke_now_ns();
+	left = spoke_remaining(s, p);
+	sem_post(&any_resume);
+	ASSERT_EVENTUALLY(atomic_load(&rf.runs) >= 2, "the second run");
+	if (left < 0 || (left > 0 && asked + (uint64_t)left > atomic_load(&rf.due[1])))
+		fail_msg("%s: spoke_remaining said %" PRId64 " ns as the first run ended; the "
+			 "second was due %" PRId64 " ns after it was asked",
+			 callback_threads ? "pool" : "inline", left,
+			 (int64_t)(atomic_load(&rf.due[1]) - asked));
+	assert_int_equal(spoke_cancel_sync(s, p), 0);
+	svc_destroy(s);
+}
+
+static void remaining_as_periodic_run_ends(void **state)
+{
+	(void)state;
+	remaining_as_run_ends_on(1);
+	remaining_as_run_ends_on(0);
 }
 
 /* --- memory layout ------------------------------------------------------------ */
@@ -1514,6 +1719,110 @@ static void assert_names_nothing(struct spoke *s, spoke_id id)
  * limit (still PROT_NONE: reading one would fault) name nothing, and the
  * lookup does not touch what is past the limit.
  */
+/* --- a drained backlog gives its memory back ---------------------------------- */
+
+#define BL_STEPS 8
+#define BL_PAIRS (BL_STEPS * SPOKE_REGION_STEP_SLOTS)
+
+static struct {
+	struct spoke *s;
+	struct arena *arena;   /* the sender's */
+	spoke_id *old, *young; /* the first batch's ids, and the new timers' */
+	unsigned young_n;
+} bl;
+
+/* The sender: BL_PAIRS start + cancel pairs queued to shard 0 (its owner takes none). */
+static void bl_backlog(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; i < BL_PAIRS; i++) {
+		BG_CHECK_INT(spoke_start_on(bl.s, 0, 10 * SEC, never_fn, NULL, &bl.old[i]), ==, 0);
+		BG_CHECK_INT(spoke_cancel(bl.s, bl.old[i]), ==, 0);
+	}
+	bl.arena = spoke_tls_arena.arena;
+}
+
+/* The sender again, once the owner took them: new timers, as many. */
+static void bl_restart(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; i < bl.young_n; i++)
+		BG_CHECK_INT(spoke_start_on(bl.s, 0, 10 * SEC, never_fn, NULL, &bl.young[i]), ==,
+			     0);
+}
+
+/* Pages of steps 1 .. BL_STEPS - 1 of the sender's region that are resident. */
+static unsigned bl_resident_pages(void)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE),
+	       step = SPOKE_REGION_STEP_SLOTS * SPOKE_SLOT_BYTES, bytes = (BL_STEPS - 1) * step;
+	unsigned char *vec = calloc(bytes / page, 1);
+	unsigned n = 0;
+
+	assert_non_null(vec);
+	assert_int_equal(mincore(bl.arena->base + step, bytes, vec), 0);
+	for (size_t i = 0; i < bytes / page; i++)
+		n += vec[i] & 1;
+	free(vec);
+	return n;
+}
+
+/*
+ * A sender queues BL_STEPS steps' worth (512 KiB each) of start + cancel
+ * pairs to an attached shard that does not poll: its arena's steps are
+ * resident. The owner polls them all and hands the handles back; the
+ * sender's next start (the arena's growth made old, as after a long stall)
+ * takes them back at once, and the steps none of them is used in are
+ * given back to the kernel (mincore: not resident), where
+ * before they stayed until destroy. Ids keep their meaning (line 6): when
+ * the sender's new timers reuse those slots, no old id cancels one of them.
+ */
+static void arena_trims_drained_backlog(void **state)
+{
+	size_t step_pages =
+		SPOKE_REGION_STEP_SLOTS * SPOKE_SLOT_BYTES / (size_t)sysconf(_SC_PAGESIZE);
+	struct agent sender;
+	unsigned resident;
+
+	(void)state;
+	memset(&bl, 0, sizeof(bl));
+	bl.old = calloc(BL_PAIRS, sizeof(*bl.old));
+	bl.young = calloc(BL_PAIRS, sizeof(*bl.young));
+	assert_true(bl.old && bl.young);
+	bl.s = svc_new(1, 1 * MS, 0);
+	assert_int_equal(spoke_attach(bl.s, 0), 0);
+	agent_begin(&sender);
+	agent_call(&sender, bl_backlog, NULL);
+	assert_no_bg_failures();
+	resident = bl_resident_pages();
+	assert_true(resident > (BL_STEPS - 2) * step_pages); /* the backlog's handles */
+	assert_int_equal(stats_of(bl.s, 0).inbox_queued, BL_PAIRS);
+	spoke_poll(bl.s);
+	assert_int_equal(stats_of(bl.s, 0).inbox_queued, 0);
+	/* The backlog stopped growing long ago (arena.c TRIM_AFTER_NS), as after a stall. */
+	bl.arena->grown_ns = 0;
+	bl.young_n = 1;
+	agent_call(&sender, bl_restart, NULL);
+	resident = bl_resident_pages();
+	if (resident > step_pages)
+		fail_msg("%u pages of the drained backlog's steps still resident (of %zu)",
+			 resident, (BL_STEPS - 1) * step_pages);
+	/* New timers in every slot the backlog used: the old ids name none of them. */
+	bl.young_n = BL_PAIRS;
+	agent_call(&sender, bl_restart, NULL);
+	assert_no_bg_failures();
+	for (unsigned i = 0; i < BL_PAIRS; i++)
+		assert_int_equal(spoke_cancel(bl.s, bl.old[i]), -ENOENT);
+	for (unsigned i = 0; i < BL_PAIRS; i++)
+		assert_int_equal(spoke_cancel(bl.s, bl.young[i]), 0);
+	agent_end(&sender);
+	spoke_poll(bl.s);
+	assert_int_equal(spoke_detach(bl.s), 0);
+	svc_destroy(bl.s);
+	free(bl.old);
+	free(bl.young);
+}
+
 static void arena_ids_across_region_step(void **state)
 {
 	struct spoke *s = svc_new(1, 1 * MS, 0);
@@ -1937,6 +2246,10 @@ int main(int argc, char **argv)
 		HOOK_TEST(arena_ids_across_spill),
 		HOOK_TEST(fork_while_lock_held_child_creates),
 		HOOK_TEST(fork_child_leaves_parent_instances_alone),
+		HOOK_TEST(poll_waits_for_unlinked_producer),
+		HOOK_TEST(remaining_as_periodic_run_ends),
+		HOOK_TEST(arena_trims_drained_backlog),
+		HOOK_TEST(pool_naps_behind_unlinked_producer),
 		HOOK_TEST(rescue_vs_owner_return_and_cancel),
 	};
 

@@ -148,6 +148,22 @@ static inline uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * SEC + (uint64_t)ts.tv_nsec;
 }
 
+/* The process's address space in bytes (VmSize), or 0. */
+static inline uint64_t vm_size_bytes(void)
+{
+	char line[256];
+	uint64_t kb = 0;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmSize: %" SCNu64 " kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb * 1024;
+}
+
 /* Evaluates cond every 100 us until it holds or timeout_ns passes; gives its last value. */
 #define WAIT_UNTIL(cond, timeout_ns)                                                               \
 	({                                                                                         \
@@ -546,6 +562,25 @@ static inline void never_fn(void *arg)
 static inline void count_fn(void *arg)
 {
 	atomic_fetch_add((atomic_uint *)arg, 1);
+}
+
+/* A periodic timer's first runs, as its callback records them: the deadline each was due at. */
+#define DUE_LOG_RUNS 2
+struct due_log {
+	_Atomic uint64_t due[DUE_LOG_RUNS];
+	atomic_uint runs;
+};
+
+/* From inside the timer's callback: count this run and keep its deadline; returns its index. */
+static inline unsigned due_log_run(struct due_log *l)
+{
+	unsigned k = atomic_fetch_add(&l->runs, 1);
+	uint64_t due = 0;
+
+	(void)spoke_self(&due);
+	if (k < DUE_LOG_RUNS)
+		atomic_store(&l->due[k], due);
+	return k;
 }
 
 #define assert_never_early()                                                                       \

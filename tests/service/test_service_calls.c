@@ -13,6 +13,11 @@
  *   remaining_counts_down              ns until due, 0 once due, -ENOENT once
  *                                      fired or cancelled; periodic: to the
  *                                      next run, also from inside its run
+ *   remaining_sees_unapplied_reset     a periodic timer's reset that its
+ *                                      owner has not applied yet (from its own
+ *                                      run, pool and inline; from another
+ *                                      thread, owner not polling): the time
+ *                                      left never passes the next run
  *   remaining_stale_periodic_reused    spoke_remaining on the id of a
  *                                      periodic timer that ended, from another
  *                                      thread, while its slots are taken by
@@ -250,6 +255,94 @@ static void remaining_counts_down(void **state)
 	assert_int_equal(spoke_cancel_sync(s, per_id), 0);
 	assert_int_equal(spoke_remaining(s, per_id), -ENOENT);
 	svc_destroy(s);
+}
+
+/*
+ * A reset of a periodic timer moves its next run before its owner has
+ * applied it, and spoke_remaining must say so: from inside the timer's own
+ * run (the runner applies it as the run ends), on the pool and inline, and
+ * from another thread while the owner (attached, not polling) has not
+ * taken the reset's message. Each answer, added to the time it was asked,
+ * must not pass the deadline the next run then had (its spoke_self).
+ */
+static struct {
+	struct spoke *s;
+	spoke_id id;
+	bool reset_in_run; /* the first run resets itself to UR_DELAY */
+	struct due_log log;
+	_Atomic uint64_t asked_ns;
+	_Atomic int64_t left;
+} ur;
+
+#define UR_DELAY (1 * MS)
+
+static void ur_fn(void *arg)
+{
+	(void)arg;
+	if (due_log_run(&ur.log) == 0 && ur.reset_in_run) {
+		BG_CHECK_INT(spoke_reset(ur.s, ur.id, UR_DELAY), ==, 0);
+		atomic_store(&ur.asked_ns, spoke_now_ns());
+		atomic_store(&ur.left, spoke_remaining(ur.s, ur.id));
+	}
+}
+
+static void ur_begin(unsigned callback_threads, bool reset_in_run)
+{
+	memset(&ur, 0, sizeof(ur));
+	ur.reset_in_run = reset_in_run;
+	ur.s = svc_new(1, 1 * MS, callback_threads);
+}
+
+/*
+ * The answer of a call made at asked_ns or later did not pass the deadline of the
+ * run that came next (0 if that was due already).
+ */
+static void assert_left_within(int64_t left, uint64_t asked_ns, uint64_t next_due, const char *who)
+{
+	if (left < 0 || (left > 0 && asked_ns + (uint64_t)left > next_due))
+		fail_msg("%s: spoke_remaining said %" PRId64 " ns; the next run was due %" PRId64
+			 " ns after it was asked",
+			 who, left, (int64_t)(next_due - asked_ns));
+}
+
+static void *ur_foreign_reset(void *arg)
+{
+	(void)arg;
+	return (void *)(intptr_t)spoke_reset(ur.s, ur.id, UR_DELAY);
+}
+
+static void remaining_sees_unapplied_reset(void **state)
+{
+	static const unsigned pools[] = {1, 0};
+	uint64_t asked;
+	int64_t left;
+	void *rc;
+
+	(void)state;
+	for (unsigned i = 0; i < ARRAY_SIZE(pools); i++) {
+		ur_begin(pools[i], true);
+		assert_int_equal(spoke_start_periodic(ur.s, 1 * SEC, ur_fn, NULL, &ur.id), 0);
+		ASSERT_EVENTUALLY(atomic_load(&ur.log.runs) >= 2, "the reset run");
+		assert_no_bg_failures();
+		assert_left_within(atomic_load(&ur.left), atomic_load(&ur.asked_ns),
+				   atomic_load(&ur.log.due[1]),
+				   pools[i] ? "pool run" : "inline run");
+		assert_int_equal(spoke_cancel_sync(ur.s, ur.id), 0);
+		svc_destroy(ur.s);
+	}
+	/* Another thread's reset, queued to an owner that takes no message meanwhile. */
+	ur_begin(0, false);
+	assert_int_equal(spoke_attach(ur.s, 0), 0);
+	assert_int_equal(spoke_start_periodic(ur.s, 5 * SEC, ur_fn, NULL, &ur.id), 0);
+	pthread_join(thread_start(ur_foreign_reset, NULL), &rc);
+	assert_int_equal((intptr_t)rc, 0);
+	asked = spoke_now_ns();
+	left = spoke_remaining(ur.s, ur.id);
+	ASSERT_EVENTUALLY((spoke_poll(ur.s), atomic_load(&ur.log.runs) >= 1), "the reset's run");
+	assert_left_within(left, asked, atomic_load(&ur.log.due[0]), "foreign reset");
+	assert_int_equal(spoke_cancel(ur.s, ur.id), 0);
+	assert_int_equal(spoke_detach(ur.s), 0);
+	svc_destroy(ur.s);
 }
 
 /*
@@ -803,6 +896,7 @@ int main(int argc, char **argv)
 		SVC_TEST(start_at_past_runs_next_tick),
 		SVC_TEST(remaining_counts_down),
 		SVC_TEST(remaining_stale_periodic_reused),
+		SVC_TEST(remaining_sees_unapplied_reset),
 		SVC_TEST(self_names_running_timer),
 		SVC_TEST(set_period_from_own_callback),
 		SVC_TEST(set_period_from_attached_owner),

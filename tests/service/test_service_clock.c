@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_service_clock.c - contract line 2 on the attached path: every start
- * reads a fresh CLOCK_MONOTONIC time (docs/service.md, "Clock sources and the
- * attached path"). The owner of a shard has a time at hand, its last turn's,
+ * reads a fresh CLOCK_MONOTONIC time (docs/design/service.md, "What a call
+ * costs"). The owner of a shard has a time at hand, its last turn's,
  * and using it would save the clock read; these tests fail if a start takes
  * it, because a loop (or a callback inside its poll) may run long between
  * turns.

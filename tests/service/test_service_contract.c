@@ -57,20 +57,20 @@ static int start_kind(struct spoke *s, unsigned nsh, struct rng *rng, unsigned h
 
 /* ==== line 1: exactly once ===================================================== */
 
-#define L1_STARTERS   6
-#define L1_CANCELLERS 2
+#define ONCE_STARTERS	6
+#define ONCE_CANCELLERS 2
 
-struct l1_ctx {
+struct once_ctx {
 	struct spoke *s;
 	unsigned nsh, per;
-	struct trec *rec; /* L1_STARTERS * per */
+	struct trec *rec; /* ONCE_STARTERS * per */
 	atomic_uint starters_done;
 	atomic_uint bad_rc;
 };
 
-static struct l1_ctx l1;
+static struct once_ctx l1;
 
-static int l1_cancel(struct spoke *s, struct trec *r, bool sync)
+static int once_cancel(struct spoke *s, struct trec *r, bool sync)
 {
 	uint64_t id = atomic_load(&r->id);
 	int rc;
@@ -85,17 +85,17 @@ static int l1_cancel(struct spoke *s, struct trec *r, bool sync)
 	return rc;
 }
 
-static void l1_worker(unsigned idx, void *p)
+static void once_worker(unsigned idx, void *p)
 {
-	struct l1_ctx *c = p;
+	struct once_ctx *c = p;
 	struct rng rng = {0x1000 + idx};
 
-	if (idx >= L1_STARTERS) {
+	if (idx >= ONCE_STARTERS) {
 		/* Canceller: races cancels of everyone's timers with their start and expiry. */
-		unsigned total = L1_STARTERS * c->per;
+		unsigned total = ONCE_STARTERS * c->per;
 
-		while (atomic_load(&c->starters_done) < L1_STARTERS) {
-			l1_cancel(c->s, &c->rec[rng_below(&rng, total)], rng_below(&rng, 4) == 0);
+		while (atomic_load(&c->starters_done) < ONCE_STARTERS) {
+			once_cancel(c->s, &c->rec[rng_below(&rng, total)], rng_below(&rng, 4) == 0);
 			if (rng_below(&rng, 64) == 0)
 				sched_yield();
 		}
@@ -118,11 +118,11 @@ static void l1_worker(unsigned idx, void *p)
 		atomic_store(&r->id, id);
 		switch (rng_below(&rng, 3)) {
 		case 0: /* cancel at once: usually overtakes the start at the owner */
-			l1_cancel(c->s, r, rng_below(&rng, 2) == 0);
+			once_cancel(c->s, r, rng_below(&rng, 2) == 0);
 			break;
 		case 1: /* cancel one of our earlier timers: fired, pending or cancelled */
-			l1_cancel(c->s, &c->rec[idx * c->per + rng_below(&rng, j + 1)],
-				  rng_below(&rng, 3) == 0);
+			once_cancel(c->s, &c->rec[idx * c->per + rng_below(&rng, j + 1)],
+				    rng_below(&rng, 3) == 0);
 			break;
 		default:
 			break;
@@ -147,14 +147,14 @@ static void line1_exactly_once_many_threads(void **state)
 	memset(&l1, 0, sizeof(l1));
 	trec_reset_globals();
 	l1.per = SCALE(3000);
-	total = L1_STARTERS * l1.per;
+	total = ONCE_STARTERS * l1.per;
 	l1.rec = calloc(total, sizeof(*l1.rec));
 	assert_non_null(l1.rec);
 	l1.s = svc_new(4, 200 * US, 2);
 	l1.nsh = spoke_shards(l1.s);
 	assert_int_equal(l1.nsh, 4);
 
-	run_workers(L1_STARTERS + L1_CANCELLERS, l1_worker, &l1);
+	run_workers(ONCE_STARTERS + ONCE_CANCELLERS, once_worker, &l1);
 	assert_int_equal(atomic_load(&l1.bad_rc), 0);
 	assert_trecs_end_once(l1.s, l1.rec, total, &fired, &cancelled);
 	{
@@ -171,29 +171,29 @@ static void line1_exactly_once_many_threads(void **state)
 
 /* ==== line 2: never early ======================================================== */
 
-#define L2_THREADS  6
-#define L2_PERIODIC 4
+#define EARLY_THREADS  6
+#define EARLY_PERIODIC 4
 
-struct l2_periodic {
+struct early_periodic {
 	uint64_t t0, period;
 	atomic_uint runs;
 	spoke_id id;
 };
 
-struct l2_ctx {
+struct early_ctx {
 	struct spoke *s;
 	unsigned nsh, per;
 	uint64_t tick;
 	struct trec *rec;
 	atomic_uint bad_rc;
-	struct l2_periodic per_t[L2_PERIODIC];
+	struct early_periodic per_t[EARLY_PERIODIC];
 };
 
-static struct l2_ctx l2;
+static struct early_ctx l2;
 
-static void l2_periodic_fn(void *arg)
+static void early_periodic_fn(void *arg)
 {
-	struct l2_periodic *p = arg;
+	struct early_periodic *p = arg;
 	unsigned k = atomic_fetch_add(&p->runs, 1) + 1;
 	uint64_t now = spoke_now_ns();
 
@@ -201,9 +201,9 @@ static void l2_periodic_fn(void *arg)
 	BG_CHECK_U64(now, >=, p->t0 + k * p->period);
 }
 
-static void l2_worker(unsigned idx, void *p)
+static void early_worker(unsigned idx, void *p)
 {
-	struct l2_ctx *c = p;
+	struct early_ctx *c = p;
 	struct rng rng = {0x2000 + idx};
 
 	for (unsigned j = 0; j < c->per; j++) {
@@ -235,7 +235,7 @@ static void l2_worker(unsigned idx, void *p)
 	}
 }
 
-static bool l2_all_fired(struct l2_ctx *c, unsigned total)
+static bool early_all_fired(struct early_ctx *c, unsigned total)
 {
 	for (unsigned i = 0; i < total; i++)
 		if (atomic_load(&c->rec[i].fired) == 0)
@@ -254,7 +254,7 @@ static bool l2_all_fired(struct l2_ctx *c, unsigned total)
 static void line2_never_early_many_threads(void **state)
 {
 	(void)state;
-	static const uint64_t periods[L2_PERIODIC] = {700 * US, 250 * US, 1300 * US, 2 * MS};
+	static const uint64_t periods[EARLY_PERIODIC] = {700 * US, 250 * US, 1300 * US, 2 * MS};
 	static const unsigned pools[] = {0, 3};
 
 	for (unsigned v = 0; v < ARRAY_SIZE(pools); v++) {
@@ -264,22 +264,22 @@ static void line2_never_early_many_threads(void **state)
 		trec_reset_globals();
 		l2.per = SCALE(1500);
 		l2.tick = 250 * US;
-		total = L2_THREADS * l2.per;
+		total = EARLY_THREADS * l2.per;
 		l2.rec = calloc(total, sizeof(*l2.rec));
 		assert_non_null(l2.rec);
 		l2.s = svc_new(3, l2.tick, pools[v]);
 		l2.nsh = spoke_shards(l2.s);
-		for (unsigned i = 0; i < L2_PERIODIC; i++) {
+		for (unsigned i = 0; i < EARLY_PERIODIC; i++) {
 			l2.per_t[i].period = periods[i];
 			l2.per_t[i].t0 = spoke_now_ns();
-			assert_int_equal(spoke_start_periodic(l2.s, periods[i], l2_periodic_fn,
+			assert_int_equal(spoke_start_periodic(l2.s, periods[i], early_periodic_fn,
 							      &l2.per_t[i], &l2.per_t[i].id),
 					 0);
 		}
-		run_workers(L2_THREADS, l2_worker, &l2);
+		run_workers(EARLY_THREADS, early_worker, &l2);
 		assert_int_equal(atomic_load(&l2.bad_rc), 0);
-		ASSERT_EVENTUALLY(l2_all_fired(&l2, total), "every timer to fire");
-		for (unsigned i = 0; i < L2_PERIODIC; i++) {
+		ASSERT_EVENTUALLY(early_all_fired(&l2, total), "every timer to fire");
+		for (unsigned i = 0; i < EARLY_PERIODIC; i++) {
 			ASSERT_EVENTUALLY(atomic_load(&l2.per_t[i].runs) >= 3, "periodic runs");
 			assert_int_equal(spoke_cancel_sync(l2.s, l2.per_t[i].id), 0);
 		}
@@ -314,8 +314,8 @@ static void blocker_fn(void *arg)
 	atomic_store(&b->done, 1);
 }
 
-static struct blocker l2h_blk;
-static struct trec l2h_rec[2];
+static struct blocker held_blk;
+static struct trec held_rec[2];
 
 /*
  * Contract line 2, second sentence ("late by at most one tick plus
@@ -335,23 +335,25 @@ static void line2_not_held_behind_running_callback(void **state)
 	for (unsigned k = 0; k < 2; k++) {
 		bool ran;
 
-		memset(&l2h_blk, 0, sizeof(l2h_blk));
-		memset(l2h_rec, 0, sizeof(l2h_rec));
-		assert_int_equal(spoke_start_on(s, k, 0, blocker_fn, &l2h_blk, NULL), 0);
-		ASSERT_EVENTUALLY(atomic_load(&l2h_blk.blocking), "the blocker to run");
+		memset(&held_blk, 0, sizeof(held_blk));
+		memset(held_rec, 0, sizeof(held_rec));
+		assert_int_equal(spoke_start_on(s, k, 0, blocker_fn, &held_blk, NULL), 0);
+		ASSERT_EVENTUALLY(atomic_load(&held_blk.blocking), "the blocker to run");
 		for (unsigned j = 0; j < 2; j++)
-			assert_int_equal(spoke_start_on(s, j, MS, trec_fire, &l2h_rec[j], NULL), 0);
-		ran = WAIT_UNTIL(atomic_load(&l2h_rec[0].fired) && atomic_load(&l2h_rec[1].fired),
+			assert_int_equal(spoke_start_on(s, j, MS, trec_fire, &held_rec[j], NULL),
+					 0);
+		ran = WAIT_UNTIL(atomic_load(&held_rec[0].fired) && atomic_load(&held_rec[1].fired),
 				 20 * SEC);
-		atomic_store(&l2h_blk.release, 1);
-		ASSERT_EVENTUALLY(atomic_load(&l2h_blk.done), "the blocker to return");
+		atomic_store(&held_blk.release, 1);
+		ASSERT_EVENTUALLY(atomic_load(&held_blk.done), "the blocker to return");
 		if (!ran)
 			fail_msg("blocker on shard %u: 1 ms timers on shard 0: %s, shard 1: %s "
 				 "after 20 s, "
 				 "with one of the 2 pool threads idle",
-				 k, atomic_load(&l2h_rec[0].fired) ? "ran" : "NOT run",
-				 atomic_load(&l2h_rec[1].fired) ? "ran" : "NOT run");
-		ASSERT_EVENTUALLY(atomic_load(&l2h_rec[0].fired) && atomic_load(&l2h_rec[1].fired),
+				 k, atomic_load(&held_rec[0].fired) ? "ran" : "NOT run",
+				 atomic_load(&held_rec[1].fired) ? "ran" : "NOT run");
+		ASSERT_EVENTUALLY(atomic_load(&held_rec[0].fired) &&
+					  atomic_load(&held_rec[1].fired),
 				  "the timers to run at all");
 	}
 	svc_destroy(s);
@@ -364,8 +366,8 @@ static void line2_not_held_behind_running_callback(void **state)
  * without live timers, which garbage ids leave alone); a periodic cancel
  * gives 0 once. reset and cancel_sync agree. The stats count the winners.
  */
-static struct trec l3_rec[128];
-static struct blocker l3_blk;
+static struct trec cancel_rec[128];
+static struct blocker cancel_blk;
 
 static void line3_cancel_verdicts(void **state)
 {
@@ -388,8 +390,8 @@ static void line3_cancel_verdicts(void **state)
 	unsigned wins = 0;
 	static atomic_uint pruns;
 
-	memset(l3_rec, 0, sizeof(l3_rec));
-	memset(&l3_blk, 0, sizeof(l3_blk));
+	memset(cancel_rec, 0, sizeof(cancel_rec));
+	memset(&cancel_blk, 0, sizeof(cancel_blk));
 	atomic_store(&never_ran, 0);
 	atomic_store(&pruns, 0);
 
@@ -425,19 +427,19 @@ static void line3_cancel_verdicts(void **state)
 	assert_int_equal(spoke_cancel_sync(s, b), -ENOENT);
 
 	/* fired: nothing left to prevent */
-	assert_int_equal(spoke_start(s, 1 * MS, trec_fire, &l3_rec[0], &c), 0);
-	ASSERT_EVENTUALLY(atomic_load(&l3_rec[0].fired) == 1, "a 1 ms timer to fire");
+	assert_int_equal(spoke_start(s, 1 * MS, trec_fire, &cancel_rec[0], &c), 0);
+	ASSERT_EVENTUALLY(atomic_load(&cancel_rec[0].fired) == 1, "a 1 ms timer to fire");
 	assert_int_equal(spoke_cancel(s, c), -ENOENT);
 	assert_int_equal(spoke_cancel_sync(s, c), -ENOENT);
 	assert_int_equal(spoke_reset(s, c, MS), -ENOENT);
 
 	/* running (one-shot): nothing left to prevent */
-	assert_int_equal(spoke_start(s, 0, blocker_fn, &l3_blk, &d), 0);
-	ASSERT_EVENTUALLY(atomic_load(&l3_blk.blocking) == 1, "the callback to run");
+	assert_int_equal(spoke_start(s, 0, blocker_fn, &cancel_blk, &d), 0);
+	ASSERT_EVENTUALLY(atomic_load(&cancel_blk.blocking) == 1, "the callback to run");
 	assert_int_equal(spoke_cancel(s, d), -ENOENT);
 	assert_int_equal(spoke_reset(s, d, MS), -ENOENT);
-	atomic_store(&l3_blk.release, 1);
-	ASSERT_EVENTUALLY(atomic_load(&l3_blk.done) == 1, "the callback to return");
+	atomic_store(&cancel_blk.release, 1);
+	ASSERT_EVENTUALLY(atomic_load(&cancel_blk.done) == 1, "the callback to return");
 
 	/* garbage ids among live timers touch none of them */
 	for (unsigned i = 0; i < ARRAY_SIZE(live); i++)
@@ -482,20 +484,20 @@ static void line3_cancel_verdicts(void **state)
 	svc_destroy(s);
 }
 
-#define L3_THREADS 8
+#define CANCEL_THREADS 8
 
-struct l3m_ctx {
+struct winner_ctx {
 	struct spoke *s;
 	unsigned n;
 	spoke_id *ids;
 	atomic_uint *wins;
 };
 
-static struct l3m_ctx l3m;
+static struct winner_ctx l3m;
 
-static void l3m_worker(unsigned idx, void *p)
+static void winner_worker(unsigned idx, void *p)
 {
-	struct l3m_ctx *c = p;
+	struct winner_ctx *c = p;
 	struct rng rng = {0x3100 + idx};
 	unsigned start = (unsigned)rng_below(&rng, c->n);
 
@@ -533,7 +535,7 @@ static void line3_cancel_one_winner_many_threads(void **state)
 	for (unsigned i = 0; i < l3m.n; i++)
 		assert_int_equal(spoke_start_on(s, i % 3, 3600 * SEC, never_fn, NULL, &l3m.ids[i]),
 				 0);
-	run_workers(L3_THREADS, l3m_worker, &l3m);
+	run_workers(CANCEL_THREADS, winner_worker, &l3m);
 	for (unsigned i = 0; i < l3m.n; i++)
 		if (atomic_load(&l3m.wins[i]) != 1)
 			fail_msg("timer %u: %u winning cancels", i, atomic_load(&l3m.wins[i]));
@@ -546,29 +548,29 @@ static void line3_cancel_one_winner_many_threads(void **state)
 	free(l3m.wins);
 }
 
-#define L3B_THREADS 4
-#define L3B_NEW	    50
+#define BUSY_THREADS 4
+#define BUSY_NEW     50
 
-struct l3b_ctx {
+struct busy_ctx {
 	struct spoke *s;
 	unsigned n;
 	spoke_id *ids;
 	struct blocker blk;
-	struct trec fresh[L3B_THREADS][L3B_NEW];
-	struct trec kept[L3B_THREADS];
+	struct trec fresh[BUSY_THREADS][BUSY_NEW];
+	struct trec kept[BUSY_THREADS];
 };
 
-static struct l3b_ctx l3b;
+static struct busy_ctx l3b;
 
-static void l3b_worker(unsigned idx, void *p)
+static void busy_worker(unsigned idx, void *p)
 {
-	struct l3b_ctx *c = p;
+	struct busy_ctx *c = p;
 
 	/* timers already in the owner's wheel */
-	for (unsigned i = idx; i < c->n; i += L3B_THREADS)
+	for (unsigned i = idx; i < c->n; i += BUSY_THREADS)
 		BG_CHECK_INT(spoke_cancel(c->s, c->ids[i]), ==, 0);
 	/* timers whose start the owner has not even seen */
-	for (unsigned j = 0; j < L3B_NEW; j++) {
+	for (unsigned j = 0; j < BUSY_NEW; j++) {
 		struct trec *r = &c->fresh[idx][j];
 		spoke_id id;
 
@@ -614,42 +616,42 @@ static void line3_cancel_at_once_while_owner_busy(void **state)
 	assert_int_equal(spoke_start_on(s, 0, 0, blocker_fn, &l3b.blk, NULL), 0);
 	ASSERT_EVENTUALLY(atomic_load(&l3b.blk.blocking) == 1, "the blocker to run");
 
-	run_workers(L3B_THREADS, l3b_worker, &l3b);
+	run_workers(BUSY_THREADS, busy_worker, &l3b);
 	assert_int_equal(atomic_load(&l3b.blk.blocking), 1);
 	atomic_store(&l3b.blk.release, 1);
 	assert_no_bg_failures();
 
-	for (unsigned t = 0; t < L3B_THREADS; t++)
+	for (unsigned t = 0; t < BUSY_THREADS; t++)
 		ASSERT_EVENTUALLY(atomic_load(&l3b.kept[t].fired) == 1,
 				  "uncancelled timers to run");
-	ASSERT_EVENTUALLY(stats_settled(s, l3b.n + 1 + L3B_THREADS * (L3B_NEW + 1), 0),
+	ASSERT_EVENTUALLY(stats_settled(s, l3b.n + 1 + BUSY_THREADS * (BUSY_NEW + 1), 0),
 			  "the stats to settle");
-	assert_stats_settled(s, l3b.n + 1 + L3B_THREADS * (L3B_NEW + 1), 0);
+	assert_stats_settled(s, l3b.n + 1 + BUSY_THREADS * (BUSY_NEW + 1), 0);
 	sleep_ms(10);
-	for (unsigned t = 0; t < L3B_THREADS; t++)
-		for (unsigned j = 0; j < L3B_NEW; j++)
+	for (unsigned t = 0; t < BUSY_THREADS; t++)
+		for (unsigned j = 0; j < BUSY_NEW; j++)
 			assert_int_equal(atomic_load(&l3b.fresh[t][j].fired), 0);
 	assert_int_equal(atomic_load(&never_ran), 0);
 	spoke_stats(s, st);
-	assert_int_equal(st->shard[0].cancelled, l3b.n + L3B_THREADS * L3B_NEW);
-	assert_int_equal(st->shard[0].fired, 1 + L3B_THREADS);
+	assert_int_equal(st->shard[0].cancelled, l3b.n + BUSY_THREADS * BUSY_NEW);
+	assert_int_equal(st->shard[0].fired, 1 + BUSY_THREADS);
 	free(st);
 	svc_destroy(s);
 	free(l3b.ids);
 }
 
-#define L3T_THREADS 300
+#define LIVE_THREADS 300
 
-struct l3t_ctx {
+struct live_ctx {
 	struct spoke *s;
-	spoke_id ids[L3T_THREADS];
+	spoke_id ids[LIVE_THREADS];
 	pthread_barrier_t bar;
 	atomic_int bad_cancel, bad_start, last_bad_rc;
 };
 
-static struct l3t_ctx l3t;
+static struct live_ctx l3t;
 
-static void *l3t_thread(void *p)
+static void *live_thread(void *p)
 {
 	unsigned i = (unsigned)(uintptr_t)p;
 	spoke_id id;
@@ -681,30 +683,31 @@ static void *l3t_thread(void *p)
 static void line3_cancel_from_300_live_threads(void **state)
 {
 	(void)state;
-	pthread_t t[L3T_THREADS];
+	pthread_t t[LIVE_THREADS];
 	pthread_attr_t attr;
 
 	memset(&l3t, 0, sizeof(l3t));
 	atomic_store(&never_ran, 0);
 	l3t.s = svc_new(2, 500 * US, 1);
-	for (unsigned i = 0; i < L3T_THREADS; i++)
+	for (unsigned i = 0; i < LIVE_THREADS; i++)
 		assert_int_equal(
 			spoke_start_on(l3t.s, i % 2, 3600 * SEC, never_fn, NULL, &l3t.ids[i]), 0);
-	assert_int_equal(pthread_barrier_init(&l3t.bar, NULL, L3T_THREADS), 0);
+	assert_int_equal(pthread_barrier_init(&l3t.bar, NULL, LIVE_THREADS), 0);
 	assert_int_equal(pthread_attr_init(&attr), 0);
 	assert_int_equal(pthread_attr_setstacksize(&attr, 256 * 1024), 0);
-	for (unsigned i = 0; i < L3T_THREADS; i++)
-		assert_int_equal(pthread_create(&t[i], &attr, l3t_thread, (void *)(uintptr_t)i), 0);
-	for (unsigned i = 0; i < L3T_THREADS; i++)
+	for (unsigned i = 0; i < LIVE_THREADS; i++)
+		assert_int_equal(pthread_create(&t[i], &attr, live_thread, (void *)(uintptr_t)i),
+				 0);
+	for (unsigned i = 0; i < LIVE_THREADS; i++)
 		pthread_join(t[i], NULL);
 	pthread_attr_destroy(&attr);
 	pthread_barrier_destroy(&l3t.bar);
 	if (atomic_load(&l3t.bad_cancel) || atomic_load(&l3t.bad_start))
 		fail_msg("with %u threads alive: %d cancels of a pending timer and %d start+cancel "
 			 "pairs failed (last error %d)",
-			 L3T_THREADS, atomic_load(&l3t.bad_cancel), atomic_load(&l3t.bad_start),
+			 LIVE_THREADS, atomic_load(&l3t.bad_cancel), atomic_load(&l3t.bad_start),
 			 atomic_load(&l3t.last_bad_rc));
-	ASSERT_EVENTUALLY(stats_settled(l3t.s, 2 * L3T_THREADS, 0), "the stats to settle");
+	ASSERT_EVENTUALLY(stats_settled(l3t.s, 2 * LIVE_THREADS, 0), "the stats to settle");
 	assert_int_equal(atomic_load(&never_ran), 0);
 	svc_destroy(l3t.s);
 }
@@ -727,16 +730,16 @@ static void slow_fn(void *arg)
 	atomic_store(&w->running, 0);
 }
 
-struct l4_call {
+struct sync_call {
 	struct spoke *s;
 	spoke_id id;
 	struct slow *w;
 	int rc, running_at_return, runs_at_return;
 };
 
-static void *l4_cancel_sync_thread(void *p)
+static void *sync_cancel_sync_thread(void *p)
 {
-	struct l4_call *c = p;
+	struct sync_call *c = p;
 
 	c->rc = spoke_cancel_sync(c->s, c->id);
 	c->running_at_return = atomic_load(&c->w->running);
@@ -744,7 +747,7 @@ static void *l4_cancel_sync_thread(void *p)
 	return NULL;
 }
 
-static struct slow l4_one, l4_per;
+static struct slow sync_one, sync_per;
 
 /*
  * Contract line 4 (cancel_sync waits): a one-shot callback that sleeps 50 ms
@@ -761,21 +764,21 @@ static void line4_cancel_sync_waits_for_running(void **state)
 
 	for (unsigned v = 0; v < ARRAY_SIZE(pools); v++) {
 		struct spoke *s = svc_new(2, 500 * US, pools[v]);
-		struct l4_call calls[4];
+		struct sync_call calls[4];
 		pthread_t t[4];
 		spoke_id id;
 		int wins = 0;
 
-		memset(&l4_one, 0, sizeof(l4_one));
-		memset(&l4_per, 0, sizeof(l4_per));
-		l4_one.sleep_ns = 50 * MS;
-		l4_per.sleep_ns = 30 * MS;
+		memset(&sync_one, 0, sizeof(sync_one));
+		memset(&sync_per, 0, sizeof(sync_per));
+		sync_one.sleep_ns = 50 * MS;
+		sync_per.sleep_ns = 30 * MS;
 
-		assert_int_equal(spoke_start(s, MS, slow_fn, &l4_one, &id), 0);
-		ASSERT_EVENTUALLY(atomic_load(&l4_one.running) == 1, "the one-shot to run");
+		assert_int_equal(spoke_start(s, MS, slow_fn, &sync_one, &id), 0);
+		ASSERT_EVENTUALLY(atomic_load(&sync_one.running) == 1, "the one-shot to run");
 		for (unsigned i = 0; i < 2; i++) {
-			calls[i] = (struct l4_call){.s = s, .id = id, .w = &l4_one};
-			t[i] = thread_start(l4_cancel_sync_thread, &calls[i]);
+			calls[i] = (struct sync_call){.s = s, .id = id, .w = &sync_one};
+			t[i] = thread_start(sync_cancel_sync_thread, &calls[i]);
 		}
 		for (unsigned i = 0; i < 2; i++) {
 			pthread_join(t[i], NULL);
@@ -784,12 +787,13 @@ static void line4_cancel_sync_waits_for_running(void **state)
 			assert_int_equal(calls[i].runs_at_return, 1);
 		}
 
-		assert_int_equal(spoke_start_periodic(s, 5 * MS, slow_fn, &l4_per, &id), 0);
-		ASSERT_EVENTUALLY(atomic_load(&l4_per.runs) >= 2 && atomic_load(&l4_per.running),
+		assert_int_equal(spoke_start_periodic(s, 5 * MS, slow_fn, &sync_per, &id), 0);
+		ASSERT_EVENTUALLY(atomic_load(&sync_per.runs) >= 2 &&
+					  atomic_load(&sync_per.running),
 				  "the periodic callback to run");
 		for (unsigned i = 0; i < 4; i++) {
-			calls[i] = (struct l4_call){.s = s, .id = id, .w = &l4_per};
-			t[i] = thread_start(l4_cancel_sync_thread, &calls[i]);
+			calls[i] = (struct sync_call){.s = s, .id = id, .w = &sync_per};
+			t[i] = thread_start(sync_cancel_sync_thread, &calls[i]);
 		}
 		for (unsigned i = 0; i < 4; i++) {
 			pthread_join(t[i], NULL);
@@ -801,13 +805,13 @@ static void line4_cancel_sync_waits_for_running(void **state)
 		}
 		assert_int_equal(wins, 1);
 		{
-			int runs = atomic_load(&l4_per.runs);
+			int runs = atomic_load(&sync_per.runs);
 
 			sleep_ms(50);
-			assert_int_equal(atomic_load(&l4_per.runs), runs);
+			assert_int_equal(atomic_load(&sync_per.runs), runs);
 		}
-		assert_int_equal(atomic_load(&l4_per.overlap), 0);
-		assert_int_equal(atomic_load(&l4_one.runs), 1);
+		assert_int_equal(atomic_load(&sync_per.overlap), 0);
+		assert_int_equal(atomic_load(&sync_one.runs), 1);
 		svc_destroy(s);
 	}
 }
@@ -838,7 +842,7 @@ static void self_cancel_fn(void *arg)
 	}
 }
 
-static struct self_cancel l4_self[2];
+static struct self_cancel sync_self[2];
 
 /*
  * Contract line 4 (-EDEADLK): cancel_sync of a timer from inside its own
@@ -855,27 +859,28 @@ static void line4_cancel_sync_own_callback_edeadlk(void **state)
 		struct spoke *s = svc_new(2, 250 * US, pools[v]);
 		spoke_id id;
 
-		memset(l4_self, 0, sizeof(l4_self));
+		memset(sync_self, 0, sizeof(sync_self));
 		for (unsigned i = 0; i < 2; i++) {
-			l4_self[i].s = s;
-			l4_self[i].use_sync = true;
+			sync_self[i].s = s;
+			sync_self[i].use_sync = true;
 		}
-		l4_self[0].stop_at = 1;
-		assert_int_equal(spoke_start(s, 2 * MS, self_cancel_fn, &l4_self[0], &id), 0);
-		atomic_store(&l4_self[0].id, id);
-		l4_self[1].stop_at = 2;
-		assert_int_equal(spoke_start_periodic(s, MS, self_cancel_fn, &l4_self[1], &id), 0);
-		atomic_store(&l4_self[1].id, id);
+		sync_self[0].stop_at = 1;
+		assert_int_equal(spoke_start(s, 2 * MS, self_cancel_fn, &sync_self[0], &id), 0);
+		atomic_store(&sync_self[0].id, id);
+		sync_self[1].stop_at = 2;
+		assert_int_equal(spoke_start_periodic(s, MS, self_cancel_fn, &sync_self[1], &id),
+				 0);
+		atomic_store(&sync_self[1].id, id);
 
-		ASSERT_EVENTUALLY(atomic_load(&l4_self[0].rc_set) &&
-					  atomic_load(&l4_self[1].rc_set),
+		ASSERT_EVENTUALLY(atomic_load(&sync_self[0].rc_set) &&
+					  atomic_load(&sync_self[1].rc_set),
 				  "the callbacks to call cancel_sync on themselves");
-		assert_int_equal(atomic_load(&l4_self[0].rc), -EDEADLK);
-		assert_int_equal(atomic_load(&l4_self[1].rc), -EDEADLK);
+		assert_int_equal(atomic_load(&sync_self[0].rc), -EDEADLK);
+		assert_int_equal(atomic_load(&sync_self[1].rc), -EDEADLK);
 		sleep_ms(20);
-		assert_int_equal(atomic_load(&l4_self[0].runs), 1);
-		assert_int_equal(atomic_load(&l4_self[1].runs), 2);
-		assert_int_equal(spoke_cancel(s, atomic_load(&l4_self[1].id)), -ENOENT);
+		assert_int_equal(atomic_load(&sync_self[0].runs), 1);
+		assert_int_equal(atomic_load(&sync_self[1].runs), 2);
+		assert_int_equal(spoke_cancel(s, atomic_load(&sync_self[1].id)), -ENOENT);
 		svc_destroy(s);
 	}
 }

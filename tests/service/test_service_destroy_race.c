@@ -75,12 +75,11 @@ static void *dr_thread(void *p)
 	struct dr_ctx *c = p;
 
 	/*
-	 * A thread's very first call into spoke registers it with urcu-bp
-	 * before its read-side section can begin (docs/service.md, "Entering
-	 * a call"); a stall in there is a stall before the call has touched
-	 * anything, which no guard can see. So the thread makes that first call
-	 * on another instance, and the call held below is its first on dr.s:
-	 * its per-thread state for dr.s is looked up inside the guard.
+	 * A thread's very first call into spoke sets up its thread-local state
+	 * before any instance's guard (docs/design/service.md, "Entering a call,
+	 * and destroy"). So the thread makes that first call on another
+	 * instance, and the call held below is its first on dr.s: counted in
+	 * dr.s's `entering` while it finds its arena there, then in the arena.
 	 */
 	if (spoke_shards(dr_other) == 0)
 		c->rc = -EPROTO;

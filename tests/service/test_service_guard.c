@@ -64,22 +64,6 @@ static void *first_call_main(void *arg)
 	return NULL;
 }
 
-/* The process's address space in bytes (VmSize), or 0. */
-static uint64_t vm_size_bytes(void)
-{
-	char line[256];
-	uint64_t kb = 0;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmSize: %" SCNu64 " kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb * 1024;
-}
-
 /* In the child: 0 if every first call ended with an outcome spoke.h documents. */
 static int first_calls_child(void)
 {

@@ -14,6 +14,8 @@
  *   line8_destroy_waits_only_for_its_own_calls 8  not for a call waiting on another
  *                                              instance (cancel_sync of a running timer)
  *   line9_inbox_flood_never_drops              9  a full inbox drops nothing
+ *   line9_inbox_limit_refuses_starts           9  backpressure: starts past inbox_limit
+ *                                              get -ENOBUFS, cancels and resets never
  *                                              (bad input: test_service_errors.c)
  *   line10_huge_delays_never_fire              10 up to UINT64_MAX, every engine
  *
@@ -25,7 +27,7 @@
 
 /* ==== line 7: callbacks may call every function ======================================== */
 
-struct l7_ctx {
+struct everything_ctx {
 	struct spoke *s;
 	unsigned nsh;
 	bool attached;	    /* the driver runs inline in an attached thread's poll */
@@ -40,23 +42,23 @@ struct l7_ctx {
 	atomic_int stop_polling, poller_done;
 };
 
-static struct l7_ctx l7;
+static struct everything_ctx l7;
 
-static void l7_child(void *arg)
+static void everything_child(void *arg)
 {
-	struct l7_ctx *c = arg;
+	struct everything_ctx *c = arg;
 
 	atomic_fetch_add(&c->children, 1);
 }
 
-static void l7_per(void *arg)
+static void everything_per(void *arg)
 {
-	atomic_fetch_add(&((struct l7_ctx *)arg)->per_runs, 1);
+	atomic_fetch_add(&((struct everything_ctx *)arg)->per_runs, 1);
 }
 
-static void l7_other(void *arg)
+static void everything_other(void *arg)
 {
-	struct l7_ctx *c = arg;
+	struct everything_ctx *c = arg;
 
 	atomic_store(&c->other_running, 1);
 	sleep_ns(300 * MS);
@@ -64,9 +66,9 @@ static void l7_other(void *arg)
 	atomic_store(&c->other_done, 1);
 }
 
-static void l7_driver2(void *arg)
+static void everything_driver2(void *arg)
 {
-	struct l7_ctx *c = arg;
+	struct everything_ctx *c = arg;
 	uint64_t pid = atomic_load(&c->per_id);
 
 	atomic_store(&c->step, 100);
@@ -76,9 +78,9 @@ static void l7_driver2(void *arg)
 	atomic_store(&c->done2, 1);
 }
 
-static void l7_driver(void *arg)
+static void everything_driver(void *arg)
 {
-	struct l7_ctx *c = arg;
+	struct everything_ctx *c = arg;
 	struct spoke *s = c->s;
 	struct spoke_stats *st = stats_new();
 	uint64_t end = spoke_now_ns() + HOLD_LIMIT_NS, t1, t2, self, ns;
@@ -101,14 +103,14 @@ static void l7_driver(void *arg)
 	spoke_stats(s, st);
 	BG_CHECK_INT(st->shards, ==, c->nsh);
 	atomic_store(&c->step, 4);
-	BG_CHECK_INT(spoke_start(s, 0, l7_child, c, &id), ==, 0);
+	BG_CHECK_INT(spoke_start(s, 0, everything_child, c, &id), ==, 0);
 	atomic_store(&c->step, 5);
-	BG_CHECK_INT(spoke_start_on(s, c->nsh - 1, MS, l7_child, c, &id), ==, 0);
+	BG_CHECK_INT(spoke_start_on(s, c->nsh - 1, MS, everything_child, c, &id), ==, 0);
 	atomic_store(&c->step, 6);
-	BG_CHECK_INT(spoke_start_periodic(s, MS, l7_per, c, &id), ==, 0);
+	BG_CHECK_INT(spoke_start_periodic(s, MS, everything_per, c, &id), ==, 0);
 	atomic_store(&c->per_id, id);
 	atomic_store(&c->step, 7);
-	BG_CHECK_INT(spoke_start_ttl(s, 2 * MS, l7_child, c, &id), ==, 0);
+	BG_CHECK_INT(spoke_start_ttl(s, 2 * MS, everything_child, c, &id), ==, 0);
 	atomic_store(&c->step, 8);
 	BG_CHECK_INT(spoke_reset(s, c->long_reset, MS), ==, 0);
 	atomic_store(&c->step, 9);
@@ -133,21 +135,21 @@ static void l7_driver(void *arg)
 	BG_CHECK_INT(spoke_cancel(s, self), ==, -ENOENT);
 	BG_CHECK_INT(spoke_reset(s, self, MS), ==, -ENOENT);
 	atomic_store(&c->step, 16);
-	BG_CHECK_INT(spoke_start(s, 3 * MS, l7_driver2, c, &id), ==, 0);
+	BG_CHECK_INT(spoke_start(s, 3 * MS, everything_driver2, c, &id), ==, 0);
 	atomic_store(&c->step, 17);
 	free(st);
 	atomic_store(&c->done, 1);
 }
 
-static void *l7_poller(void *p)
+static void *everything_poller(void *p)
 {
-	struct l7_ctx *c = p;
+	struct everything_ctx *c = p;
 	spoke_id id;
 
 	c->poll_tid = pthread_self(); /* read by the driver after self_id is published */
 	BG_CHECK_INT(spoke_attach(c->s, 0), ==, 0);
 	/* the driver is started from the attached thread: it lands on shard 0 */
-	BG_CHECK_INT(spoke_start(c->s, MS, l7_driver, c, &id), ==, 0);
+	BG_CHECK_INT(spoke_start(c->s, MS, everything_driver, c, &id), ==, 0);
 	atomic_store(&c->self_id, id);
 	while (!atomic_load(&c->stop_polling)) {
 		uint64_t nd;
@@ -170,7 +172,7 @@ static void *l7_poller(void *p)
  * deadlock (a hang is reported with the step it stopped at), every
  * verdict as the contract says, every started child runs.
  */
-static void l7_run(unsigned pool, bool attached)
+static void everything_run(unsigned pool, bool attached)
 {
 	pthread_t poller;
 	spoke_id id;
@@ -181,22 +183,24 @@ static void l7_run(unsigned pool, bool attached)
 	l7.nsh = spoke_shards(l7.s);
 	l7.attached = attached;
 	/* pending timers for the driver to reset and cancel */
-	assert_int_equal(spoke_start_on(l7.s, 1, 3600 * SEC, l7_child, &l7, &l7.long_reset), 0);
+	assert_int_equal(spoke_start_on(l7.s, 1, 3600 * SEC, everything_child, &l7, &l7.long_reset),
+			 0);
 	assert_int_equal(spoke_start_on(l7.s, 0, 3600 * SEC, never_fn, NULL, &l7.long_cancel), 0);
 	assert_int_equal(spoke_start_on(l7.s, 1, 3600 * SEC, never_fn, NULL, &l7.long_cancel_sync),
 			 0);
 	/* a slow callback on shard 1 (another thread than the driver's) */
-	assert_int_equal(spoke_start_on(l7.s, 1, 0, l7_other, &l7, &id), 0);
+	assert_int_equal(spoke_start_on(l7.s, 1, 0, everything_other, &l7, &id), 0);
 	atomic_store(&l7.other_id, id);
 	ASSERT_EVENTUALLY(atomic_load(&l7.other_running) == 1, "the slow callback to run");
 	if (attached) {
-		poller = thread_start(l7_poller, &l7);
+		poller = thread_start(everything_poller, &l7);
 	} else {
-		assert_int_equal(spoke_start_on(l7.s, 0, 0, l7_driver, &l7, &id), 0);
+		assert_int_equal(spoke_start_on(l7.s, 0, 0, everything_driver, &l7, &id), 0);
 		atomic_store(&l7.self_id, id);
 	}
 	ASSERT_EVENTUALLY_MSG(atomic_load(&l7.done) && atomic_load(&l7.done2),
-			      "callback hung at step %d (see l7_driver)", atomic_load(&l7.step));
+			      "callback hung at step %d (see everything_driver)",
+			      atomic_load(&l7.step));
 	ASSERT_EVENTUALLY(atomic_load(&l7.children) == 4, "the 4 children to run");
 	if (attached) {
 		atomic_store(&l7.stop_polling, 1);
@@ -213,14 +217,14 @@ static void l7_run(unsigned pool, bool attached)
 static void line7_callbacks_call_everything_inline(void **state)
 {
 	(void)state;
-	l7_run(0, false);
+	everything_run(0, false);
 }
 
 /* Contract line 7, callbacks on a pool of 2 threads. */
 static void line7_callbacks_call_everything_pool(void **state)
 {
 	(void)state;
-	l7_run(2, false);
+	everything_run(2, false);
 }
 
 /*
@@ -231,32 +235,32 @@ static void line7_callbacks_call_everything_pool(void **state)
 static void line7_callbacks_call_everything_attached(void **state)
 {
 	(void)state;
-	l7_run(2, true);
+	everything_run(2, true);
 }
 
-#define L7Q_PAIRS 40
+#define QUEUED_PAIRS 40
 
-struct l7q_pair {
+struct queued_pair {
 	struct spoke *s;
 	_Atomic uint64_t id[2];
 	atomic_uint runs[2];
 	atomic_int rc[2];
 	atomic_int rc_set[2];
-	struct l7q_pair *self;
+	struct queued_pair *self;
 };
 
-struct l7q_arg {
-	struct l7q_pair *pair;
+struct queued_arg {
+	struct queued_pair *pair;
 	int which;
 };
 
-static struct l7q_pair l7q[L7Q_PAIRS];
-static struct l7q_arg l7q_args[L7Q_PAIRS][2];
+static struct queued_pair l7q[QUEUED_PAIRS];
+static struct queued_arg queued_args[QUEUED_PAIRS][2];
 
-static void l7q_fn(void *arg)
+static void queued_fn(void *arg)
 {
-	struct l7q_arg *a = arg;
-	struct l7q_pair *p = a->pair;
+	struct queued_arg *a = arg;
+	struct queued_pair *p = a->pair;
 	uint64_t end = spoke_now_ns() + HOLD_LIMIT_NS, other;
 
 	atomic_fetch_add(&p->runs[a->which], 1);
@@ -284,31 +288,32 @@ static void line7_cancel_sync_of_queued_timer(void **state)
 		struct spoke *s = svc_new(2, 500 * US, pools[v]);
 
 		memset(l7q, 0, sizeof(l7q));
-		for (unsigned i = 0; i < L7Q_PAIRS; i++) {
+		for (unsigned i = 0; i < QUEUED_PAIRS; i++) {
 			l7q[i].s = s;
 			for (int w = 0; w < 2; w++) {
-				l7q_args[i][w] = (struct l7q_arg){.pair = &l7q[i], .which = w};
+				queued_args[i][w] =
+					(struct queued_arg){.pair = &l7q[i], .which = w};
 			}
 		}
-		for (unsigned i = 0; i < L7Q_PAIRS; i++) {
+		for (unsigned i = 0; i < QUEUED_PAIRS; i++) {
 			spoke_id a, b;
 
 			/* both due 2 ms from now, one right after the other */
-			assert_int_equal(spoke_start_on(s, 0, 2 * MS, l7q_fn, &l7q_args[i][0], &a),
-					 0);
-			assert_int_equal(spoke_start_on(s, 0, 2 * MS, l7q_fn, &l7q_args[i][1], &b),
-					 0);
+			assert_int_equal(
+				spoke_start_on(s, 0, 2 * MS, queued_fn, &queued_args[i][0], &a), 0);
+			assert_int_equal(
+				spoke_start_on(s, 0, 2 * MS, queued_fn, &queued_args[i][1], &b), 0);
 			atomic_store(&l7q[i].id[0], a);
 			atomic_store(&l7q[i].id[1], b);
 			if (i % 8 == 7)
 				sleep_ms(3);
 		}
-		for (unsigned i = 0; i < L7Q_PAIRS; i++)
+		for (unsigned i = 0; i < QUEUED_PAIRS; i++)
 			ASSERT_EVENTUALLY_MSG(
 				atomic_load(&l7q[i].rc_set[0]) || atomic_load(&l7q[i].rc_set[1]),
 				"pair %u: no callback returned from cancel_sync (deadlock)", i);
 		sleep_ms(20);
-		for (unsigned i = 0; i < L7Q_PAIRS; i++) {
+		for (unsigned i = 0; i < QUEUED_PAIRS; i++) {
 			for (int w = 0; w < 2; w++) {
 				unsigned partner_runs = atomic_load(&l7q[i].runs[!w]);
 
@@ -335,16 +340,16 @@ static void line7_cancel_sync_of_queued_timer(void **state)
 
 /* ==== line 8: destroy ===================================================================== */
 
-struct l8_ctx {
+struct nothing_after_ctx {
 	atomic_int destroyed; /* set by the test once spoke_destroy has returned */
 	atomic_int sleepers_running, sleepers_started;
 	atomic_uint entries;
 	atomic_int after; /* callbacks that started or ended after destroy returned */
 };
 
-static struct l8_ctx l8;
+static struct nothing_after_ctx l8;
 
-static void l8_cb(void *arg)
+static void nothing_after_cb(void *arg)
 {
 	(void)arg;
 	if (atomic_load(&l8.destroyed))
@@ -354,7 +359,7 @@ static void l8_cb(void *arg)
 		atomic_fetch_add(&l8.after, 1);
 }
 
-static void l8_sleeper(void *arg)
+static void nothing_after_sleeper(void *arg)
 {
 	(void)arg;
 	if (atomic_load(&l8.destroyed))
@@ -392,13 +397,15 @@ static void line8_destroy_waits_nothing_after(void **state)
 			assert_int_equal(spoke_start_on(s, i % 3, 3600 * SEC, never_fn, NULL, NULL),
 					 0);
 		for (unsigned i = 0; i < 50; i++)
-			assert_int_equal(spoke_start_periodic(s, MS, l8_cb, NULL, NULL), 0);
+			assert_int_equal(spoke_start_periodic(s, MS, nothing_after_cb, NULL, NULL),
+					 0);
 		for (unsigned i = 0; i < 500; i++)
-			assert_int_equal(spoke_start_on(s, i % 3, rng_below(&rng, 5 * MS), l8_cb,
-							NULL, NULL),
+			assert_int_equal(spoke_start_on(s, i % 3, rng_below(&rng, 5 * MS),
+							nothing_after_cb, NULL, NULL),
 					 0);
 		for (unsigned k = 0; k < 3; k++)
-			assert_int_equal(spoke_start_on(s, k, MS, l8_sleeper, NULL, NULL), 0);
+			assert_int_equal(
+				spoke_start_on(s, k, MS, nothing_after_sleeper, NULL, NULL), 0);
 		/* inline: each shard thread runs its own sleeper; pool of 3: all at once */
 		ASSERT_EVENTUALLY(atomic_load(&l8.sleepers_started) == 3, "the sleepers to run");
 		svc_destroy(s);
@@ -412,7 +419,7 @@ static void line8_destroy_waits_nothing_after(void **state)
 	}
 }
 
-struct l8s_ctx {
+struct shutdown_ctx {
 	struct spoke *s;
 	spoke_id valid_id; /* an hour-long timer, pending when destroy begins */
 	atomic_int c_running, y_running, y_started;
@@ -428,9 +435,9 @@ struct l8s_ctx {
 	int t3_rc, t3_y_running;
 };
 
-static struct l8s_ctx l8s;
+static struct shutdown_ctx l8s;
 
-static void l8s_expect_shutdown(int rc, spoke_id id)
+static void shutdown_expect_shutdown(int rc, spoke_id id)
 {
 	if (rc != -ESHUTDOWN)
 		atomic_fetch_add(&l8s.wrong, 1);
@@ -439,7 +446,7 @@ static void l8s_expect_shutdown(int rc, spoke_id id)
 }
 
 /* Runs while destroy begins: keeps calling in until told -ESHUTDOWN, then everything. */
-static void l8s_caller(void *arg)
+static void shutdown_caller(void *arg)
 {
 	struct spoke *s = arg;
 	uint64_t end = spoke_now_ns() + HOLD_LIMIT_NS;
@@ -458,14 +465,14 @@ static void l8s_caller(void *arg)
 	if (rc == -ESHUTDOWN) {
 		atomic_store(&l8s.got_shutdown, 1);
 		id = SENTINEL_ID;
-		l8s_expect_shutdown(spoke_start(s, 0, never_fn, NULL, &id), id);
-		l8s_expect_shutdown(spoke_start_on(s, 0, 0, never_fn, NULL, &id), id);
-		l8s_expect_shutdown(spoke_start_on(s, 1, MS, never_fn, NULL, &id), id);
-		l8s_expect_shutdown(spoke_start_periodic(s, MS, never_fn, NULL, &id), id);
-		l8s_expect_shutdown(spoke_start_ttl(s, MS, never_fn, NULL, &id), id);
-		l8s_expect_shutdown(spoke_reset(s, l8s.valid_id, 0), id);
-		l8s_expect_shutdown(spoke_cancel(s, l8s.valid_id), id);
-		l8s_expect_shutdown(spoke_cancel_sync(s, l8s.valid_id), id);
+		shutdown_expect_shutdown(spoke_start(s, 0, never_fn, NULL, &id), id);
+		shutdown_expect_shutdown(spoke_start_on(s, 0, 0, never_fn, NULL, &id), id);
+		shutdown_expect_shutdown(spoke_start_on(s, 1, MS, never_fn, NULL, &id), id);
+		shutdown_expect_shutdown(spoke_start_periodic(s, MS, never_fn, NULL, &id), id);
+		shutdown_expect_shutdown(spoke_start_ttl(s, MS, never_fn, NULL, &id), id);
+		shutdown_expect_shutdown(spoke_reset(s, l8s.valid_id, 0), id);
+		shutdown_expect_shutdown(spoke_cancel(s, l8s.valid_id), id);
+		shutdown_expect_shutdown(spoke_cancel_sync(s, l8s.valid_id), id);
 		/*
 		 * destroy must not return before the other thread has seen
 		 * -ESHUTDOWN too, nor before t3's cancel_sync has returned: a t3
@@ -480,7 +487,7 @@ static void l8s_caller(void *arg)
 	atomic_store(&l8s.c_running, 0);
 }
 
-static void l8s_slow(void *arg)
+static void shutdown_slow(void *arg)
 {
 	(void)arg;
 	atomic_store(&l8s.y_running, 1);
@@ -492,7 +499,7 @@ static void l8s_slow(void *arg)
 }
 
 /* Another thread: calls in while destroy runs, stops at the first -ESHUTDOWN. */
-static void *l8s_t2(void *p)
+static void *shutdown_t2(void *p)
 {
 	struct spoke *s = p;
 
@@ -515,7 +522,7 @@ static void *l8s_t2(void *p)
 }
 
 /* A third thread: inside cancel_sync (waiting for a slow callback) when destroy begins. */
-static void *l8s_t3(void *p)
+static void *shutdown_t3(void *p)
 {
 	struct spoke *s = p;
 
@@ -555,16 +562,17 @@ static void line8_destroy_shutdown_during_destroy(void **state)
 		l8s.s = s;
 		assert_int_equal(spoke_start_on(s, 1, 3600 * SEC, never_fn, NULL, &l8s.valid_id),
 				 0);
-		assert_int_equal(spoke_start_on(s, 1, 0, l8s_slow, NULL, &id), 0);
+		assert_int_equal(spoke_start_on(s, 1, 0, shutdown_slow, NULL, &id), 0);
 		atomic_store(&l8s.y_id, id);
 		/* inline, each shard thread runs one of them; on the pool, either will do */
-		assert_int_equal(spoke_start_on(s, pools[v] ? 1 : 0, 0, l8s_caller, s, NULL), 0);
+		assert_int_equal(spoke_start_on(s, pools[v] ? 1 : 0, 0, shutdown_caller, s, NULL),
+				 0);
 		ASSERT_EVENTUALLY_MSG(atomic_load(&l8s.c_running) && atomic_load(&l8s.y_started),
 				      "callbacks did not run (pool %u): caller %d, slow %d",
 				      pools[v], atomic_load(&l8s.c_running),
 				      atomic_load(&l8s.y_started));
-		t2 = thread_start(l8s_t2, s);
-		t3 = thread_start(l8s_t3, s);
+		t2 = thread_start(shutdown_t2, s);
+		t3 = thread_start(shutdown_t3, s);
 		ASSERT_EVENTUALLY(atomic_load(&l8s.t3_calling), "t3 to call cancel_sync");
 		sleep_ms(10); /* t3 is now (almost surely) waiting in cancel_sync */
 		atomic_store(&l8s.destroy_begun, 1);
@@ -593,19 +601,19 @@ static void line8_destroy_shutdown_during_destroy(void **state)
 	}
 }
 
-#define L8X_THREADS 8
+#define EXITED_THREADS 8
 
-struct l8x_ctx {
+struct exited_ctx {
 	struct spoke *s;
 	atomic_int done;
-	spoke_id ids[L8X_THREADS];
+	spoke_id ids[EXITED_THREADS];
 };
 
-static struct l8x_ctx l8x;
+static struct exited_ctx l8x;
 
-static void *l8x_caller(void *p)
+static void *exited_caller(void *p)
 {
-	struct l8x_ctx *c = p;
+	struct exited_ctx *c = p;
 	spoke_id id;
 
 	BG_CHECK_INT(spoke_start(c->s, 3600 * SEC, never_fn, NULL, &id), ==, 0);
@@ -627,17 +635,17 @@ static void *l8x_caller(void *p)
 static void line8_destroy_after_caller_threads_exit(void **state)
 {
 	(void)state;
-	pthread_t t[L8X_THREADS];
+	pthread_t t[EXITED_THREADS];
 
 	memset(&l8x, 0, sizeof(l8x));
 	atomic_store(&never_ran, 0);
 	l8x.s = svc_new(2, 500 * US, 1);
-	for (unsigned i = 0; i < L8X_THREADS; i++)
-		t[i] = thread_start(l8x_caller, &l8x);
-	ASSERT_EVENTUALLY(atomic_load(&l8x.done) == L8X_THREADS, "the threads to finish");
+	for (unsigned i = 0; i < EXITED_THREADS; i++)
+		t[i] = thread_start(exited_caller, &l8x);
+	ASSERT_EVENTUALLY(atomic_load(&l8x.done) == EXITED_THREADS, "the threads to finish");
 	sleep_ms(20); /* they have exited by now */
 	svc_destroy(l8x.s);
-	for (unsigned i = 0; i < L8X_THREADS; i++)
+	for (unsigned i = 0; i < EXITED_THREADS; i++)
 		pthread_join(t[i], NULL);
 	assert_no_bg_failures();
 	assert_int_equal(atomic_load(&never_ran), 0);
@@ -650,9 +658,9 @@ static void line8_destroy_after_caller_threads_exit(void **state)
  * service): test_service_errors.c, one test per (function, error).
  */
 
-#define L9F_THREADS 8
+#define FLOOD_THREADS 8
 
-struct l9f_ctx {
+struct flood_ctx {
 	struct spoke *s;
 	unsigned per;
 	struct trec *rec;
@@ -661,11 +669,11 @@ struct l9f_ctx {
 	} blk;
 };
 
-static struct l9f_ctx l9f;
+static struct flood_ctx l9f;
 
-static void l9f_blocker(void *arg)
+static void flood_blocker(void *arg)
 {
-	struct l9f_ctx *c = arg;
+	struct flood_ctx *c = arg;
 	uint64_t end = spoke_now_ns() + 30 * SEC;
 
 	atomic_store(&c->blk.blocking, 1);
@@ -674,9 +682,9 @@ static void l9f_blocker(void *arg)
 	atomic_store(&c->blk.blocking, 0);
 }
 
-static void l9f_worker(unsigned idx, void *p)
+static void flood_worker(unsigned idx, void *p)
 {
-	struct l9f_ctx *c = p;
+	struct flood_ctx *c = p;
 	struct rng rng = {0x9000 + idx};
 
 	for (unsigned j = 0; j < c->per; j++) {
@@ -703,15 +711,15 @@ static void line9_inbox_flood_never_drops(void **state)
 
 	memset(&l9f, 0, sizeof(l9f));
 	l9f.per = SCALE(20000);
-	total = L9F_THREADS * l9f.per;
+	total = FLOOD_THREADS * l9f.per;
 	l9f.rec = calloc(total, sizeof(*l9f.rec));
 	assert_non_null(l9f.rec);
 	svc_config(&c, 2, 500 * US, 0);
 	c.inbox_batch = 16;
 	l9f.s = svc_create_cfg(&c);
-	assert_int_equal(spoke_start_on(l9f.s, 0, 0, l9f_blocker, &l9f, NULL), 0);
+	assert_int_equal(spoke_start_on(l9f.s, 0, 0, flood_blocker, &l9f, NULL), 0);
 	ASSERT_EVENTUALLY(atomic_load(&l9f.blk.blocking), "shard 0 to be stuck");
-	run_workers(L9F_THREADS, l9f_worker, &l9f);
+	run_workers(FLOOD_THREADS, flood_worker, &l9f);
 	assert_int_equal(atomic_load(&l9f.blk.blocking), 1);
 	atomic_store(&l9f.blk.release, 1);
 	assert_no_bg_failures();
@@ -730,6 +738,158 @@ static void line9_inbox_flood_never_drops(void **state)
 	free(l9f.rec);
 }
 
+/*
+ * Line 9 with backpressure: a shard whose owner takes no message (attached,
+ * not polling) and an inbox_limit of BP_LIMIT. Other threads' starts fill
+ * the inbox to the limit, and spoke_stats shows the backlog while the owner
+ * is stalled; the next start of every kind is refused with -ENOBUFS, with
+ * *id untouched, and counted in `refused`. Cancels and resets are never
+ * refused, also past the limit, and neither is the owner's own start. Once
+ * a poll has taken the backlog, starts go through again, and the stats add
+ * up: nothing refused was started. Then threads race for the places: at
+ * most the limit's worth get in. A per-shard override limits only its
+ * shard.
+ */
+#define BP_LIMIT   1000u
+#define BP_ARMED   100u /* the owner's own timers, in its wheel: a cancel of one is a message */
+#define BP_THREADS 4
+
+static struct {
+	struct spoke *s;
+	spoke_id armed[BP_ARMED], queued[BP_LIMIT];
+	atomic_uint admitted, refused;
+} bp;
+
+/* Another thread: fill shard 0's inbox with BP_LIMIT starts, then try each start kind past it. */
+static void *bp_fill(void *arg)
+{
+	spoke_id id = SENTINEL_ID;
+
+	(void)arg;
+	for (unsigned i = 0; i < BP_LIMIT; i++)
+		BG_CHECK_INT(spoke_start_on(bp.s, 0, 10 * SEC, never_fn, NULL, &bp.queued[i]), ==,
+			     0);
+	BG_CHECK_INT(spoke_start_on(bp.s, 0, 10 * SEC, never_fn, NULL, &id), ==, -ENOBUFS);
+	BG_CHECK_INT(spoke_start(bp.s, 10 * SEC, never_fn, NULL, &id), ==, -ENOBUFS);
+	BG_CHECK_INT(spoke_start_at(bp.s, spoke_now_ns() + SEC, never_fn, NULL, &id), ==, -ENOBUFS);
+	BG_CHECK_INT(spoke_start_periodic(bp.s, 10 * SEC, never_fn, NULL, &id), ==, -ENOBUFS);
+	BG_CHECK_INT(spoke_start_ttl(bp.s, 10 * SEC, never_fn, NULL, &id), ==, -ENOBUFS);
+	BG_CHECK(id == SENTINEL_ID);
+	return NULL;
+}
+
+/* Another thread: cancel and reset past the limit. */
+static void *bp_cancel_reset(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; i < BP_ARMED; i++) {
+		BG_CHECK_INT(spoke_reset(bp.s, bp.armed[i], 20 * SEC), ==, 0);
+		BG_CHECK_INT(spoke_cancel(bp.s, bp.armed[i]), ==, 0);
+	}
+	for (unsigned i = 0; i < BP_LIMIT; i++) {
+		BG_CHECK_INT(spoke_reset(bp.s, bp.queued[i], 20 * SEC), ==, 0);
+		BG_CHECK_INT(spoke_cancel(bp.s, bp.queued[i]), ==, 0);
+	}
+	return NULL;
+}
+
+static void bp_race(unsigned idx, void *ctx)
+{
+	(void)idx;
+	(void)ctx;
+	for (unsigned i = 0; i < BP_LIMIT; i++) {
+		int rc = spoke_start_on(bp.s, 0, 10 * SEC, never_fn, NULL, NULL);
+
+		if (rc == 0)
+			atomic_fetch_add(&bp.admitted, 1);
+		else if (rc == -ENOBUFS)
+			atomic_fetch_add(&bp.refused, 1);
+		else
+			BG_CHECK_INT(rc, ==, -ENOBUFS);
+	}
+}
+
+/* Another thread: shard 1 (limit 10, stalled) takes 10; shard 0 (global limit) more. */
+static void *bp_override(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; i < 10; i++)
+		BG_CHECK_INT(spoke_start_on(bp.s, 1, 10 * SEC, never_fn, NULL, NULL), ==, 0);
+	BG_CHECK_INT(spoke_start_on(bp.s, 1, 10 * SEC, never_fn, NULL, NULL), ==, -ENOBUFS);
+	for (unsigned i = 0; i < 20; i++)
+		BG_CHECK_INT(spoke_start_on(bp.s, 0, 10 * SEC, never_fn, NULL, NULL), ==, 0);
+	return NULL;
+}
+
+static struct spoke_shard_stats bp_shard0(void)
+{
+	return stats_of(bp.s, 0);
+}
+
+static void line9_inbox_limit_refuses_starts(void **state)
+{
+	struct spoke_shard_config o[2] = {{.cpu = -1}, {.cpu = -1, .inbox_limit = 10}};
+	struct spoke_shard_stats t;
+	struct spoke_config c;
+	spoke_id own;
+
+	(void)state;
+	memset(&bp, 0, sizeof(bp));
+	svc_config(&c, 1, 1 * MS, 0);
+	c.inbox_limit = BP_LIMIT;
+	bp.s = svc_create_cfg(&c);
+	assert_int_equal(spoke_attach(bp.s, 0), 0);
+	for (unsigned i = 0; i < BP_ARMED; i++)
+		assert_int_equal(spoke_start(bp.s, 10 * SEC, never_fn, NULL, &bp.armed[i]), 0);
+	pthread_join(thread_start(bp_fill, NULL), NULL);
+	assert_no_bg_failures();
+	t = bp_shard0();
+	assert_int_equal(t.inbox_queued, BP_LIMIT);
+	assert_int_equal(t.refused, 5);
+	assert_int_equal(t.started, BP_ARMED); /* the queued starts are not taken yet */
+	pthread_join(thread_start(bp_cancel_reset, NULL), NULL);
+	assert_no_bg_failures();
+	assert_true(bp_shard0().inbox_queued >= BP_LIMIT + BP_ARMED);
+	assert_int_equal(spoke_start(bp.s, 10 * SEC, never_fn, NULL, &own), 0); /* the owner's */
+	spoke_poll(bp.s);
+	t = bp_shard0();
+	assert_int_equal(t.inbox_queued, 0);
+	assert_int_equal(t.started, BP_ARMED + BP_LIMIT + 1);
+	assert_int_equal(t.cancelled, BP_ARMED + BP_LIMIT);
+	assert_int_equal(t.pending, 1);
+	assert_int_equal(spoke_cancel(bp.s, own), 0);
+	/*
+	 * Threads racing for the places: never more than the limit's worth get
+	 * in, and no fewer than that less the places a thread took for starts
+	 * it then did not make (up to 63 each: docs/api.md, Backpressure).
+	 */
+	run_workers(BP_THREADS, bp_race, NULL);
+	assert_no_bg_failures();
+	assert_in_range(atomic_load(&bp.admitted), BP_LIMIT - BP_THREADS * 63, BP_LIMIT);
+	assert_int_equal(atomic_load(&bp.admitted) + atomic_load(&bp.refused),
+			 BP_THREADS * BP_LIMIT);
+	t = bp_shard0();
+	assert_int_equal(t.refused, 5 + atomic_load(&bp.refused));
+	assert_int_equal(t.inbox_queued, atomic_load(&bp.admitted));
+	spoke_poll(bp.s);
+	assert_int_equal(bp_shard0().pending, atomic_load(&bp.admitted));
+	assert_int_equal(spoke_detach(bp.s), 0);
+	svc_destroy(bp.s);
+	/* An override: shard 1 takes 10, shard 0 the global limit. */
+	svc_config(&c, 2, 1 * MS, 0);
+	c.inbox_limit = BP_LIMIT;
+	c.shard_overrides = o;
+	c.n_shard_overrides = 2;
+	bp.s = svc_create_cfg(&c);
+	assert_int_equal(spoke_attach(bp.s, 1), 0); /* shard 1 stalls */
+	pthread_join(thread_start(bp_override, NULL), NULL);
+	assert_no_bg_failures();
+	assert_int_equal(stats_of(bp.s, 1).refused, 1);
+	assert_int_equal(stats_of(bp.s, 0).refused, 0);
+	assert_int_equal(spoke_detach(bp.s), 0);
+	svc_destroy(bp.s);
+}
+
 /* ==== line 10: delays up to UINT64_MAX
  * ============================================================ */
 
@@ -744,7 +904,7 @@ static void line9_inbox_flood_never_drops(void **state)
  * UINT64_MAX: all accepted, none runs while short control timers on every
  * shard do, all still pending (stats) and each cancels with 0.
  */
-static struct trec l10_ctl[8];
+static struct trec huge_ctl[8];
 
 static void line10_huge_delays_never_fire(void **state)
 {
@@ -764,7 +924,7 @@ static void line10_huge_delays_never_fire(void **state)
 	spoke_id ids[6 * ARRAY_SIZE(delays) + 64];
 	unsigned n = 0, nsh;
 
-	memset(l10_ctl, 0, sizeof(l10_ctl));
+	memset(huge_ctl, 0, sizeof(huge_ctl));
 	atomic_store(&never_ran, 0);
 	svc_config(&c, 6, 100 * US, 1);
 	memset(ov, 0, sizeof(ov));
@@ -799,11 +959,11 @@ static void line10_huge_delays_never_fire(void **state)
 
 	/* control timers: the shards are running */
 	for (unsigned k = 0; k < nsh; k++) {
-		atomic_store(&l10_ctl[k].earliest, spoke_now_ns() + 2 * MS);
-		assert_int_equal(spoke_start_on(s, k, 2 * MS, trec_fire, &l10_ctl[k], NULL), 0);
+		atomic_store(&huge_ctl[k].earliest, spoke_now_ns() + 2 * MS);
+		assert_int_equal(spoke_start_on(s, k, 2 * MS, trec_fire, &huge_ctl[k], NULL), 0);
 	}
 	for (unsigned k = 0; k < nsh; k++)
-		ASSERT_EVENTUALLY(atomic_load(&l10_ctl[k].fired) == 1, "control timers to run");
+		ASSERT_EVENTUALLY(atomic_load(&huge_ctl[k].fired) == 1, "control timers to run");
 	sleep_ms(30);
 	assert_int_equal(atomic_load(&never_ran), 0);
 	ASSERT_EVENTUALLY(stats_pending(s) == n, "every huge timer to be pending");
@@ -816,17 +976,17 @@ static void line10_huge_delays_never_fire(void **state)
 
 /* ==== line 8: destroy waits for its own calls only =============================== */
 
-struct l8o_ctx {
+struct own_calls_ctx {
 	struct spoke *s1;
 	spoke_id id;
 	atomic_int cb_running, cb_done, gate, sync_returned;
 	int sync_rc;
 };
 
-static struct l8o_ctx l8o;
+static struct own_calls_ctx l8o;
 
 /* Holds its pool worker until the test opens the gate (HOLD_LIMIT_NS at most). */
-static void l8o_held_cb(void *arg)
+static void own_calls_held_cb(void *arg)
 {
 	uint64_t end = mono_ns() + HOLD_LIMIT_NS;
 
@@ -837,7 +997,7 @@ static void l8o_held_cb(void *arg)
 	atomic_store(&l8o.cb_done, 1);
 }
 
-static void *l8o_sync_main(void *arg)
+static void *own_calls_sync_main(void *arg)
 {
 	(void)arg;
 	l8o.sync_rc = spoke_cancel_sync(l8o.s1, l8o.id);
@@ -867,9 +1027,9 @@ static void line8_destroy_waits_only_for_its_own_calls(void **state)
 	l8o.s1 = svc_new(1, 1 * MS, 1);
 	s2 = svc_new(1, 1 * MS, 1);
 	assert_int_equal(spoke_start_on(s2, 0, 3600 * SEC, never_fn, NULL, NULL), 0);
-	assert_int_equal(spoke_start_on(l8o.s1, 0, 1 * MS, l8o_held_cb, NULL, &l8o.id), 0);
+	assert_int_equal(spoke_start_on(l8o.s1, 0, 1 * MS, own_calls_held_cb, NULL, &l8o.id), 0);
 	ASSERT_EVENTUALLY(atomic_load(&l8o.cb_running), "the held callback to run");
-	t = thread_start(l8o_sync_main, NULL);
+	t = thread_start(own_calls_sync_main, NULL);
 	sleep_ms(50); /* room for the cancel_sync to begin its wait */
 	t0 = mono_ns();
 	svc_destroy(s2);
@@ -896,6 +1056,7 @@ int main(int argc, char **argv)
 		SVC_TEST(line8_destroy_after_caller_threads_exit),
 		SVC_TEST(line8_destroy_waits_only_for_its_own_calls),
 		SVC_TEST(line9_inbox_flood_never_drops),
+		SVC_TEST(line9_inbox_limit_refuses_starts),
 		SVC_TEST(line10_huge_delays_never_fire),
 	};
 

@@ -19,6 +19,22 @@
  *                                      message naming the misuse (a child
  *                                      process runs it; the test reads its
  *                                      stderr and its signal)
+ *   line7_attach_vs_cancel_sync_across_instances  A runs callbacks inline;
+ *                                      its callback X cancel_syncs Y, a pool
+ *                                      callback of B that attaches A's shard
+ *                                      (its thread is X's): one of the two
+ *                                      gets -EDEADLK, the other waits for it
+ *   line7_destroy_vs_cancel_sync_across_instances  X (A's pool) destroys B
+ *                                      while Y (B's pool) cancel_syncs X: Y
+ *                                      gets -EDEADLK (refused, or broken by
+ *                                      the destroy), the destroy returns
+ *   line7_destroys_of_each_other_abort X destroys B while Y destroys A: the
+ *                                      second destroy aborts, naming the
+ *                                      cycle (a child process runs it)
+ *   misuse_thread_exit_in_callback_aborts  a callback ends its thread with
+ *                                      pthread_exit (pool, inline, poll): the
+ *                                      process aborts naming it (before, the
+ *                                      shard's timers stopped, or destroy hung)
  *   line9_first_start_under_address_limit  a thread's first start reserves
  *                                      its 64 MiB of handle space, no more:
  *                                      under RLIMIT_AS of what the process
@@ -28,6 +44,9 @@
  *   line12_fork_child_inherited_shutdown  in a fork child, calls on the
  *                                      parent's instance say -ESHUTDOWN, its
  *                                      destroy returns, a new instance works
+ *   line12_fork_child_in_callback_destroys  a child forked inside a pool or
+ *                                      inline callback destroys the inherited
+ *                                      instance: it returns, no abort
  *   line9_stats_null_out_aborts        spoke_stats(s, NULL), which returns
  *                                      nothing: the process aborts with a
  *                                      message naming the misuse, no crash
@@ -169,7 +188,6 @@ static void destroy_in_callback_child(int where)
 	struct spoke_config c;
 	uint64_t end;
 
-	alarm(60); /* a hang ends as SIGALRM, which the parent reports */
 	svc_config(&c, 1, 1 * MS, where == FROM_POOL ? 1 : 0);
 	if (spoke_create(&child_s, &c) != 0)
 		_exit(4);
@@ -186,8 +204,11 @@ static void destroy_in_callback_child(int where)
 	_exit(7);
 }
 
-/* Run child(arg) in a child process: it must die of SIGABRT with `msg` on stderr. */
-static void assert_child_aborts(void (*child)(int), int arg, const char *msg)
+/*
+ * Runs child(arg) in a child process, whose stderr it reads: the child must
+ * die of SIGABRT with msg in its stderr (a hang ends as the child's SIGALRM).
+ */
+static void assert_child_aborts(void (*child)(int arg), int arg, const char *msg)
 {
 	char buf[4096];
 	size_t got = 0;
@@ -201,7 +222,9 @@ static void assert_child_aborts(void (*child)(int), int arg, const char *msg)
 	if (pid == 0) {
 		close(fds[0]);
 		dup2(fds[1], STDERR_FILENO);
+		alarm(60); /* a hang ends as SIGALRM, which the parent reports */
 		child(arg);
+		_exit(2);
 	}
 	close(fds[1]);
 	while (got < sizeof(buf) - 1 && (r = read(fds[0], buf + got, sizeof(buf) - 1 - got)) != 0) {
@@ -244,6 +267,226 @@ static void line7_destroy_in_poll_callback_aborts(void **state)
 	assert_destroy_in_callback_aborts(FROM_POLL);
 }
 
+/* ---- a thread that exits inside a callback --------------------------------------------- */
+
+#define EXIT_MSG "spoke: a thread exited inside a timer callback"
+
+static void exit_thread_fn(void *arg)
+{
+	(void)arg;
+	pthread_exit(NULL);
+}
+
+static void *exit_in_poll_main(void *arg)
+{
+	(void)arg;
+	if (spoke_attach(child_s, 0) != 0 ||
+	    spoke_start(child_s, 1 * MS, exit_thread_fn, NULL, NULL) != 0)
+		_exit(5);
+	for (;;) {
+		spoke_poll(child_s);
+		sleep_ms(1);
+	}
+	return NULL;
+}
+
+/*
+ * The child: a callback (on the pool, inline on the shard thread, or in an
+ * attached thread's poll) ends its thread with pthread_exit. Before that
+ * was seen, a later timer of the shard never ran (pool, inline), and a
+ * destroy waited for the poll for ever: either way the child exits 7.
+ */
+static void exit_in_callback_child(int where)
+{
+	struct spoke_config c;
+	atomic_uint runs = 0;
+	pthread_t t;
+
+	svc_config(&c, 1, 1 * MS, where == FROM_POOL ? 1 : 0);
+	if (spoke_create(&child_s, &c) != 0)
+		_exit(4);
+	if (where == FROM_POLL) {
+		if (pthread_create(&t, NULL, exit_in_poll_main, NULL) != 0)
+			_exit(6);
+		pthread_join(t, NULL);
+		spoke_destroy(child_s);
+		_exit(7);
+	}
+	if (spoke_start(child_s, 1 * MS, exit_thread_fn, NULL, NULL) != 0)
+		_exit(6);
+	sleep_ms(20);
+	if (spoke_start(child_s, 1 * MS, count_fn, &runs, NULL) != 0)
+		_exit(6);
+	WAIT_UNTIL(atomic_load(&runs) != 0, HOLD_LIMIT_NS);
+	_exit(7);
+}
+
+static void misuse_thread_exit_in_callback_aborts(void **state)
+{
+	(void)state;
+	assert_child_aborts(exit_in_callback_child, FROM_POOL, EXIT_MSG);
+	assert_child_aborts(exit_in_callback_child, FROM_INLINE, EXIT_MSG);
+	assert_child_aborts(exit_in_callback_child, FROM_POLL, EXIT_MSG);
+}
+
+/* ---- waits across instances: attach, destroy, cancel_sync ------------------------------ */
+
+/*
+ * Two instances, A and B, and a callback of each, X (of A) and Y (of B),
+ * each waiting for the other to run before it acts. The one named `first`
+ * acts at once, the other 20 ms later, when the first is most likely
+ * waiting already; the verdicts do not depend on that order, which only
+ * says which side closes the cycle. The callbacks' own waits for each
+ * other are bounded; the test's wait for both to end is its watchdog (each
+ * of these hung for ever before waits across instances were in the graph).
+ */
+static struct {
+	struct spoke *a, *b;
+	spoke_id x, y;
+	int first; /* 0: X acts first, 1: Y */
+	atomic_int x_running, y_running, x_done, y_done, x_rc, y_rc;
+} xw;
+
+static void xw_meet(atomic_int *mine, const atomic_int *other, bool second)
+{
+	uint64_t end = spoke_now_ns() + HOLD_LIMIT_NS;
+
+	atomic_store(mine, 1);
+	while (!atomic_load(other) && spoke_now_ns() < end)
+		sleep_ns(100 * US);
+	BG_CHECK(atomic_load(other));
+	if (second)
+		sleep_ms(20);
+}
+
+/*
+ * A and B (B not registered: a callback may destroy it), X and Y started;
+ * returns once both have returned (or fails the test: the watchdog).
+ */
+static void xw_run(int first, unsigned a_pool, spoke_fn *x_fn, spoke_fn *y_fn)
+{
+	struct spoke_config c;
+
+	memset(&xw, 0, sizeof(xw));
+	xw.first = first;
+	xw.a = svc_new(1, 1 * MS, a_pool);
+	svc_config(&c, 1, 1 * MS, 1);
+	assert_int_equal(spoke_create(&xw.b, &c), 0);
+	assert_int_equal(spoke_start(xw.a, 1 * MS, x_fn, NULL, &xw.x), 0);
+	assert_int_equal(spoke_start(xw.b, 1 * MS, y_fn, NULL, &xw.y), 0);
+	ASSERT_EVENTUALLY(atomic_load(&xw.x_done) && atomic_load(&xw.y_done),
+			  "both callbacks to return (a deadlock across instances)");
+	assert_no_bg_failures();
+}
+
+/* (a) X, inline on A's shard thread, cancel_syncs Y; Y, on B's pool, attaches A's shard. */
+static void xa_x_fn(void *arg)
+{
+	(void)arg;
+	xw_meet(&xw.x_running, &xw.y_running, xw.first == 1);
+	atomic_store(&xw.x_rc, spoke_cancel_sync(xw.b, xw.y));
+	atomic_store(&xw.x_done, 1);
+}
+
+static void xa_y_fn(void *arg)
+{
+	int rc;
+
+	(void)arg;
+	xw_meet(&xw.y_running, &xw.x_running, xw.first == 0);
+	rc = spoke_attach(xw.a, 0);
+	atomic_store(&xw.y_rc, rc);
+	if (rc == 0) /* this pool thread owns A's shard now: give it back */
+		BG_CHECK_INT(spoke_detach(xw.a), ==, 0);
+	atomic_store(&xw.y_done, 1);
+}
+
+static void line7_attach_vs_cancel_sync_across_instances(void **state)
+{
+	(void)state;
+	for (int first = 0; first < 2; first++) {
+		xw_run(first, 0, xa_x_fn, xa_y_fn);
+		/* One side closed the cycle and got -EDEADLK; the other waited for it. */
+		if (atomic_load(&xw.x_rc) == -EDEADLK)
+			assert_int_equal(atomic_load(&xw.y_rc), 0);
+		else if (atomic_load(&xw.y_rc) == -EDEADLK)
+			assert_int_equal(atomic_load(&xw.x_rc), -ENOENT); /* Y ran: waited for it */
+		else
+			fail_msg("neither got -EDEADLK: cancel_sync %d, attach %d",
+				 atomic_load(&xw.x_rc), atomic_load(&xw.y_rc));
+		spoke_destroy(xw.b);
+		svc_destroy(xw.a);
+	}
+}
+
+/* (b) X, on A's pool, destroys B; Y, on B's pool, cancel_syncs X. */
+static void x_destroys_b_fn(void *arg)
+{
+	(void)arg;
+	xw_meet(&xw.x_running, &xw.y_running, xw.first == 1);
+	spoke_destroy(xw.b);
+	atomic_store(&xw.x_done, 1);
+}
+
+static void xb_y_fn(void *arg)
+{
+	(void)arg;
+	xw_meet(&xw.y_running, &xw.x_running, xw.first == 0);
+	atomic_store(&xw.y_rc, spoke_cancel_sync(xw.a, xw.x));
+	atomic_store(&xw.y_done, 1);
+}
+
+static void line7_destroy_vs_cancel_sync_across_instances(void **state)
+{
+	(void)state;
+	for (int first = 0; first < 2; first++) {
+		xw_run(first, 1, x_destroys_b_fn, xb_y_fn);
+		/*
+		 * Y's wait for X closes a cycle with X's destroy of B, whoever came
+		 * second: refused, or broken by the destroy. Its cancel was done.
+		 */
+		assert_int_equal(atomic_load(&xw.y_rc), -EDEADLK);
+		svc_destroy(xw.a);
+	}
+}
+
+/* (c) X, on A's pool, destroys B; Y, on B's pool, destroys A: no way out but to abort. */
+#define CYCLE_MSG "spoke_destroy would deadlock"
+
+static void xc_y_fn(void *arg)
+{
+	(void)arg;
+	xw_meet(&xw.y_running, &xw.x_running, xw.first == 0);
+	spoke_destroy(xw.a);
+	atomic_store(&xw.y_done, 1);
+}
+
+static void destroys_of_each_other_child(int first)
+{
+	struct spoke_config c;
+	uint64_t end;
+
+	memset(&xw, 0, sizeof(xw));
+	xw.first = first;
+	svc_config(&c, 1, 1 * MS, 1);
+	if (spoke_create(&xw.a, &c) != 0 || spoke_create(&xw.b, &c) != 0)
+		_exit(4);
+	if (spoke_start(xw.a, 1 * MS, x_destroys_b_fn, NULL, NULL) != 0 ||
+	    spoke_start(xw.b, 1 * MS, xc_y_fn, NULL, NULL) != 0)
+		_exit(5);
+	end = spoke_now_ns() + HOLD_LIMIT_NS;
+	while (spoke_now_ns() < end)
+		sleep_ms(1);
+	_exit(7);
+}
+
+static void line7_destroys_of_each_other_abort(void **state)
+{
+	(void)state;
+	for (int first = 0; first < 2; first++)
+		assert_child_aborts(destroys_of_each_other_child, first, CYCLE_MSG);
+}
+
 /* ---- spoke_stats with nowhere to write ------------------------------------------------- */
 
 static void stats_null_child(int unused)
@@ -265,22 +508,6 @@ static void line9_stats_null_out_aborts(void **state)
 }
 
 /* ---- address space ----------------------------------------------------------------- */
-
-/* The process's address space in bytes (VmSize), or 0. */
-static uint64_t vm_size_bytes(void)
-{
-	char line[256];
-	uint64_t kb = 0;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmSize: %" SCNu64 " kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb * 1024;
-}
 
 static void *first_start_main(void *arg)
 {
@@ -441,6 +668,57 @@ static void line12_fork_child_inherited_shutdown(void **state)
 	svc_destroy(s);
 }
 
+/*
+ * A child forked inside a callback (pool or inline) has that callback on
+ * its stack: its destroy of the inherited instance is still the fork
+ * child's (it frees and returns), not a destroy from inside a callback of
+ * the same instance (which aborts). The child leaves with _exit, as a
+ * child forked inside a callback must: it never returns into the freed
+ * instance.
+ */
+static struct {
+	struct spoke *s;
+	atomic_int pid; /* the child's, once forked; -1: fork failed */
+} fc;
+
+static void fork_in_callback_fn(void *arg)
+{
+	pid_t pid;
+
+	(void)arg;
+	pid = fork();
+	if (pid == 0) {
+		alarm(60);
+		if (spoke_start(fc.s, 1 * MS, never_fn, NULL, NULL) != -ESHUTDOWN)
+			_exit(10);
+		spoke_destroy(fc.s);
+		_exit(0);
+	}
+	atomic_store(&fc.pid, pid > 0 ? pid : -1);
+}
+
+static void line12_fork_child_in_callback_destroys(void **state)
+{
+	static const unsigned pools[] = {1, 0};
+	int status;
+
+	(void)state;
+	for (unsigned i = 0; i < ARRAY_SIZE(pools); i++) {
+		fc.s = svc_new(1, 1 * MS, pools[i]);
+		atomic_store(&fc.pid, 0);
+		assert_int_equal(spoke_start(fc.s, 1 * MS, fork_in_callback_fn, NULL, NULL), 0);
+		ASSERT_EVENTUALLY(atomic_load(&fc.pid) != 0, "the callback's fork");
+		assert_true(atomic_load(&fc.pid) > 0);
+		assert_int_equal(waitpid(atomic_load(&fc.pid), &status, 0), atomic_load(&fc.pid));
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			fail_msg("the child forked in a %s callback %s %d",
+				 pools[i] ? "pool" : "inline",
+				 WIFEXITED(status) ? "exited with" : "died of signal",
+				 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+		svc_destroy(fc.s);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest all[] = {
@@ -450,9 +728,14 @@ int main(int argc, char **argv)
 		SVC_TEST(line7_destroy_in_pool_callback_aborts),
 		SVC_TEST(line7_destroy_in_inline_callback_aborts),
 		SVC_TEST(line7_destroy_in_poll_callback_aborts),
+		SVC_TEST(line7_attach_vs_cancel_sync_across_instances),
+		SVC_TEST(line7_destroy_vs_cancel_sync_across_instances),
+		SVC_TEST(line7_destroys_of_each_other_abort),
+		SVC_TEST(misuse_thread_exit_in_callback_aborts),
 		SVC_TEST(line9_first_start_under_address_limit),
 		SVC_TEST(line11_poll_runs_all_queued),
 		SVC_TEST(line12_fork_child_inherited_shutdown),
+		SVC_TEST(line12_fork_child_in_callback_destroys),
 		SVC_TEST(line9_stats_null_out_aborts),
 	};
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_service_owner.c - calls made by the thread that owns the timer's
- * shard (an attached loop), which take the owner's direct paths (api.c
+ * shard (an attached loop), which take the owner's direct paths (api_timers.c
  * cancel_direct, reset_direct) instead of messages:
  *
  *   owner_cancel_each_kind        a one-shot, a periodic and a TTL timer

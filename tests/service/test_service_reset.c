@@ -32,20 +32,20 @@
 
 /* ==== line 5: reset ============================================================== */
 
-#define L5_THREADS 4
+#define IDLE_THREADS 4
 
-struct l5_ctx {
+struct idle_ctx {
 	struct spoke *s;
-	struct trec rec[L5_THREADS];
-	uint64_t last_ok[L5_THREADS];
+	struct trec rec[IDLE_THREADS];
+	uint64_t last_ok[IDLE_THREADS];
 	uint64_t delay;
 };
 
-static struct l5_ctx l5;
+static struct idle_ctx l5;
 
-static void l5_worker(unsigned idx, void *p)
+static void idle_worker(unsigned idx, void *p)
 {
-	struct l5_ctx *c = p;
+	struct idle_ctx *c = p;
 	struct trec *r = &c->rec[idx];
 	uint64_t t = spoke_now_ns(), end;
 	spoke_id id;
@@ -91,10 +91,10 @@ static void line5_reset_idle_timeout(void **state)
 	memset(&l5, 0, sizeof(l5));
 	l5.s = svc_new(2, 250 * US, 2);
 	l5.delay = 30 * MS;
-	run_workers(L5_THREADS, l5_worker, &l5);
+	run_workers(IDLE_THREADS, idle_worker, &l5);
 	assert_no_bg_failures();
 	sleep_ms(40);
-	for (unsigned i = 0; i < L5_THREADS; i++)
+	for (unsigned i = 0; i < IDLE_THREADS; i++)
 		assert_int_equal(atomic_load(&l5.rec[i].fired), 1);
 	assert_int_equal(spoke_start(l5.s, 3600 * SEC, never_fn, NULL, &id), 0);
 	/* earlier, but far enough that no stall of this thread lets it run */
@@ -104,20 +104,20 @@ static void line5_reset_idle_timeout(void **state)
 	svc_destroy(l5.s);
 }
 
-#define L5T_THREADS 4
+#define TTL_THREADS 4
 
-struct l5t_ctx {
+struct ttl_ctx {
 	struct spoke *s;
 	unsigned per;
 	struct trec *rec;
 	uint64_t *bound; /* fired_at must be >= bound */
 };
 
-static struct l5t_ctx l5t;
+static struct ttl_ctx l5t;
 
-static void l5t_worker(unsigned idx, void *p)
+static void ttl_worker(unsigned idx, void *p)
 {
-	struct l5t_ctx *c = p;
+	struct ttl_ctx *c = p;
 	struct rng rng = {0x5100 + idx};
 
 	for (unsigned j = 0; j < c->per; j++) {
@@ -159,13 +159,13 @@ static void line5_reset_ttl_timer(void **state)
 
 	memset(&l5t, 0, sizeof(l5t));
 	l5t.per = SCALE(600);
-	total = L5T_THREADS * l5t.per;
+	total = TTL_THREADS * l5t.per;
 	l5t.rec = calloc(total, sizeof(*l5t.rec));
 	l5t.bound = calloc(total, sizeof(*l5t.bound));
 	assert_non_null(l5t.rec);
 	assert_non_null(l5t.bound);
 	l5t.s = svc_new(3, 250 * US, 1);
-	run_workers(L5T_THREADS, l5t_worker, &l5t);
+	run_workers(TTL_THREADS, ttl_worker, &l5t);
 	assert_no_bg_failures();
 	for (unsigned i = 0; i < total; i++)
 		ASSERT_EVENTUALLY(atomic_load(&l5t.rec[i].fired) >= 1, "reset TTL timers to fire");
@@ -183,7 +183,7 @@ static void line5_reset_ttl_timer(void **state)
 	free(l5t.bound);
 }
 
-struct l5p_ctx {
+struct reset_periodic_ctx {
 	struct spoke *s;
 	atomic_uint runs;
 	_Atomic uint64_t enter[64], leave[64];
@@ -195,9 +195,9 @@ struct l5p_ctx {
 	atomic_int self_rc;
 };
 
-static void l5p_fn(void *arg)
+static void reset_periodic_fn(void *arg)
 {
-	struct l5p_ctx *c = arg;
+	struct reset_periodic_ctx *c = arg;
 	unsigned n = atomic_load(&c->runs);
 
 	atomic_store(&c->running, 1);
@@ -219,7 +219,7 @@ static void l5p_fn(void *arg)
 	atomic_store(&c->runs, n + 1);
 }
 
-static struct l5p_ctx l5p;
+static struct reset_periodic_ctx l5p;
 
 /*
  * Contract line 5 (reset of a periodic timer moves its next run): (A) right
@@ -246,7 +246,7 @@ static void line5_reset_periodic(void **state)
 
 		memset(&l5p, 0, sizeof(l5p));
 		l5p.run_ns = 100 * US;
-		assert_int_equal(spoke_start_periodic(s, period, l5p_fn, &l5p, &id), 0);
+		assert_int_equal(spoke_start_periodic(s, period, reset_periodic_fn, &l5p, &id), 0);
 		ASSERT_EVENTUALLY(atomic_load(&l5p.runs) >= 1, "the first run");
 		n = atomic_load(&l5p.runs);
 		t_reset = spoke_now_ns();
@@ -285,7 +285,8 @@ static void line5_reset_periodic(void **state)
 			l5p.run_ns = 100 * US;
 			l5p.self_reset_at = 2;
 			atomic_store(&l5p.self_reset_delay, delay);
-			assert_int_equal(spoke_start_periodic(s, 10 * MS, l5p_fn, &l5p, &id), 0);
+			assert_int_equal(
+				spoke_start_periodic(s, 10 * MS, reset_periodic_fn, &l5p, &id), 0);
 			atomic_store(&l5p.id, id);
 			ASSERT_EVENTUALLY(atomic_load(&l5p.runs) >= 3,
 					  "the run after the self-reset");
@@ -307,7 +308,8 @@ static void line5_reset_periodic(void **state)
 
 			memset(&l5p, 0, sizeof(l5p));
 			l5p.run_ns = 30 * MS;
-			assert_int_equal(spoke_start_periodic(s, 10 * MS, l5p_fn, &l5p, &id), 0);
+			assert_int_equal(
+				spoke_start_periodic(s, 10 * MS, reset_periodic_fn, &l5p, &id), 0);
 			ASSERT_EVENTUALLY(atomic_load(&l5p.running) == 1, "a run");
 			n = atomic_load(&l5p.runs); /* the run in progress is number n (from 0) */
 			t = spoke_now_ns();
@@ -330,7 +332,7 @@ static void line5_reset_periodic(void **state)
 
 /* ==== line 5 / pitfall: periodic timers =============================================== */
 
-#define L5N_TIMERS 4
+#define OVERLAP_TIMERS 4
 
 struct per_rec {
 	struct spoke *s;
@@ -365,7 +367,7 @@ static void per_fn(void *arg)
 	atomic_fetch_sub(&p->inflight, 1);
 }
 
-static struct per_rec l5n[L5N_TIMERS];
+static struct per_rec l5n[OVERLAP_TIMERS];
 
 /*
  * Contract line 5 and the periodic pitfall: 4 periodic timers (0.7-2 ms, tick
@@ -377,11 +379,11 @@ static struct per_rec l5n[L5N_TIMERS];
 static void line5_periodic_no_overlap_never_early(void **state)
 {
 	(void)state;
-	static const uint64_t periods[L5N_TIMERS] = {1 * MS, 1500 * US, 700 * US, 2 * MS};
+	static const uint64_t periods[OVERLAP_TIMERS] = {1 * MS, 1500 * US, 700 * US, 2 * MS};
 	struct spoke *s = svc_new(2, 100 * US, 4);
 
 	memset(l5n, 0, sizeof(l5n));
-	for (unsigned i = 0; i < L5N_TIMERS; i++) {
+	for (unsigned i = 0; i < OVERLAP_TIMERS; i++) {
 		spoke_id id;
 
 		l5n[i].s = s;
@@ -392,7 +394,7 @@ static void line5_periodic_no_overlap_never_early(void **state)
 		atomic_store(&l5n[i].id, id);
 	}
 	sleep_ms(80);
-	for (unsigned i = 0; i < L5N_TIMERS; i++) {
+	for (unsigned i = 0; i < OVERLAP_TIMERS; i++) {
 		unsigned runs;
 
 		ASSERT_EVENTUALLY(atomic_load(&l5n[i].runs) >= 5, "periodic runs");
@@ -464,39 +466,39 @@ static void line5_periodic_cancel_from_own_callback(void **state)
  * poll had not reached runs it exactly once; a poll that ends before the
  * next due time runs nothing.
  */
-#define L5D_MAX_POLLS 512
+#define DRIFT_MAX_POLLS 512
 
 struct poll_rec {
 	uint64_t a, b; /* before and after spoke_poll */
 	int r;	       /* its result */
 };
 
-struct l5d_ctx {
+struct drift_ctx {
 	struct spoke *s;
 	uint64_t period, tick, margin;
-	struct poll_rec polls[L5D_MAX_POLLS];
+	struct poll_rec polls[DRIFT_MAX_POLLS];
 	unsigned npolls;
 	atomic_uint runs;
-	uint64_t run_at[L5D_MAX_POLLS];
+	uint64_t run_at[DRIFT_MAX_POLLS];
 	uint64_t t0;
 	uint64_t long_run_ns; /* the first run sleeps this long (part 3) */
 	int checkable;
 };
 
-static struct l5d_ctx l5d;
+static struct drift_ctx l5d;
 
-static void l5d_fn(void *arg)
+static void drift_fn(void *arg)
 {
-	struct l5d_ctx *c = arg;
+	struct drift_ctx *c = arg;
 	unsigned n = atomic_fetch_add(&c->runs, 1);
 
-	if (n < L5D_MAX_POLLS)
+	if (n < DRIFT_MAX_POLLS)
 		c->run_at[n] = spoke_now_ns();
 	if (n == 0 && c->long_run_ns)
 		sleep_ns(c->long_run_ns);
 }
 
-static void l5d_sleep_until(uint64_t t)
+static void drift_sleep_until(uint64_t t)
 {
 	uint64_t now = spoke_now_ns();
 
@@ -504,9 +506,9 @@ static void l5d_sleep_until(uint64_t t)
 		sleep_ns(t - now);
 }
 
-static struct poll_rec *l5d_poll(struct l5d_ctx *c)
+static struct poll_rec *drift_poll(struct drift_ctx *c)
 {
-	struct poll_rec *p = &c->polls[c->npolls < L5D_MAX_POLLS - 1 ? c->npolls++ : c->npolls];
+	struct poll_rec *p = &c->polls[c->npolls < DRIFT_MAX_POLLS - 1 ? c->npolls++ : c->npolls];
 
 	p->a = spoke_now_ns();
 	p->r = spoke_poll(c->s);
@@ -516,7 +518,7 @@ static struct poll_rec *l5d_poll(struct l5d_ctx *c)
 }
 
 /* Runs reported by the polls that started at or after `from` and ended before `to`. */
-static int l5d_runs_between(struct l5d_ctx *c, uint64_t from, uint64_t to)
+static int drift_runs_between(struct drift_ctx *c, uint64_t from, uint64_t to)
 {
 	int n = 0;
 
@@ -533,7 +535,7 @@ static int l5d_runs_between(struct l5d_ctx *c, uint64_t from, uint64_t to)
  * in between, as under valgrind on a loaded machine) leaves the phase
  * unknown by that much: it is cancelled and tried again.
  */
-static void l5d_start(struct l5d_ctx *c, spoke_id *id)
+static void drift_start(struct drift_ctx *c, spoke_id *id)
 {
 	c->npolls = 0;
 	atomic_store(&c->runs, 0);
@@ -541,7 +543,7 @@ static void l5d_start(struct l5d_ctx *c, spoke_id *id)
 		uint64_t took;
 
 		c->t0 = spoke_now_ns();
-		BG_CHECK_INT(spoke_start_periodic(c->s, c->period, l5d_fn, c, id), ==, 0);
+		BG_CHECK_INT(spoke_start_periodic(c->s, c->period, drift_fn, c, id), ==, 0);
 		took = spoke_now_ns() - c->t0;
 		if (took <= c->margin / 4 || attempt == 20)
 			return;
@@ -550,10 +552,10 @@ static void l5d_start(struct l5d_ctx *c, spoke_id *id)
 }
 
 /* Polls every 2 ms from now until `until`. */
-static void l5d_poll_densely(struct l5d_ctx *c, uint64_t until)
+static void drift_poll_densely(struct drift_ctx *c, uint64_t until)
 {
 	while (spoke_now_ns() < until) {
-		l5d_poll(c);
+		drift_poll(c);
 		sleep_ns(2 * MS);
 	}
 }
@@ -565,7 +567,7 @@ static void l5d_poll_densely(struct l5d_ctx *c, uint64_t until)
  * poll between the due time and it), and no poll before the next due time
  * runs anything more. Counts the periods it could check.
  */
-static void l5d_check_period(struct l5d_ctx *c, unsigned m, const char *part)
+static void drift_check_period(struct drift_ctx *c, unsigned m, const char *part)
 {
 	uint64_t due = c->t0 + m * c->period, next = due + c->period;
 	unsigned first = c->npolls;
@@ -583,21 +585,21 @@ static void l5d_check_period(struct l5d_ctx *c, unsigned m, const char *part)
 	if (first == c->npolls || c->polls[first].b >= next - c->margin)
 		return; /* the test thread overslept this period: nothing to conclude */
 	c->checkable++;
-	if (l5d_runs_between(c, due, c->polls[first].b + 1) != 1)
+	if (drift_runs_between(c, due, c->polls[first].b + 1) != 1)
 		svc_bg_fail(
 			__FILE__, __LINE__,
 			"%s: period %u: %d runs by the first poll %" PRIu64
 			" us after its due time (expected 1: next deadline = previous + period)",
-			part, m, l5d_runs_between(c, due, c->polls[first].b + 1),
+			part, m, drift_runs_between(c, due, c->polls[first].b + 1),
 			(uint64_t)((c->polls[first].a - due) / US));
-	if (l5d_runs_between(c, c->polls[first].b + 1, next) != 0)
+	if (drift_runs_between(c, c->polls[first].b + 1, next) != 0)
 		svc_bg_fail(__FILE__, __LINE__,
 			    "%s: period %u: another run before the next due time", part, m);
 }
 
-static void *l5d_thread(void *p)
+static void *drift_thread(void *p)
 {
-	struct l5d_ctx *c = p;
+	struct drift_ctx *c = p;
 	spoke_id id;
 	const uint64_t P = c->period;
 
@@ -612,17 +614,17 @@ static void *l5d_thread(void *p)
 	 */
 	for (uint64_t end = spoke_now_ns() + EVENTUALLY_NS;
 	     c->checkable < 4 && spoke_now_ns() < end;) {
-		l5d_start(c, &id);
+		drift_start(c, &id);
 		for (unsigned k = 1; k <= 10; k++) {
-			l5d_sleep_until(c->t0 + k * P + (k % 2 ? P * 3 / 4 : P / 5));
-			l5d_poll(c);
+			drift_sleep_until(c->t0 + k * P + (k % 2 ? P * 3 / 4 : P / 5));
+			drift_poll(c);
 		}
 		for (unsigned k = 1; k <= 10; k++)
-			l5d_check_period(c, k, "phase");
-		for (unsigned i = 0; i < atomic_load(&c->runs) && i < L5D_MAX_POLLS; i++)
+			drift_check_period(c, k, "phase");
+		for (unsigned i = 0; i < atomic_load(&c->runs) && i < DRIFT_MAX_POLLS; i++)
 			BG_CHECK_U64(c->run_at[i], >=, c->t0 + (i + 1) * P);
 		BG_CHECK_INT(spoke_cancel(c->s, id), ==, 0);
-		l5d_poll(c);
+		drift_poll(c);
 	}
 
 	/*
@@ -631,20 +633,20 @@ static void *l5d_thread(void *p)
 	 * periods: nothing more before 4 periods (no catch-up burst), then one
 	 * run per period, on the original phase.
 	 */
-	l5d_start(c, &id);
-	l5d_sleep_until(c->t0 + P * 7 / 2);
+	drift_start(c, &id);
+	drift_sleep_until(c->t0 + P * 7 / 2);
 	{
-		struct poll_rec *p = l5d_poll(c);
+		struct poll_rec *p = drift_poll(c);
 
 		if (p->b < c->t0 + 4 * P - c->margin)
 			BG_CHECK_INT(p->r, ==, 1);
 	}
-	l5d_poll_densely(c, c->t0 + P * 11 / 2);
-	BG_CHECK_INT(l5d_runs_between(c, c->polls[0].b + 1, c->t0 + 4 * P), ==, 0);
-	l5d_check_period(c, 4, "late poll");
-	l5d_check_period(c, 5, "late poll");
+	drift_poll_densely(c, c->t0 + P * 11 / 2);
+	BG_CHECK_INT(drift_runs_between(c, c->polls[0].b + 1, c->t0 + 4 * P), ==, 0);
+	drift_check_period(c, 4, "late poll");
+	drift_check_period(c, 5, "late poll");
 	BG_CHECK_INT(spoke_cancel(c->s, id), ==, 0);
-	l5d_poll(c);
+	drift_poll(c);
 
 	/*
 	 * Part 3, a run that ends after the next due times: the first run
@@ -652,18 +654,18 @@ static void *l5d_thread(void *p)
 	 * at most one run before 4 periods, then one per period on the phase.
 	 */
 	c->long_run_ns = P * 13 / 5;
-	l5d_start(c, &id);
-	l5d_sleep_until(c->t0 + P * 6 / 5);
-	l5d_poll(c);
+	drift_start(c, &id);
+	drift_sleep_until(c->t0 + P * 6 / 5);
+	drift_poll(c);
 	BG_CHECK_INT(c->polls[0].r, ==, 1);
-	l5d_poll_densely(c, c->t0 + P * 13 / 2);
-	BG_CHECK_INT(l5d_runs_between(c, c->polls[0].b, c->t0 + 4 * P), <=, 1);
-	l5d_check_period(c, 4, "long run");
-	l5d_check_period(c, 5, "long run");
-	for (unsigned i = 0; i < atomic_load(&c->runs) && i < L5D_MAX_POLLS; i++)
+	drift_poll_densely(c, c->t0 + P * 13 / 2);
+	BG_CHECK_INT(drift_runs_between(c, c->polls[0].b, c->t0 + 4 * P), <=, 1);
+	drift_check_period(c, 4, "long run");
+	drift_check_period(c, 5, "long run");
+	for (unsigned i = 0; i < atomic_load(&c->runs) && i < DRIFT_MAX_POLLS; i++)
 		BG_CHECK_U64(c->run_at[i], >=, c->t0 + (i + 1) * P);
 	BG_CHECK_INT(spoke_cancel(c->s, id), ==, 0);
-	l5d_poll(c);
+	drift_poll(c);
 	return NULL;
 }
 
@@ -685,7 +687,7 @@ static void line5_periodic_no_drift_skip_missed(void **state)
 	l5d.period = 40 * MS;
 	l5d.margin = 2 * MS;
 	l5d.s = svc_new(2, l5d.tick, 1);
-	t = thread_start(l5d_thread, &l5d);
+	t = thread_start(drift_thread, &l5d);
 	pthread_join(t, NULL);
 	assert_no_bg_failures();
 	/* at least some periods must have been checkable for the test to mean anything */
@@ -705,16 +707,16 @@ static void line5_periodic_no_drift_skip_missed(void **state)
  * not move a median, and one busy for a whole batch (valgrind, a loaded CI
  * machine) gets up to ten batches, while the bug moves every batch's.
  */
-#define L5R_TICK    (20 * MS)
-#define L5R_TRIALS  15
-#define L5R_BATCHES 10
+#define RIDING_TICK    (20 * MS)
+#define RIDING_TRIALS  15
+#define RIDING_BATCHES 10
 
-static _Atomic uint64_t l5r_fired_ns;
+static _Atomic uint64_t riding_fired_ns;
 
-static void l5r_fire(void *arg)
+static void riding_fire(void *arg)
 {
 	(void)arg;
-	atomic_store(&l5r_fired_ns, spoke_now_ns());
+	atomic_store(&riding_fired_ns, spoke_now_ns());
 }
 
 static int u64_cmp(const void *a, const void *b)
@@ -725,47 +727,48 @@ static int u64_cmp(const void *a, const void *b)
 }
 
 /* One batch of trials: the median lateness of a reset to 0 riding on a queued start. */
-static uint64_t l5r_median_lateness(struct spoke *s)
+static uint64_t riding_median_lateness(struct spoke *s)
 {
-	uint64_t late[L5R_TRIALS];
+	uint64_t late[RIDING_TRIALS];
 
-	for (int i = 0; i < L5R_TRIALS; i++) {
+	for (int i = 0; i < RIDING_TRIALS; i++) {
 		uint64_t t0;
 		spoke_id id;
 
-		atomic_store(&l5r_fired_ns, 0);
-		sleep_ns((uint64_t)(i % 5) * L5R_TICK / 5); /* spread over the tick */
-		assert_int_equal(spoke_start_on(s, 0, 1 * SEC, l5r_fire, NULL, &id), 0);
+		atomic_store(&riding_fired_ns, 0);
+		sleep_ns((uint64_t)(i % 5) * RIDING_TICK / 5); /* spread over the tick */
+		assert_int_equal(spoke_start_on(s, 0, 1 * SEC, riding_fire, NULL, &id), 0);
 		t0 = spoke_now_ns();
 		assert_int_equal(spoke_reset(s, id, 0), 0);
-		ASSERT_EVENTUALLY(atomic_load(&l5r_fired_ns) != 0, "the reset timer to run");
-		assert_true(atomic_load(&l5r_fired_ns) >= t0);
-		late[i] = atomic_load(&l5r_fired_ns) - t0;
+		ASSERT_EVENTUALLY(atomic_load(&riding_fired_ns) != 0, "the reset timer to run");
+		assert_true(atomic_load(&riding_fired_ns) >= t0);
+		late[i] = atomic_load(&riding_fired_ns) - t0;
 	}
-	qsort(late, L5R_TRIALS, sizeof(late[0]), u64_cmp);
+	qsort(late, RIDING_TRIALS, sizeof(late[0]), u64_cmp);
 	print_message("reset riding on a queued start: median lateness %.1f ms, max %.1f ms "
 		      "(tick %.0f ms)\n",
-		      (double)late[L5R_TRIALS / 2] / 1e6, (double)late[L5R_TRIALS - 1] / 1e6,
-		      (double)L5R_TICK / 1e6);
-	return late[L5R_TRIALS / 2];
+		      (double)late[RIDING_TRIALS / 2] / 1e6, (double)late[RIDING_TRIALS - 1] / 1e6,
+		      (double)RIDING_TICK / 1e6);
+	return late[RIDING_TRIALS / 2];
 }
 
 static void line5_reset_riding_wakes_owner(void **state)
 {
-	struct spoke *s = svc_new(1, L5R_TICK, 0);
+	struct spoke *s = svc_new(1, RIDING_TICK, 0);
 	uint64_t best = UINT64_MAX;
 	atomic_uint ticks = 0;
 	spoke_id keep_busy;
 
 	(void)state;
-	assert_int_equal(spoke_start_periodic(s, 2 * L5R_TICK, count_fn, &ticks, &keep_busy), 0);
-	for (int batch = 0; batch < L5R_BATCHES && best >= L5R_TICK + L5R_TICK / 4; batch++) {
-		uint64_t median = l5r_median_lateness(s);
+	assert_int_equal(spoke_start_periodic(s, 2 * RIDING_TICK, count_fn, &ticks, &keep_busy), 0);
+	for (int batch = 0; batch < RIDING_BATCHES && best >= RIDING_TICK + RIDING_TICK / 4;
+	     batch++) {
+		uint64_t median = riding_median_lateness(s);
 
 		if (median < best)
 			best = median;
 	}
-	assert_true(best < L5R_TICK + L5R_TICK / 4);
+	assert_true(best < RIDING_TICK + RIDING_TICK / 4);
 	assert_int_equal(spoke_cancel_sync(s, keep_busy), 0);
 	assert_true(atomic_load(&ticks) > 0);
 	svc_destroy(s);
@@ -773,7 +776,7 @@ static void line5_reset_riding_wakes_owner(void **state)
 
 /*
  * Idle timeouts: a reset from a thread that does not own the timer, moving
- * a one-shot later, sends its owner no message (api.c reset_is_later). Shard
+ * a one-shot later, sends its owner no message (api_timers.c reset_is_later). Shard
  * 0 is attached here, so its inbox_hwm counts what each of our turns took.
  * X, started here for 20 ms, is reset from other threads to 600 ms, three
  * times: no message. It must not run when its old place in the wheel comes
@@ -783,29 +786,29 @@ static void line5_reset_riding_wakes_owner(void **state)
  * Then Z on a shard whose 10 s tick puts a 100 ms deadline on the stage at
  * once: reset to 300 ms while staged, it must not run when its slot ends.
  */
-#define L5L_FIRST (20 * MS)
-#define L5L_LATER (600 * MS)
+#define LATER_START_NS (20 * MS)
+#define LATER_RESET_NS (600 * MS)
 
-static _Atomic uint64_t l5l_ran_ns;
-static atomic_uint l5l_runs;
+static _Atomic uint64_t later_ran_ns;
+static atomic_uint later_runs;
 
-static void l5l_fn(void *arg)
+static void later_fn(void *arg)
 {
 	(void)arg;
-	atomic_store(&l5l_ran_ns, spoke_now_ns());
-	atomic_fetch_add(&l5l_runs, 1);
+	atomic_store(&later_ran_ns, spoke_now_ns());
+	atomic_fetch_add(&later_runs, 1);
 }
 
-struct l5l_reset {
+struct later_reset {
 	struct spoke *s;
 	spoke_id id;
 	uint64_t delay, called_ns;
 	int rc;
 };
 
-static void *l5l_reset_main(void *arg)
+static void *later_reset_main(void *arg)
 {
-	struct l5l_reset *r = arg;
+	struct later_reset *r = arg;
 
 	r->called_ns = spoke_now_ns();
 	r->rc = spoke_reset(r->s, r->id, r->delay);
@@ -813,28 +816,28 @@ static void *l5l_reset_main(void *arg)
 }
 
 /* spoke_reset(id, delay) from a new thread; returns when it was called. */
-static uint64_t l5l_foreign_reset(struct spoke *s, spoke_id id, uint64_t delay)
+static uint64_t later_foreign_reset(struct spoke *s, spoke_id id, uint64_t delay)
 {
-	struct l5l_reset r = {.s = s, .id = id, .delay = delay, .rc = 1};
+	struct later_reset r = {.s = s, .id = id, .delay = delay, .rc = 1};
 
-	pthread_join(thread_start(l5l_reset_main, &r), NULL);
+	pthread_join(thread_start(later_reset_main, &r), NULL);
 	assert_int_equal(r.rc, 0);
 	return r.called_ns;
 }
 
-/* Poll (we own shard 0) until the one run of l5l_fn, at most EVENTUALLY_NS. */
-static void l5l_poll_until_run(struct spoke *s)
+/* Poll (we own shard 0) until the one run of later_fn, at most EVENTUALLY_NS. */
+static void later_poll_until_run(struct spoke *s)
 {
 	uint64_t t0 = spoke_now_ns();
 
-	while (atomic_load(&l5l_runs) == 0 && spoke_now_ns() - t0 < EVENTUALLY_NS) {
+	while (atomic_load(&later_runs) == 0 && spoke_now_ns() - t0 < EVENTUALLY_NS) {
 		spoke_poll(s);
 		sleep_ms(1);
 	}
-	assert_int_equal(atomic_load(&l5l_runs), 1);
+	assert_int_equal(atomic_load(&later_runs), 1);
 }
 
-static void l5l_staged_then_later(void)
+static void later_staged_then_later(void)
 {
 	struct spoke_config c;
 	struct spoke *s;
@@ -845,12 +848,12 @@ static void l5l_staged_then_later(void)
 	c.slack_ns = c.tick_ns / 64;
 	s = svc_create_cfg(&c);
 	assert_int_equal(spoke_attach(s, 0), 0);
-	atomic_store(&l5l_runs, 0);
-	assert_int_equal(spoke_start(s, 100 * MS, l5l_fn, NULL, &z), 0);
+	atomic_store(&later_runs, 0);
+	assert_int_equal(spoke_start(s, 100 * MS, later_fn, NULL, &z), 0);
 	spoke_poll(s); /* on the stage now, unless a tick ends within 100 ms */
-	last = l5l_foreign_reset(s, z, 3 * 100 * MS);
-	l5l_poll_until_run(s);
-	assert_true(atomic_load(&l5l_ran_ns) >= last + 3 * 100 * MS);
+	last = later_foreign_reset(s, z, 3 * 100 * MS);
+	later_poll_until_run(s);
+	assert_true(atomic_load(&later_ran_ns) >= last + 3 * 100 * MS);
 	assert_int_equal(stats_of(s, 0).inbox_hwm, 0);
 	assert_stats_settled(s, 1, 0);
 	svc_destroy(s);
@@ -864,29 +867,29 @@ static void line5_reset_later_needs_no_message(void **state)
 
 	(void)state;
 	assert_int_equal(spoke_attach(s, 0), 0);
-	atomic_store(&l5l_runs, 0);
-	assert_int_equal(spoke_start(s, L5L_FIRST, l5l_fn, NULL, &x), 0);
+	atomic_store(&later_runs, 0);
+	assert_int_equal(spoke_start(s, LATER_START_NS, later_fn, NULL, &x), 0);
 	for (int i = 0; i < 3; i++) {
-		last = l5l_foreign_reset(s, x, L5L_LATER);
+		last = later_foreign_reset(s, x, LATER_RESET_NS);
 		spoke_poll(s);
 	}
 	assert_int_equal(stats_of(s, 0).inbox_hwm, 0);
-	l5l_poll_until_run(s);
-	assert_true(atomic_load(&l5l_ran_ns) >= last + L5L_LATER);
+	later_poll_until_run(s);
+	assert_true(atomic_load(&later_ran_ns) >= last + LATER_RESET_NS);
 	assert_int_equal(stats_of(s, 0).inbox_hwm, 0);
 
-	atomic_store(&l5l_runs, 0);
-	assert_int_equal(spoke_start(s, L5L_LATER, l5l_fn, NULL, &y), 0);
-	last = l5l_foreign_reset(s, y, 5 * MS);
+	atomic_store(&later_runs, 0);
+	assert_int_equal(spoke_start(s, LATER_RESET_NS, later_fn, NULL, &y), 0);
+	last = later_foreign_reset(s, y, 5 * MS);
 	spoke_poll(s);
 	assert_int_equal(stats_of(s, 0).inbox_hwm, 1);
-	l5l_poll_until_run(s);
-	assert_true(atomic_load(&l5l_ran_ns) >= last + 5 * MS);
+	later_poll_until_run(s);
+	assert_true(atomic_load(&later_ran_ns) >= last + 5 * MS);
 	assert_int_equal(spoke_cancel(s, x), -ENOENT);
 	assert_int_equal(spoke_cancel(s, y), -ENOENT);
 	assert_stats_settled(s, 2, 0);
 	svc_destroy(s);
-	l5l_staged_then_later();
+	later_staged_then_later();
 }
 
 /*
@@ -897,41 +900,41 @@ static void line5_reset_later_needs_no_message(void **state)
  * or after the reset time + 30 ms, not when the worker comes free. Once
  * more with a cancel after the reset: 0, and T never runs. Each kind.
  */
-#define L5Q_DELAY (30 * MS)
+#define POOL_QUEUED_DELAY (30 * MS)
 
-static struct trec l5q_rec;
-static _Atomic uint64_t l5q_first_run;
+static struct trec pool_queued_rec;
+static _Atomic uint64_t pool_queued_first_run;
 
-static void l5q_fn(void *arg)
+static void pool_queued_fn(void *arg)
 {
 	uint64_t zero = 0;
 
 	(void)arg;
-	atomic_compare_exchange_strong(&l5q_first_run, &zero, spoke_now_ns());
-	atomic_fetch_add(&l5q_rec.fired, 1);
+	atomic_compare_exchange_strong(&pool_queued_first_run, &zero, spoke_now_ns());
+	atomic_fetch_add(&pool_queued_rec.fired, 1);
 }
 
-static int l5q_start(struct spoke *s, int kind, spoke_id *id)
+static int pool_queued_start(struct spoke *s, int kind, spoke_id *id)
 {
 	switch (kind) {
 	case 0:
-		return spoke_start_on(s, 0, 2 * MS, l5q_fn, NULL, id);
+		return spoke_start_on(s, 0, 2 * MS, pool_queued_fn, NULL, id);
 	case 1:
-		return spoke_start_ttl(s, 2 * MS, l5q_fn, NULL, id);
+		return spoke_start_ttl(s, 2 * MS, pool_queued_fn, NULL, id);
 	default:
-		return spoke_start_periodic(s, 2 * MS, l5q_fn, NULL, id);
+		return spoke_start_periodic(s, 2 * MS, pool_queued_fn, NULL, id);
 	}
 }
 
 /* Blocker on the only worker, then T due and queued behind it. */
-static void l5q_queue_behind_blocker(struct spoke *s, int kind, spoke_id *id)
+static void pool_queued_queue_behind_blocker(struct spoke *s, int kind, spoke_id *id)
 {
 	uint64_t started = stats_started(s);
 
 	held_blocker_begin(s, 0);
-	atomic_store(&l5q_rec.fired, 0);
-	atomic_store(&l5q_first_run, 0);
-	assert_int_equal(l5q_start(s, kind, id), 0);
+	atomic_store(&pool_queued_rec.fired, 0);
+	atomic_store(&pool_queued_first_run, 0);
+	assert_int_equal(pool_queued_start(s, kind, id), 0);
 	ASSERT_EVENTUALLY(stats_started(s) == started + 2 && stats_pending(s) == 0,
 			  "T due, and queued on the pool");
 	/*
@@ -952,26 +955,26 @@ static void line5_reset_moves_run_queued_on_pool(void **state)
 		uint64_t t_reset;
 		spoke_id id;
 
-		l5q_queue_behind_blocker(s, kind, &id);
+		pool_queued_queue_behind_blocker(s, kind, &id);
 		t_reset = spoke_now_ns();
-		assert_int_equal(spoke_reset(s, id, L5Q_DELAY), 0);
+		assert_int_equal(spoke_reset(s, id, POOL_QUEUED_DELAY), 0);
 		atomic_store(&held.release, 1);
-		ASSERT_EVENTUALLY(atomic_load(&l5q_rec.fired) >= 1, "T's run, moved");
-		assert_true(atomic_load(&l5q_first_run) >= t_reset + L5Q_DELAY);
+		ASSERT_EVENTUALLY(atomic_load(&pool_queued_rec.fired) >= 1, "T's run, moved");
+		assert_true(atomic_load(&pool_queued_first_run) >= t_reset + POOL_QUEUED_DELAY);
 		if (kind == 2) {
 			assert_int_equal(spoke_cancel_sync(s, id), 0);
 		} else {
 			sleep_ms(20);
-			assert_int_equal(atomic_load(&l5q_rec.fired), 1);
+			assert_int_equal(atomic_load(&pool_queued_rec.fired), 1);
 			assert_int_equal(spoke_cancel(s, id), -ENOENT);
 		}
 
-		l5q_queue_behind_blocker(s, kind, &id);
-		assert_int_equal(spoke_reset(s, id, L5Q_DELAY), 0);
+		pool_queued_queue_behind_blocker(s, kind, &id);
+		assert_int_equal(spoke_reset(s, id, POOL_QUEUED_DELAY), 0);
 		assert_int_equal(spoke_cancel(s, id), 0);
 		atomic_store(&held.release, 1);
 		sleep_ms(50);
-		assert_int_equal(atomic_load(&l5q_rec.fired), 0);
+		assert_int_equal(atomic_load(&pool_queued_rec.fired), 0);
 		assert_int_equal(spoke_reset(s, id, 0), -ENOENT);
 		svc_destroy(s);
 	}
@@ -1025,7 +1028,7 @@ static void line6_stale_id_after_cancel(void **state)
 	free(live);
 }
 
-static struct trec l6f_rec[2];
+static struct trec fired_rec[2];
 
 /*
  * Contract line 6, after a run: the id of a timer that fired stays dead
@@ -1040,10 +1043,10 @@ static void line6_stale_id_after_fire(void **state)
 	spoke_id stale, *live = calloc(m, sizeof(*live));
 
 	assert_non_null(live);
-	memset(l6f_rec, 0, sizeof(l6f_rec));
+	memset(fired_rec, 0, sizeof(fired_rec));
 	atomic_store(&never_ran, 0);
-	assert_int_equal(spoke_start(s, 0, trec_fire, &l6f_rec[0], &stale), 0);
-	ASSERT_EVENTUALLY(atomic_load(&l6f_rec[0].fired) == 1, "the timer to fire");
+	assert_int_equal(spoke_start(s, 0, trec_fire, &fired_rec[0], &stale), 0);
+	ASSERT_EVENTUALLY(atomic_load(&fired_rec[0].fired) == 1, "the timer to fire");
 	ASSERT_EVENTUALLY(stats_pending(s) == 0, "pending 0");
 	for (unsigned i = 0; i < m; i++) {
 		assert_int_equal(spoke_start(s, 3600 * SEC, never_fn, NULL, &live[i]), 0);
@@ -1055,7 +1058,7 @@ static void line6_stale_id_after_fire(void **state)
 	assert_int_equal(atomic_load(&never_ran), 0);
 	for (unsigned i = 0; i < m; i++)
 		assert_int_equal(spoke_cancel(s, live[i]), 0);
-	assert_int_equal(atomic_load(&l6f_rec[0].fired), 1);
+	assert_int_equal(atomic_load(&fired_rec[0].fired), 1);
 	svc_destroy(s);
 	free(live);
 }
@@ -1067,68 +1070,68 @@ static void line6_stale_id_after_fire(void **state)
  * cancelled, a third left: exactly the reset ones run, once each, with
  * their own argument.
  */
-#define L6C_TIMERS 9000
+#define REGION_TIMERS 9000
 
-static atomic_uint l6c_runs[L6C_TIMERS];
+static atomic_uint region_runs[REGION_TIMERS];
 
-static void l6c_fn(void *arg)
+static void region_fn(void *arg)
 {
-	atomic_fetch_add(&l6c_runs[(uintptr_t)arg], 1);
+	atomic_fetch_add(&region_runs[(uintptr_t)arg], 1);
 }
 
 static void line6_ids_across_region_step(void **state)
 {
 	(void)state;
 	struct spoke *s = svc_new(1, 500 * US, 0);
-	spoke_id *id = calloc(L6C_TIMERS, sizeof(*id));
+	spoke_id *id = calloc(REGION_TIMERS, sizeof(*id));
 
 	assert_non_null(id);
-	for (uintptr_t i = 0; i < L6C_TIMERS; i++) {
-		atomic_store(&l6c_runs[i], 0);
-		assert_int_equal(spoke_start(s, 3600 * SEC, l6c_fn, (void *)i, &id[i]), 0);
+	for (uintptr_t i = 0; i < REGION_TIMERS; i++) {
+		atomic_store(&region_runs[i], 0);
+		assert_int_equal(spoke_start(s, 3600 * SEC, region_fn, (void *)i, &id[i]), 0);
 	}
-	for (unsigned i = 0; i < L6C_TIMERS; i++) {
+	for (unsigned i = 0; i < REGION_TIMERS; i++) {
 		if (i % 3 == 0)
 			assert_int_equal(spoke_reset(s, id[i], 1 * MS), 0);
 		else if (i % 3 == 1)
 			assert_int_equal(spoke_cancel(s, id[i]), 0);
 	}
-	ASSERT_EVENTUALLY(stats_pending(s) == L6C_TIMERS / 3, "the reset timers to fire");
-	for (unsigned i = 0; i < L6C_TIMERS; i++) {
-		if (atomic_load(&l6c_runs[i]) != (i % 3 == 0))
-			fail_msg("timer %u ran %u times", i, atomic_load(&l6c_runs[i]));
+	ASSERT_EVENTUALLY(stats_pending(s) == REGION_TIMERS / 3, "the reset timers to fire");
+	for (unsigned i = 0; i < REGION_TIMERS; i++) {
+		if (atomic_load(&region_runs[i]) != (i % 3 == 0))
+			fail_msg("timer %u ran %u times", i, atomic_load(&region_runs[i]));
 		assert_int_equal(spoke_cancel(s, id[i]), i % 3 == 2 ? 0 : -ENOENT);
 	}
 	svc_destroy(s);
 	free(id);
 }
 
-#define L6_THREADS  6
-#define L6_RING	    32
-#define L6_SENTRIES 8
+#define STALE_THREADS  6
+#define STALE_RING     32
+#define STALE_SENTRIES 8
 
-struct l6_ctx {
+struct stale_ctx {
 	struct spoke *s;
 	unsigned per;
-	struct trec *rec; /* L6_THREADS * per */
-	spoke_id sentry[L6_THREADS][L6_SENTRIES];
+	struct trec *rec; /* STALE_THREADS * per */
+	spoke_id sentry[STALE_THREADS][STALE_SENTRIES];
 };
 
-static struct l6_ctx l6;
+static struct stale_ctx l6;
 
-static void l6_worker(unsigned idx, void *p)
+static void stale_worker(unsigned idx, void *p)
 {
-	struct l6_ctx *c = p;
+	struct stale_ctx *c = p;
 	struct rng rng = {0x6000 + idx};
-	spoke_id dead[L6_RING] = {0}; /* cancelled by us: stale for sure */
+	spoke_id dead[STALE_RING] = {0}; /* cancelled by us: stale for sure */
 	struct {
 		spoke_id id;
 		struct trec *r;
-	} shortr[L6_RING]; /* fired or about to */
+	} shortr[STALE_RING]; /* fired or about to */
 	unsigned nd = 0, ns = 0;
 
 	memset(shortr, 0, sizeof(shortr));
-	for (unsigned k = 0; k < L6_SENTRIES; k++)
+	for (unsigned k = 0; k < STALE_SENTRIES; k++)
 		BG_CHECK_INT(
 			spoke_start_on(c->s, k % 2, 3600 * SEC, never_fn, NULL, &c->sentry[idx][k]),
 			==, 0);
@@ -1145,18 +1148,18 @@ static void l6_worker(unsigned idx, void *p)
 				atomic_fetch_add(&r->cancelled, 1);
 			else
 				svc_bg_fail(__FILE__, __LINE__, "a new pending timer was gone");
-			dead[nd++ % L6_RING] = id;
+			dead[nd++ % STALE_RING] = id;
 		} else {
 			BG_CHECK_INT(
 				spoke_start_on(c->s, shard, rng_below(&rng, MS), trec_fire, r, &id),
 				==, 0);
-			shortr[ns % L6_RING].id = id;
-			shortr[ns % L6_RING].r = r;
+			shortr[ns % STALE_RING].id = id;
+			shortr[ns % STALE_RING].r = r;
 			ns++;
 		}
 		/* stale ids, aimed at whatever now reuses their slots */
 		if (nd) {
-			spoke_id d = dead[rng_below(&rng, nd < L6_RING ? nd : L6_RING)];
+			spoke_id d = dead[rng_below(&rng, nd < STALE_RING ? nd : STALE_RING)];
 
 			switch (rng_below(&rng, 3)) {
 			case 0:
@@ -1171,7 +1174,7 @@ static void l6_worker(unsigned idx, void *p)
 			}
 		}
 		if (ns && rng_below(&rng, 2)) {
-			unsigned q = (unsigned)rng_below(&rng, ns < L6_RING ? ns : L6_RING);
+			unsigned q = (unsigned)rng_below(&rng, ns < STALE_RING ? ns : STALE_RING);
 
 			trec_cancel(c->s, shortr[q].id, shortr[q].r);
 		}
@@ -1196,20 +1199,20 @@ static void line6_stale_ids_many_threads(void **state)
 	atomic_store(&never_ran, 0);
 	trec_reset_globals();
 	l6.per = SCALE(6000);
-	total = L6_THREADS * l6.per;
+	total = STALE_THREADS * l6.per;
 	l6.rec = calloc(total, sizeof(*l6.rec));
 	assert_non_null(l6.rec);
 	l6.s = svc_new(2, 250 * US, 2);
-	run_workers(L6_THREADS, l6_worker, &l6);
+	run_workers(STALE_THREADS, stale_worker, &l6);
 	ASSERT_EVENTUALLY(trecs_ended(l6.rec, total), "every timer to end");
 	sleep_ms(10);
 	assert_trecs_once(l6.rec, total, NULL, NULL);
 	assert_no_bg_failures();
-	for (unsigned t = 0; t < L6_THREADS; t++)
-		for (unsigned k = 0; k < L6_SENTRIES; k++)
+	for (unsigned t = 0; t < STALE_THREADS; t++)
+		for (unsigned k = 0; k < STALE_SENTRIES; k++)
 			assert_int_equal(spoke_cancel(l6.s, l6.sentry[t][k]), 0);
 	assert_int_equal(atomic_load(&never_ran), 0);
-	ASSERT_EVENTUALLY(stats_settled(l6.s, total + L6_THREADS * L6_SENTRIES, 0),
+	ASSERT_EVENTUALLY(stats_settled(l6.s, total + STALE_THREADS * STALE_SENTRIES, 0),
 			  "stats to settle");
 	svc_destroy(l6.s);
 	free(l6.rec);
