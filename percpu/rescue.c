@@ -61,10 +61,10 @@
  *   2 spoke_owner_rescued                  x
  *   3 spoke_owner_await_rescue
  *   4 spoke_any_lower_due
- *   5 holder_publish_due                 h h
+ *   5 spoke_holder_publish_due           h h
  *   6 rescue: from rescuer_take  x x     h h
  *     (won) to rescuer_release,
- *     spoke_rescuer_place within
+ *     rescuer_place within
  *   7 spoke_owner_unhold
  *
  *   x  the handshake above: the owner holding (or inside a call that saw

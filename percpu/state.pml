@@ -2,8 +2,9 @@
 /*
  * state.pml - a Promela model of one timer's state word (percpu/state.h),
  * of every transition of it (percpu/protocol.h) and of the code that makes
- * them (api.c, shard.c, pool.c, arena.c), checked with Spin
- * (scripts/spin.sh, docs/design/model.md).
+ * them (api_timers.c, api_attach.c, api_lifecycle.c, shard.c, managed.c,
+ * run.c, pool.c, arena.c), and of the rescue handoff (rescue.c), checked
+ * with Spin (scripts/spin.sh, docs/design/model.md).
  *
  * Four files:
  *   state.pml            this one: the switches, the word, the shared state,
@@ -38,7 +39,7 @@
  *   NFOREIGN  application threads that own no shard (0..2)
  *   FOPS      calls each of them makes (start, reset, cancel, cancel_sync)
  *   OOPS      calls the owner thread makes (start, reset, cancel: the
- *             direct paths of api.c when the word allows them)
+ *             direct paths of api_timers.c when the word allows them)
  *   TMAX      the clock's last value; PERIOD: a periodic timer's period
  *   KIND      0 one-shot, 1 periodic, 2 TTL, 3 one-shot or periodic,
  *             4 any of the three

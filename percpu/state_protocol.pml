@@ -127,8 +127,8 @@ inline any_try_cancel(st, r, post_, g, pl) {
 	}
 }
 
-/* protocol.h foreign_reset_claim(h, st): bump the sequence, take WRITING */
-inline foreign_reset_claim(st, ok) {
+/* protocol.h any_reset_claim(h, st): bump the sequence, take WRITING */
+inline any_reset_claim(st, ok) {
 	d_step { CAS_VAL(st, bump_seq(st) | WRITING, ok) }
 }
 

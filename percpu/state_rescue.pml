@@ -61,7 +61,7 @@ inline light_fence() {
 
 /*
  * The owner's side (rescue.c spoke_owner_hold; guard.h spoke_call_enter and
- * the call's spoke_owner_rescued; api.c enter_attached_holding): count
+ * the call's spoke_owner_rescued; api_attach.c enter_attached_holding): count
  * itself busy, the light fence, then look at `rescue`. ok: no rescuer holds
  * it, and none will take it until the count drops.
  */
@@ -78,7 +78,7 @@ inline owner_handshake(att, ok) {
 }
 
 /*
- * rescue.c spoke_owner_hold (managed) or api.c enter_attached_holding
+ * rescue.c spoke_owner_hold (managed) or api_attach.c enter_attached_holding
  * (attached): until the handshake finds no rescuer, let go again
  * (spoke_owner_unhold, spoke_call_leave) and wait for the hand-back
  * (spoke_owner_await_rescue: the futex on `rescue`).
@@ -139,7 +139,7 @@ inline rescuer_take(ok) {
 }
 
 /*
- * rescue.c spoke_rescuer_place, for run_or_dispatch in a rescuer's turn: h
+ * shard.c rescuer_place, for run_or_dispatch in a rescuer's turn: h
  * is DISPATCHED. To the pool what may run there (movable, or a managed
  * shard's, which runs on the pool anyway); on rescued_runs what moves but
  * has no pool; on owner_runs what must run on the owner's thread.

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * state_threads.pml - the code around the transitions (api.c, shard.c,
- * pool.c, arena.c), one inline per C function under its name, and one
- * proctype per role (included by state.pml):
+ * state_threads.pml - the code around the transitions (api_timers.c,
+ * api_attach.c, api_lifecycle.c, shard.c, managed.c, run.c, pool.c,
+ * arena.c), one inline per C function under its name, and one proctype
+ * per role (included by state.pml):
  *
  *   owner      the shard's owner thread: shard.c spoke_owner_turn (expiry,
  *              messages, the clock), the calls made on the owner thread
- *              (api.c's direct paths), callbacks run inline, the attach
+ *              (api_timers.c's direct paths), callbacks run inline, the attach
  *              and the detach (mode changes), and with RESCUE its holds
  *              and let-gos of the shard
  *   worker     a pool worker: pool.c worker_main / worker_run
@@ -39,7 +40,7 @@ inline any_post() {
 	d_step { assert(!inq); assert(W & INBOX); inq = 1 }
 }
 
-/* pool.c spoke_owner_dispatch */
+/* shard.c owner_dispatch */
 inline owner_dispatch() {
 	d_step { assert(!poolq); assert(status(W) == S_DISP || status(W) == S_CANC); poolq = 1 }
 }
@@ -154,10 +155,10 @@ inline owner_rearm_periodic(reset_) {
 	}
 }
 
-/* --- pool.c: the runner (a pool worker, or the owner inline) ------------------- */
+/* --- run.c: the runner (a pool worker, a rescuer, or the owner inline) --------- */
 
 /*
- * pool.c finish_run(sh, h, direct): the next deadline of a periodic timer
+ * run.c finish_run(sh, h, direct), then shard.c spoke_runner_settle: the next deadline of a periodic timer
  * (periodic_next_ns, base is the runner's while RUNNING), runner_finish,
  * the wake-up, then what the end asks for.
  */
@@ -201,7 +202,7 @@ inline finish_run(direct) {
 }
 
 /*
- * pool.c spoke_runner_run(s, h) with claim_run: the word, runner_claim_run,
+ * service.h spoke_runner_run(sh, h): run.c spoke_runner_call with claim_run: the word, runner_claim_run,
  * then the callback (any thread may step meanwhile) and finish_run.
  */
 inline runner_run(direct) {
@@ -227,7 +228,7 @@ inline runner_recall_or_run(direct) {
 
 /*
  * shard.c run_or_dispatch: the claimed run, by the shard's mode; in a
- * rescuer's turn, where spoke_rescuer_place puts it (state_rescue.pml)
+ * rescuer's turn, where rescuer_place puts it (state_rescue.pml)
  */
 inline run_or_dispatch() {
 	if
@@ -350,7 +351,7 @@ inline handle_message() {
 	fi
 }
 
-/* --- api.c ------------------------------------------------------------------- */
+/* --- api_timers.c ------------------------------------------------------------------- */
 
 /* a deadline from now (deadline_on; nothing past TMAX) */
 inline pick_deadline(dl) {
@@ -371,7 +372,7 @@ inline pick_kind(kd) {
 }
 
 /*
- * api.c start_timer: spoke_handle_alloc (arena.c: one step, by the thread
+ * api_timers.c start_timer: spoke_handle_alloc (arena.c: one step, by the thread
  * whose arena holds the slot: its free list, or a fresh slot and
  * starter_init_fresh), spoke_handle_alloc_aux for a periodic timer,
  * start_handle fills it in; starter_publish; then spoke_owner_arm_new on
@@ -396,7 +397,7 @@ inline start_timer(me, owned) {
 		g = gen(W)
 	};
 #if RESCUE
-	/* SPOKE_MOVABLE or not (api.c spoke_start_flags) */
+	/* SPOKE_MOVABLE or not (api_timers.c spoke_start_flags) */
 	if :: starter_publish(armed_word(g, k), owned, me, d) :: starter_publish(armed_word(g, k) | MOVABLE, owned, me, d) fi;
 #else
 	starter_publish(armed_word(g, k), owned, me, d);
@@ -407,13 +408,13 @@ inline start_timer(me, owned) {
 	fi
 }
 
-/* api.c resolve: the word, and whether the id (generation g) still names it
+/* api_timers.c resolve: the word, and whether the id (generation g) still names it
  * (spoke_handle_lookup refuses generation 0); pl: is g pending (a ghost) */
 #define RESOLVE(st, ok, g, pl) \
 	st = W; ok = (g != 0 && gen(st) == g); pl = (g == cur_gen && gid == ngens && pend)
 
 /*
- * api.c cancel_id: resolve, cancel_once (cancel_direct on the owner thread
+ * api_timers.c cancel_id: resolve, cancel_once (cancel_direct on the owner thread
  * for its own armed timer with no message and no writer, while no rescuer
  * holds the shard: owner_cancel_direct ends the generation, then
  * spoke_owner_disarm_word with the word before it, and the release; else
@@ -457,7 +458,7 @@ inline cancel_id(owner_call) {
 	od
 }
 
-/* api.c wait_not_running(h, gen): waiter_set_waiters, then the futex */
+/* api_timers.c wait_not_running(h, gen): waiter_set_waiters, then the futex */
 inline wait_not_running(me) {
 	do
 	:: d_step {
@@ -479,7 +480,7 @@ inline wait_not_running(me) {
 	od
 }
 
-/* api.c spoke_cancel_sync (never from the timer's own callback: -EDEADLK is not modelled) */
+/* api_timers.c spoke_cancel_sync (never from the timer's own callback: -EDEADLK is not modelled) */
 inline cancel_sync(me) {
 	cancel_id(0);
 	atomic {
@@ -525,7 +526,7 @@ inline ghost_reset_returns(me, r) {
 #define A_ENOENT 1	/* -ENOENT */
 #define A_RIDE	 2	/* 0 at once: a reset in progress holds WRITING */
 #define A_DIRECT 3	/* reset_direct */
-#define A_CLAIM	 4	/* foreign_reset_claim */
+#define A_CLAIM	 4	/* any_reset_claim */
 
 #define RESET_DECIDE(st, owner_call) \
 	if \
@@ -543,7 +544,7 @@ inline ghost_reset_returns(me, r) {
 	if :: k == A_ENOENT -> ghost_enoent(pl) :: else fi
 
 /*
- * api.c reset_is_later(h, st, d): a one-shot ARMED in its engine or on the
+ * api_timers.c reset_is_later(h, st, d): a one-shot ARMED in its engine or on the
  * stage, no message queued, moved later: its place there is still at or
  * before d, and claim_expiry re-files it for d when it comes
  */
@@ -551,7 +552,7 @@ inline ghost_reset_returns(me, r) {
 	(status(st) == S_ARMED && kind(st) == K_ONESHOT && !(st & INBOX) && (d) >= deadline)
 
 /*
- * api.c reset_direct: owner_reset_claim, then, holding WRITING, deadline_ns
+ * api_timers.c reset_direct: owner_reset_claim, then, holding WRITING, deadline_ns
  * and base stored and the timer moved, unless the reset is later (lazy: it
  * stays where it is; the stage moves it anyway, spoke_stage_holds, which
  * the model leaves open); owner_reset_release. r: 0 or EAGAIN.
@@ -584,7 +585,7 @@ inline reset_direct(d) {
 }
 
 /*
- * api.c reset_publish: writer_publish; the writer frees an ORPHAN, posts
+ * api_timers.c reset_publish: writer_publish; the writer frees an ORPHAN, posts
  * if it set INBOX (else nudges: no step here).
  */
 inline reset_publish() {
@@ -597,8 +598,8 @@ inline reset_publish() {
 }
 
 /*
- * api.c spoke_reset: resolve and reset_once until it is not -EAGAIN. A
- * foreign reset: foreign_reset_claim, reset_is_later and the store of
+ * api_timers.c spoke_reset: resolve and reset_once until it is not -EAGAIN. A
+ * foreign reset: any_reset_claim, reset_is_later and the store of
  * deadline_ns (one step: only the WRITING holder writes it), reset_publish.
  */
 inline reset(me, owner_call) {
@@ -619,7 +620,7 @@ inline reset(me, owner_call) {
 		:: else -> d_step { RESOLVE(st, ok, g, pl); RESET_DECIDE(st, owner_call) }
 		fi
 	:: k == A_CLAIM ->
-		foreign_reset_claim(st, ok);
+		any_reset_claim(st, ok);
 		if
 		:: ok ->	/* SPOKE_HOOK_RESET_CLAIMED */
 			d_step {
@@ -695,7 +696,7 @@ proctype owner()
 	/* its turn ends and it sleeps, or stalls: spoke_owner_unhold, spoke_call_leave */
 	:: ocs && stalls > 0 -> stalls--; busy_store(att, 0)
 	/*
-	 * api.c spoke_detach (enter_attached_holding, then shard.c
+	 * api_attach.c spoke_detach (enter_attached_holding, then managed.c
 	 * spoke_owner_detach): a new managed thread drives the shard, this
 	 * process plays it from here (the attached thread touches nothing
 	 * more); or none could be started and the shard stays attached.
@@ -815,7 +816,7 @@ init
 #endif
 	}
 #if DESTROY
-	/* api.c destroy_with, after the last call returned */
+	/* api_lifecycle.c destroy_with, after the last call returned */
 	(fdone == NFOREIGN && owner_ops == 0) -> stopping = 1;
 	mode = M_STOPPING;	/* stop_threads: spoke_shard_stop ... */
 	owner_done;

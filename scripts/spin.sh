@@ -78,7 +78,7 @@ mutants=(
   "RESCUER_NO_FENCE|rescue_race|rescuer_take without the heavy fence: the owner's count may still sit in its store buffer"
   "OWNER_NO_FENCE|rescue_fence|without membarrier, the owner's side without its full fence: its count stays buffered past its load of rescue"
   "RESCUER_RELEASES_EARLY|rescue_race|the rescuer lets go of the shard before it has taken its list of runs"
-  "RESCUER_RUNS_NON_MOVABLE|rescue_race|spoke_rescuer_place keeps a run that must stay on the owner's thread for the rescuer to run"
+  "RESCUER_RUNS_NON_MOVABLE|rescue_race|rescuer_place keeps a run that must stay on the owner's thread for the rescuer to run"
 )
 
 usage() { sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
