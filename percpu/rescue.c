@@ -52,15 +52,20 @@
  * detach in progress, an unowned shard, destroy).
  *
  * Synchronization table (protocol.h's manner), on one shard; a mark: the two
- * never run at once.
+ * never run at once. The Promela model (state_rescue.pml, docs/design/model.md)
+ * checks rows 1-3, 6 and 7 under these names; due_ns (rows 4 and 5) only
+ * decides when a watcher looks, which the model leaves free.
  *
- *                              1 2 3 4 5 6
- *   1 spoke_owner_hold                  x
- *   2 spoke_owner_rescued               x
+ *                                1 2 3 4 5 6 7
+ *   1 spoke_owner_hold                     x
+ *   2 spoke_owner_rescued                  x
  *   3 spoke_owner_await_rescue
  *   4 spoke_any_lower_due
- *   5 spoke_holder_publish_due          h
- *   6 rescuer turn (take..release) x x   h h
+ *   5 spoke_holder_publish_due           h h
+ *   6 rescue: from rescuer_take  x x     h h
+ *     (won) to rescuer_release,
+ *     rescuer_place within
+ *   7 spoke_owner_unhold
  *
  *   x  the handshake above: the owner holding (or inside a call that saw
  *      `rescue` clear) and a rescuer holding exclude each other

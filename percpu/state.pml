@@ -2,13 +2,15 @@
 /*
  * state.pml - a Promela model of one timer's state word (percpu/state.h),
  * of every transition of it (percpu/protocol.h) and of the code that makes
- * them (api.c, shard.c, pool.c, arena.c), checked with Spin
- * (scripts/spin.sh, docs/design/model.md).
+ * them (api_timers.c, api_attach.c, api_lifecycle.c, shard.c, managed.c,
+ * run.c, pool.c, arena.c), and of the rescue handoff (rescue.c), checked
+ * with Spin (scripts/spin.sh, docs/design/model.md).
  *
- * Three files:
+ * Four files:
  *   state.pml            this one: the switches, the word, the shared state,
  *                        the contract's ghost bookkeeping, the queues, the
- *                        engine slot and the arena slots
+ *                        engine slot and the arena slots, the shard's rescue
+ *                        state
  *   state_protocol.pml   one inline per function of protocol.h, each one
  *                        step (one atomic operation on the word) or one
  *                        load + compare-and-swap loop, as the C writes it
@@ -17,13 +19,18 @@
  *                        shard's owner, a pool worker, foreign application
  *                        threads, init (the first start; destroy), the
  *                        watchdog
+ *   state_rescue.pml     the handoff of the shard to a rescuer (rescue.c,
+ *                        guard.h): the owner's store buffer, both sides of
+ *                        the handshake, the rescuer's turn; the rescuer and
+ *                        drain proctypes
  *
  * What is shrunk: one timer slot (reused by up to GENS starts) and the one
  * second slot a periodic timer needs; a 2-bit reset sequence and a 2-bit
  * generation (generation 0 is in no id and spent, as in arena.c); time is
  * the owner's clock `now` (0..TMAX), deadlines small integers; the inbox
  * and the pool queue hold this one handle or nothing. Memory is
- * sequentially consistent. Every load, store, compare-and-swap and
+ * sequentially consistent, but for the owner's stores of its busy counts,
+ * which a store buffer may hold past its next load (state_rescue.pml). Every load, store, compare-and-swap and
  * fetch-and of the word is its own step; local work, and work on what no
  * other thread may touch at that moment (the engine, an unpublished slot,
  * deadline_ns under WRITING), is folded into the step next to it.
@@ -32,7 +39,7 @@
  *   NFOREIGN  application threads that own no shard (0..2)
  *   FOPS      calls each of them makes (start, reset, cancel, cancel_sync)
  *   OOPS      calls the owner thread makes (start, reset, cancel: the
- *             direct paths of api.c when the word allows them)
+ *             direct paths of api_timers.c when the word allows them)
  *   TMAX      the clock's last value; PERIOD: a periodic timer's period
  *   KIND      0 one-shot, 1 periodic, 2 TTL, 3 one-shot or periodic,
  *             4 any of the three
@@ -48,6 +55,19 @@
  *   LAWN_FAILS 1: the lawn may refuse a TTL timer (owner_make_oneshot)
  *   DESTROY   1: spoke_destroy_release ends the run (parked periodic
  *             timers, runs left on the pool, arguments handed back)
+ *   RESCUE    peers that may take the shard over for a turn (rescue.c,
+ *             state_rescue.pml): 0..2; each tries RTRIES times
+ *   OSTALLS   times the owner lets go of the shard between turns (its
+ *             sleep, or a stall) with RESCUE
+ *   ATTACHED  1: the owner is an attached thread (its calls count in its
+ *             arena's in_call; spoke_poll is its turn), else the managed
+ *             thread (turning)
+ *   DETACH    1: the attached owner detaches (spoke_detach) once, and the
+ *             new managed thread drives the shard; its thread may fail to
+ *             start (the shard stays attached)
+ *   ASYM      1: membarrier: the owner's light fence is a compiler barrier
+ *             and the rescuer's heavy fence drains every thread's store
+ *             buffer; 0: both are full fences
  *   MUTANT_*  a known-bad variant (scripts/spin.sh --mutants, docs/design/model.md)
  */
 
@@ -87,6 +107,24 @@
 #ifndef DESTROY
 #define DESTROY 0
 #endif
+#ifndef RESCUE
+#define RESCUE 0
+#endif
+#ifndef RTRIES
+#define RTRIES 1
+#endif
+#ifndef OSTALLS
+#define OSTALLS 1
+#endif
+#ifndef ATTACHED
+#define ATTACHED 0
+#endif
+#ifndef DETACH
+#define DETACH 0
+#endif
+#ifndef ASYM
+#define ASYM 1
+#endif
 
 /* --- the word (state.h), shrunk ------------------------------------------- */
 #define ST_MASK	    7
@@ -111,7 +149,8 @@
 #define ORPHAN	    4096
 #define FRESH	    8192
 #define GEN_SHIFT   14	/* generation: bits 14..15 */
-#define LOW_MASK    16383	/* what the futex compares (the low 32 bits in C) */
+#define MOVABLE	    65536	/* bit 16: started SPOKE_MOVABLE (fixed for the generation) */
+#define LOW_MASK    (16383 | MOVABLE)	/* what the futex compares (the low 32 bits in C) */
 
 #define status(s)	  ((s) & ST_MASK)
 #define kind(s)		  ((s) & KIND_MASK)
@@ -133,7 +172,9 @@
 #define M_NOWAIT    1	/* SHARD_ATTACHING_NOWAIT */
 #define M_ATTACHED  2
 #define M_STOPPING  3
-#define takes_back(m) ((m) == M_NOWAIT || (m) == M_ATTACHED)
+#define M_DETACHING 4
+#define takes_back(m) ((m) == M_NOWAIT || (m) == M_ATTACHED || (m) == M_DETACHING)
+#define rescuable(m)  ((m) == M_MANAGED || (m) == M_ATTACHED)	/* rescue.c rescuable_mode */
 
 /* arena.c: where the timer slot is */
 #define SL_FRESH    0	/* never handed out: the zero word of a fresh mapping */
@@ -170,6 +211,51 @@ bool owner_done, worker_done, worker_busy;
 bool finished;		/* the end's checks passed */
 
 /*
+ * Rescue (rescue.c), the shard's side. turning and in_call are what other
+ * threads see of the owner's stores; the owner's store buffer (x86-TSO)
+ * holds a store of each it has not yet made visible: 0 none, 1 a 1, 2 a 0
+ * (state_rescue.pml: the encoding, and why one entry suffices).
+ */
+bool rescue;		/* sh->rescue: a rescuer holds the shard */
+bool turning;		/* sh->turning: the managed thread is busy on it */
+byte turning_sb;
+bool in_call;		/* the attached thread's arena count (nonzero) */
+byte in_call_sb;
+bool oarena = ATTACHED;	/* sh->owner_arena is set */
+bool rescuing;		/* sh->rescuing: the holder's turn is a rescue */
+bool orun;		/* h is on sh->owner_runs */
+bool rrun;		/* h is on sh->rescued_runs */
+byte rdone;		/* rescuers that made all their tries */
+
+/* Who a process is (its local `self`): the checks of who holds and who runs. */
+#define SELF_OWNER   0	/* foreign threads: 1, 2 */
+#define SELF_WORKER  3
+#define SELF_RESCUER 4	/* rescuers: 4, 5 */
+#define SELF_INIT    7
+#define is_rescuer(x) ((x) >= SELF_RESCUER && (x) < SELF_INIT)
+
+/*
+ * Ghosts of the handshake: the owner is past its check of `rescue` (it may
+ * touch the engines, stage and queues: ocs), a rescuer past its check of
+ * the owner's counts (rcs: which). The two never overlap; every touch of
+ * the engine asserts that its thread is the one holder (ENGINE_TOUCH).
+ */
+bool ocs;
+byte rcs;
+#if RESCUE
+#define HOLDS	     ((self == SELF_OWNER && ocs) || (is_rescuer(self) && rcs == self))
+#define ENGINE_TOUCH \
+	assert(self == SELF_INIT || (self == SELF_OWNER && ocs && rcs == 0) || \
+	       (is_rescuer(self) && rcs == self && !ocs))
+#else
+#define HOLDS	     1
+#define ENGINE_TOUCH skip
+#endif
+#if RESCUE && RECALL
+#error "RESCUE and RECALL are separate configurations"
+#endif
+
+/*
  * Ghosts: the contract's bookkeeping for the newest generation (one slot:
  * a generation starts only after the one before it ended).
  *   pend      the generation can still run or be cancelled (contract line
@@ -180,7 +266,8 @@ bool finished;		/* the end's checks passed */
  *             new start asserts the generation before it ended; the end
  *             asserts every started timer ended.
  *   cand, infl, sup  "not early" with overlapping calls: of resets whose
- *             calls overlap any may be ordered last (docs/service.md), so a
+ *             calls overlap any may be ordered last (docs/design/service.md,
+ *             "Memory ordering"), so a
  *             run at `now` is early only if now is below the deadline of
  *             every start or reset that could be the last: the last one to
  *             return on each thread that no reset begun after it returned

@@ -26,7 +26,7 @@
 
 /* a cancel of generation g returned 0 (exactly once; no run after it) */
 inline ghost_cancel_won(g) {
-	assert(g == cur_gen && pend);
+	assert(g == cur_gen && gid == ngens && pend);	/* line 6: its own start, not a later one */
 	pend = 0
 }
 
@@ -50,6 +50,11 @@ inline ghost_run_starts(s) {
 	od;
 	assert(gL != 255 && now >= gL);	/* not before the last start's or reset's deadline */
 	gL = 0; gi = 0;
+#if RESCUE
+	/* where it runs: a rescuer runs only movable timers; none of an attached shard on the pool */
+	assert(self == SELF_OWNER || self == SELF_WORKER || (s & MOVABLE));
+	assert(!(self == SELF_WORKER && !(s & MOVABLE) && mode == M_ATTACHED));
+#endif
 	running = 1;
 	if :: oneshot -> pend = 0 :: else fi
 }
@@ -122,8 +127,8 @@ inline any_try_cancel(st, r, post_, g, pl) {
 	}
 }
 
-/* protocol.h foreign_reset_claim(h, st): bump the sequence, take WRITING */
-inline foreign_reset_claim(st, ok) {
+/* protocol.h any_reset_claim(h, st): bump the sequence, take WRITING */
+inline any_reset_claim(st, ok) {
 	d_step { CAS_VAL(st, bump_seq(st) | WRITING, ok) }
 }
 
@@ -163,17 +168,19 @@ inline waiter_set_waiters(st, ok) {
 
 /* --- owner ----------------------------------------------------------------- */
 
-/* protocol.h owner_cancel_direct(h, st): ARMED -> CANCELLED */
+/*
+ * protocol.h owner_cancel_direct(h, st): ARMED -> FREE with the next
+ * generation, in one compare-and-swap (the generation ends here)
+ */
 inline owner_cancel_direct(st, ok, g) {
 	d_step {
-		CAS_VAL(st, with_status(st, S_CANC), ok);
+#ifdef MUTANT_OWNER_CANCEL_SAME_GEN
+		CAS_VAL(st, gen(st) << GEN_SHIFT, ok);	/* FREE, the generation not bumped */
+#else
+		CAS_VAL(st, freed(st), ok);
+#endif
 		if :: ok -> ghost_cancel_won(g) :: else fi
 	}
-}
-
-/* protocol.h owner_free_cancelled(h, cancelled): a plain store (table: c) */
-inline owner_free_cancelled(c) {
-	d_step { W = freed(c) }
 }
 
 /* protocol.h owner_reset_claim(h, st) */

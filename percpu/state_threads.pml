@@ -1,29 +1,37 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * state_threads.pml - the code around the transitions (api.c, shard.c,
- * pool.c, arena.c), one inline per C function under its name, and one
- * proctype per role (included by state.pml):
+ * state_threads.pml - the code around the transitions (api_timers.c,
+ * api_attach.c, api_lifecycle.c, shard.c, managed.c, run.c, pool.c,
+ * arena.c), one inline per C function under its name, and one proctype
+ * per role (included by state.pml):
  *
  *   owner      the shard's owner thread: shard.c spoke_owner_turn (expiry,
  *              messages, the clock), the calls made on the owner thread
- *              (api.c's direct paths), callbacks run inline, the attach
- *              (mode changes)
+ *              (api_timers.c's direct paths), callbacks run inline, the attach
+ *              and the detach (mode changes), and with RESCUE its holds
+ *              and let-gos of the shard
  *   worker     a pool worker: pool.c worker_main / worker_run
  *   foreign    an application thread that owns no shard: start, reset,
  *              cancel, cancel_sync
  *   init       the first start, then (DESTROY) spoke_destroy_release
+ *   rescuer    a peer taking the shard over for a turn (state_rescue.pml)
+ *   drain      the owner's store buffer emptying on its own
  *
- * A new role (another thread that takes over a shard's expiry, say) is a
- * new proctype calling these inlines; a new transition is an inline in
- * state_protocol.pml and a call here.
+ * A new role is a new proctype calling these inlines; a new transition is
+ * an inline in state_protocol.pml and a call here.
  */
 
 /* Locals every proctype declares (the inlines share them). */
 #define LOCALS \
-	int st, nx; short k; byte d, r, g; bool ok, pl, post_, later
-/* Dead values cleared after each call, so that they do not split states. */
+	int st, nx; short k; byte d, r, g, gid; bool ok, pl, post_, later
+/*
+ * gid: the ghost identity of the start an id names (ngens when the id was
+ * read), which the 2-bit generation shrinks away. Each proctype also has
+ * `self` (SELF_*): who it is, for the checks of who runs and who holds.
+ * Dead values cleared after each call, so that they do not split states.
+ */
 #define CLEAR_LOCALS \
-	atomic { st = 0; nx = 0; d = 0; r = 0; g = 0; k = 0; ok = 0; pl = 0; post_ = 0; later = 0 }
+	atomic { st = 0; nx = 0; d = 0; r = 0; g = 0; gid = 0; k = 0; ok = 0; pl = 0; post_ = 0; later = 0 }
 
 /* --- the inbox, the pool queue, the futex ------------------------------------ */
 
@@ -32,7 +40,7 @@ inline any_post() {
 	d_step { assert(!inq); assert(W & INBOX); inq = 1 }
 }
 
-/* pool.c spoke_owner_dispatch */
+/* shard.c owner_dispatch */
 inline owner_dispatch() {
 	d_step { assert(!poolq); assert(status(W) == S_DISP || status(W) == S_CANC); poolq = 1 }
 }
@@ -87,17 +95,21 @@ inline handle_retired(old) {
 /* --- shard.c: the engine (engine and stage as one slot) ------------------------ */
 
 /*
- * spoke_owner_disarm: off the stage, or stopped in the engine that holds it
- * (engine_of: the lawn for a TTL timer, else the wheel)
+ * spoke_owner_disarm_word(sh, h, s): off the stage, or stopped in the engine
+ * that holds it (engine_of: the lawn for a TTL timer, else the wheel), by
+ * the kind in s, a word of its generation (owner_cancel_direct's FREE word
+ * has no kind); spoke_owner_disarm: by the word as it is now.
  */
-inline owner_disarm() {
+inline owner_disarm_word(s) {
+	ENGINE_TOUCH;
 	if
 	:: eng_on && eng_in == E_STAGE -> eng_on = 0; eng_d = 0; eng_in = 0
 	:: eng_on && eng_in != E_STAGE ->
-		assert((eng_in == E_LAWN) == (kind(W) == K_TTL)); eng_on = 0; eng_d = 0; eng_in = 0
+		assert((eng_in == E_LAWN) == (kind(s) == K_TTL)); eng_on = 0; eng_d = 0; eng_in = 0
 	:: else
 	fi
 }
+#define owner_disarm() owner_disarm_word(W)
 
 /*
  * spoke_owner_arm_new: a timer pending nowhere, on the stage (a deadline
@@ -106,6 +118,7 @@ inline owner_disarm() {
  * TTL timer's place matters: the wheel and the stage are one for the others.
  */
 inline owner_arm_new(dl) {
+	ENGINE_TOUCH;
 	assert(!eng_on);
 	if
 	:: kind(W) == K_TTL -> eng_on = 1; eng_d = dl; eng_in = E_STAGE
@@ -142,10 +155,10 @@ inline owner_rearm_periodic(reset_) {
 	}
 }
 
-/* --- pool.c: the runner (a pool worker, or the owner inline) ------------------- */
+/* --- run.c: the runner (a pool worker, a rescuer, or the owner inline) --------- */
 
 /*
- * pool.c finish_run(sh, h, direct): the next deadline of a periodic timer
+ * run.c finish_run(sh, h, direct), then shard.c spoke_runner_settle: the next deadline of a periodic timer
  * (periodic_next_ns, base is the runner's while RUNNING), runner_finish,
  * the wake-up, then what the end asks for.
  */
@@ -189,7 +202,7 @@ inline finish_run(direct) {
 }
 
 /*
- * pool.c spoke_runner_run(s, h) with claim_run: the word, runner_claim_run,
+ * service.h spoke_runner_run(sh, h): run.c spoke_runner_call with claim_run: the word, runner_claim_run,
  * then the callback (any thread may step meanwhile) and finish_run.
  */
 inline runner_run(direct) {
@@ -213,14 +226,38 @@ inline runner_recall_or_run(direct) {
 
 /* --- shard.c: the owner's turn ------------------------------------------------- */
 
-/* shard.c run_or_dispatch: the claimed run, by the shard's mode */
+/*
+ * shard.c run_or_dispatch: the claimed run, by the shard's mode; in a
+ * rescuer's turn, where rescuer_place puts it (state_rescue.pml)
+ */
 inline run_or_dispatch() {
 	if
-	:: mode == M_NOWAIT -> runner_recall_or_run(1)
-	:: mode != M_NOWAIT && (!POOL || takes_back(mode)) -> runner_run(1)
-	:: mode != M_NOWAIT && POOL && !takes_back(mode) -> owner_dispatch()
+	:: rescuing -> rescuer_place()	/* a rescuer's turn: rescue.c */
+	:: !rescuing && mode == M_NOWAIT -> runner_recall_or_run(1)
+	:: !rescuing && mode != M_NOWAIT && (!POOL || takes_back(mode)) -> runner_run(1)
+	:: !rescuing && mode != M_NOWAIT && POOL && !takes_back(mode) -> owner_dispatch()
 	fi
 }
+
+/*
+ * armed_deadline(h), as claim_expiry reads it: the deadline of the last
+ * start or reset (a lazy later reset left the node filed earlier)
+ */
+#ifdef MUTANT_LAZY_FIRES_AT_FILED
+#define EXPIRY_DEADLINE(d) skip	/* d: the deadline the node was filed for (ENGINE_EXPIRES) */
+#define FILED(d) d = eng_d;
+#else
+#define EXPIRY_DEADLINE(d) d_step { ARMED_DEADLINE(d) }
+#define FILED(d)
+#endif
+
+/*
+ * The engine (or the stage) gives up h, due at now (on_expire): its node
+ * leaves; claim_expiry follows. The holder's step (ENGINE_TOUCH).
+ */
+#define ENGINE_EXPIRES \
+	d_step { eng_on && eng_d <= now && mode != M_STOPPING && HOLDS -> \
+		ENGINE_TOUCH; FILED(d) eng_on = 0; eng_d = 0; eng_in = 0 }
 
 /*
  * shard.c claim_expiry: h has left its engine. A message decides; a reset
@@ -241,7 +278,7 @@ inline claim_expiry() {
 		if :: ok -> ok = 0; break :: else fi
 #endif
 	:: !(st & INBOX) && status(st) == S_ARMED && !(st & WRITING) ->
-		d_step { ARMED_DEADLINE(d) };
+		EXPIRY_DEADLINE(d);
 		if
 		:: d > now -> owner_arm(d); ok = 0; break
 		:: else ->	/* SPOKE_HOOK_EXPIRY_CHECKED */
@@ -258,7 +295,7 @@ inline claim_expiry() {
 #ifdef MUTANT_CLAIM_NO_GIVE_BACK
 		run_or_dispatch()
 #else
-		d_step { ARMED_DEADLINE(d) };
+		EXPIRY_DEADLINE(d);
 		if
 		:: d > now ->
 			owner_give_back(st, ok);
@@ -314,7 +351,7 @@ inline handle_message() {
 	fi
 }
 
-/* --- api.c ------------------------------------------------------------------- */
+/* --- api_timers.c ------------------------------------------------------------------- */
 
 /* a deadline from now (deadline_on; nothing past TMAX) */
 inline pick_deadline(dl) {
@@ -335,7 +372,7 @@ inline pick_kind(kd) {
 }
 
 /*
- * api.c start_timer: spoke_handle_alloc (arena.c: one step, by the thread
+ * api_timers.c start_timer: spoke_handle_alloc (arena.c: one step, by the thread
  * whose arena holds the slot: its free list, or a fresh slot and
  * starter_init_fresh), spoke_handle_alloc_aux for a periodic timer,
  * start_handle fills it in; starter_publish; then spoke_owner_arm_new on
@@ -359,22 +396,29 @@ inline start_timer(me, owned) {
 		fi;
 		g = gen(W)
 	};
+#if RESCUE
+	/* SPOKE_MOVABLE or not (api_timers.c spoke_start_flags) */
+	if :: starter_publish(armed_word(g, k), owned, me, d) :: starter_publish(armed_word(g, k) | MOVABLE, owned, me, d) fi;
+#else
 	starter_publish(armed_word(g, k), owned, me, d);
+#endif
 	if
 	:: owned -> atomic { owner_arm_new(d) }	/* spoke_owner_arm_new */
 	:: else -> any_post()
 	fi
 }
 
-/* api.c resolve: the word, and whether the id (generation g) still names it
+/* api_timers.c resolve: the word, and whether the id (generation g) still names it
  * (spoke_handle_lookup refuses generation 0); pl: is g pending (a ghost) */
 #define RESOLVE(st, ok, g, pl) \
-	st = W; ok = (g != 0 && gen(st) == g); pl = (g == cur_gen && pend)
+	st = W; ok = (g != 0 && gen(st) == g); pl = (g == cur_gen && gid == ngens && pend)
 
 /*
- * api.c cancel_id: resolve, cancel_once (cancel_direct on the owner thread
- * for its own armed timer with no message and no writer: owner_cancel_direct,
- * disarm, owner_free_cancelled, release; else any_try_cancel and the post),
+ * api_timers.c cancel_id: resolve, cancel_once (cancel_direct on the owner thread
+ * for its own armed timer with no message and no writer, while no rescuer
+ * holds the shard: owner_cancel_direct ends the generation, then
+ * spoke_owner_disarm_word with the word before it, and the release; else
+ * any_try_cancel and the post),
  * again on -EAGAIN. g: the id's generation, read from cur_gen on entry (the
  * newest id the application holds); r: the result.
  */
@@ -385,15 +429,21 @@ inline start_timer(me, owned) {
 #endif
 
 inline cancel_id(owner_call) {
-	d_step { g = cur_gen; RESOLVE(st, ok, g, pl) };
+	d_step { g = cur_gen; gid = ngens; RESOLVE(st, ok, g, pl) };
 	do
 	:: !ok -> d_step { r = ENOENT; ghost_enoent(pl) }; break
 	:: ok && owner_call && DIRECT_CANCEL_OK(st) ->
 		owner_cancel_direct(st, ok, g);
 		if
 		:: ok ->
-			atomic { owner_disarm(); owner_free_cancelled(with_status(st, S_CANC)) };
-			handle_release(with_status(st, S_CANC));
+#if defined(MUTANT_CANCEL_DIRECT_NO_DISARM)
+			skip;	/* freed while still in its engine */
+#elif defined(MUTANT_DISARM_BY_NEW_WORD)
+			atomic { owner_disarm() };	/* the engine named by the FREE word */
+#else
+			atomic { owner_disarm_word(st) };
+#endif
+			handle_release(st);
 			r = 0; break
 		:: else -> d_step { RESOLVE(st, ok, g, pl) }	/* -EAGAIN */
 		fi
@@ -408,12 +458,12 @@ inline cancel_id(owner_call) {
 	od
 }
 
-/* api.c wait_not_running(h, gen): waiter_set_waiters, then the futex */
+/* api_timers.c wait_not_running(h, gen): waiter_set_waiters, then the futex */
 inline wait_not_running(me) {
 	do
 	:: d_step {
 		st = W; ok = (gen(st) != g || status(st) != S_RUNNING);
-		if :: ok -> assert(!(running && cur_gen == g)) :: else fi
+		if :: ok -> assert(!(running && cur_gen == g && gid == ngens)) :: else fi
 	   };
 		if
 		:: ok -> break
@@ -430,13 +480,13 @@ inline wait_not_running(me) {
 	od
 }
 
-/* api.c spoke_cancel_sync (never from the timer's own callback: -EDEADLK is not modelled) */
+/* api_timers.c spoke_cancel_sync (never from the timer's own callback: -EDEADLK is not modelled) */
 inline cancel_sync(me) {
 	cancel_id(0);
 	atomic {
 		RESOLVE(st, ok, g, pl);
 		ok = ok && status(st) == S_RUNNING;
-		if :: !ok -> assert(!(running && cur_gen == g)) :: else fi	/* line 4 */
+		if :: !ok -> assert(!(running && cur_gen == g && gid == ngens)) :: else fi	/* line 4 */
 	};
 	if :: ok -> wait_not_running(me) :: else fi
 }
@@ -446,7 +496,7 @@ inline cancel_sync(me) {
 /* ghost: a reset by thread me (id generation g, deadline d) begins */
 inline ghost_reset_begins(me, g, d) {
 	infl[me] = d; infl_g[me] = g;
-	late[me] = !(g == cur_gen && pend);
+	late[me] = !(g == cur_gen && gid == ngens && pend);
 	sup[me] = (cand[0] != 0 -> 1 : 0) | (cand[1] != 0 -> 2 : 0) | (cand[2] != 0 -> 4 : 0)
 }
 
@@ -476,7 +526,7 @@ inline ghost_reset_returns(me, r) {
 #define A_ENOENT 1	/* -ENOENT */
 #define A_RIDE	 2	/* 0 at once: a reset in progress holds WRITING */
 #define A_DIRECT 3	/* reset_direct */
-#define A_CLAIM	 4	/* foreign_reset_claim */
+#define A_CLAIM	 4	/* any_reset_claim */
 
 #define RESET_DECIDE(st, owner_call) \
 	if \
@@ -494,9 +544,18 @@ inline ghost_reset_returns(me, r) {
 	if :: k == A_ENOENT -> ghost_enoent(pl) :: else fi
 
 /*
- * api.c reset_direct: owner_reset_claim, deadline_ns and base stored and
- * the timer moved while it holds WRITING, owner_reset_release. r: 0 or
- * EAGAIN.
+ * api_timers.c reset_is_later(h, st, d): a one-shot ARMED in its engine or on the
+ * stage, no message queued, moved later: its place there is still at or
+ * before d, and claim_expiry re-files it for d when it comes
+ */
+#define RESET_IS_LATER(st, d) \
+	(status(st) == S_ARMED && kind(st) == K_ONESHOT && !(st & INBOX) && (d) >= deadline)
+
+/*
+ * api_timers.c reset_direct: owner_reset_claim, then, holding WRITING, deadline_ns
+ * and base stored and the timer moved, unless the reset is later (lazy: it
+ * stays where it is; the stage moves it anyway, spoke_stage_holds, which
+ * the model leaves open); owner_reset_release. r: 0 or EAGAIN.
  */
 inline reset_direct(d) {
 #ifdef MUTANT_DIRECT_RESET_NO_WRITING
@@ -508,9 +567,15 @@ inline reset_direct(d) {
 	:: !ok -> r = EAGAIN
 	:: else ->	/* SPOKE_HOOK_DIRECT_RESET_CLAIMED */
 		atomic {
+			later = RESET_IS_LATER(st, d);
 			deadline = d;
 			if :: kind(st) == K_PERIODIC -> assert(status(A) == S_AUX); base = d :: else fi;
-			owner_disarm(); owner_arm_new(d)
+			if
+			:: later -> skip		/* in its engine: found at the old deadline */
+			:: later -> owner_disarm(); owner_arm_new(d)	/* on the stage: moved */
+			:: !later -> owner_disarm(); owner_arm_new(d)
+			fi;
+			later = 0
 		};
 #ifndef MUTANT_DIRECT_RESET_NO_WRITING
 		owner_reset_release(st);
@@ -520,7 +585,7 @@ inline reset_direct(d) {
 }
 
 /*
- * api.c reset_publish: writer_publish; the writer frees an ORPHAN, posts
+ * api_timers.c reset_publish: writer_publish; the writer frees an ORPHAN, posts
  * if it set INBOX (else nudges: no step here).
  */
 inline reset_publish() {
@@ -533,13 +598,13 @@ inline reset_publish() {
 }
 
 /*
- * api.c spoke_reset: resolve and reset_once until it is not -EAGAIN. A
- * foreign reset: foreign_reset_claim, reset_is_later and the store of
+ * api_timers.c spoke_reset: resolve and reset_once until it is not -EAGAIN. A
+ * foreign reset: any_reset_claim, reset_is_later and the store of
  * deadline_ns (one step: only the WRITING holder writes it), reset_publish.
  */
 inline reset(me, owner_call) {
 	atomic {
-		g = cur_gen;
+		g = cur_gen; gid = ngens;
 		pick_deadline(d);
 		ghost_reset_begins(me, g, d);
 		RESOLVE(st, ok, g, pl);
@@ -555,12 +620,11 @@ inline reset(me, owner_call) {
 		:: else -> d_step { RESOLVE(st, ok, g, pl); RESET_DECIDE(st, owner_call) }
 		fi
 	:: k == A_CLAIM ->
-		foreign_reset_claim(st, ok);
+		any_reset_claim(st, ok);
 		if
 		:: ok ->	/* SPOKE_HOOK_RESET_CLAIMED */
 			d_step {
-				later = (status(st) == S_ARMED && kind(st) == K_ONESHOT && !(st & INBOX) &&
-					 d >= deadline);
+				later = RESET_IS_LATER(st, d);
 				deadline = d
 			};	/* SPOKE_HOOK_RESET_STORED */
 			reset_publish();
@@ -571,24 +635,81 @@ inline reset(me, owner_call) {
 	ghost_reset_returns(me, r)
 }
 
+#include "state_rescue.pml"
+
 /* --- roles ------------------------------------------------------------------- */
+
+#if RESCUE
+#define OWNER_HOLDS	  ocs &&	/* past its handshake (state_rescue.pml) */
+#define OWNER_RESCUE_END  rdone == RESCUE && !orun &&
+#else
+#define OWNER_HOLDS
+#define OWNER_RESCUE_END
+#endif
 
 /*
  * The shard's owner thread. Each pass is one thing a turn does (expire a
  * due timer, take the message, move the clock), one call made on the
  * owner thread, or a change of the shard's mode (RECALL: attached from a
  * pool callback, ATTACHING_NOWAIT, then ATTACHED; or attached at once).
- * In ATTACHING_NOWAIT the managed thread only ends its turn.
+ * In ATTACHING_NOWAIT the managed thread only ends its turn. With RESCUE a
+ * turn's passes need the shard held (ocs, after the handshake); it lets go
+ * OSTALLS times (a sleep between turns, or a stall), and its calls check
+ * `rescue` (the managed thread calls only from its inline callbacks).
  */
 proctype owner()
 {
+	byte self = SELF_OWNER;
 	LOCALS;
+#if RESCUE
+	bool att = ATTACHED, own, ent;
+	byte stalls = OSTALLS, dets = DETACH;
+#endif
 
 	do
-	:: d_step { eng_on && eng_d <= now && mode != M_STOPPING -> eng_on = 0; eng_d = 0; eng_in = 0 };
-		claim_expiry(); CLEAR_LOCALS	/* engine expiry: on_expire */
-	:: inq && mode != M_NOWAIT && mode != M_STOPPING -> handle_message(); CLEAR_LOCALS
+	:: ENGINE_EXPIRES; claim_expiry(); CLEAR_LOCALS	/* engine expiry: on_expire */
+	:: OWNER_HOLDS inq && mode != M_NOWAIT && mode != M_STOPPING -> handle_message(); CLEAR_LOCALS
 	:: d_step { now < TMAX && mode != M_STOPPING -> now++ }
+#if RESCUE
+	:: ocs && orun -> d_step { orun = 0 }; run_or_dispatch(); CLEAR_LOCALS	/* shard.c run_left_by_rescue */
+	/*
+	 * A call: the managed thread makes them from its inline callbacks,
+	 * inside its turn; the attached thread at any time, counted in its
+	 * arena (spoke_call_enter, then the call's spoke_owner_rescued). While
+	 * a rescuer holds the shard the call goes the way another thread's
+	 * would: through the inbox.
+	 */
+	:: owner_ops > 0 && (mode == M_MANAGED || mode == M_ATTACHED) && (ocs || att) -> owner_ops--;
+		if
+		:: ocs -> d_step { own = !rescue }
+		:: !ocs -> owner_handshake(1, own); ent = 1
+		fi;
+		if
+		:: start_timer(0, own)	/* if its arena holds the slot, free */
+		:: reset(0, own)
+		:: cancel_id(own)
+		fi;
+		if :: ent -> busy_store(1, 0); ent = 0 :: else fi;	/* spoke_call_leave */
+		own = 0; CLEAR_LOCALS
+	/* its turn begins: spoke_owner_hold as it wakes (managed); spoke_poll (attached) */
+	:: !ocs && mode != M_DETACHING -> owner_hold(att)
+	/* its turn ends and it sleeps, or stalls: spoke_owner_unhold, spoke_call_leave */
+	:: ocs && stalls > 0 -> stalls--; busy_store(att, 0)
+	/*
+	 * api_attach.c spoke_detach (enter_attached_holding, then managed.c
+	 * spoke_owner_detach): a new managed thread drives the shard, this
+	 * process plays it from here (the attached thread touches nothing
+	 * more); or none could be started and the shard stays attached.
+	 */
+	:: dets > 0 && att && !ocs && mode == M_ATTACHED -> dets--;
+		owner_hold(1);
+		d_step { ocs = 0; mode = M_DETACHING };	/* drop_owner: it touches the shard no more */
+		oarena = 0;
+		if
+		:: mode = M_MANAGED; busy_store(1, 0); att = 0
+		:: oarena = 1; mode = M_ATTACHED; busy_store(1, 0)
+		fi
+#else
 	:: owner_ops > 0 && (mode == M_MANAGED || mode == M_ATTACHED) -> owner_ops--;
 		if
 		:: start_timer(0, 1)	/* if its arena holds the slot, free */
@@ -596,16 +717,17 @@ proctype owner()
 		:: cancel_id(1)
 		fi;
 		CLEAR_LOCALS
+#endif
 #if RECALL
 	:: mode == M_MANAGED -> mode = M_NOWAIT
 	:: mode == M_MANAGED -> mode = M_ATTACHED
 	:: mode == M_NOWAIT -> mode = M_ATTACHED
 #endif
 #if DESTROY
-	:: mode == M_STOPPING -> break	/* spoke_shard_stop joins it */
+	:: OWNER_HOLDS mode == M_STOPPING -> break	/* spoke_shard_stop joins it */
 #else
-	:: fdone == NFOREIGN && !worker_busy && !poolq && !inq && now == TMAX &&
-	   !(eng_on && eng_d <= now) && mode != M_NOWAIT -> break
+	:: OWNER_HOLDS OWNER_RESCUE_END fdone == NFOREIGN && !worker_busy && !poolq && !inq &&
+	   now == TMAX && !(eng_on && eng_d <= now) && mode != M_NOWAIT -> break
 #endif
 	od;
 	owner_done = 1;
@@ -618,6 +740,7 @@ proctype owner()
 		:: else -> assert(slot != SL_TAKEN)	/* ended: its slot went back */
 		fi;
 		assert(aslot != SL_TAKEN || pend);	/* the second slot lives with its timer */
+		assert(!rescue && rcs == 0 && !orun && !rrun);	/* handed back, no run left behind */
 		finished = 1
 	}
 #endif
@@ -625,16 +748,17 @@ proctype owner()
 
 proctype worker()
 {
+	byte self = SELF_WORKER;
 	LOCALS;
 end_idle:
 	do
 	:: d_step { poolq -> poolq = 0; worker_busy = 1 };
-		/* pool.c worker_run: the mode, after busy_shard and the light fence */
-		d_step { k = mode };
+		/* pool.c worker_run: the mode, after busy_shard and the light fence; MOVABLE */
+		d_step { k = mode; ok = (W & MOVABLE) != 0 };
 		if
-		:: takes_back(k) -> runner_recall_or_run(0)
+		:: takes_back(k) && !ok -> runner_recall_or_run(0)
 		:: k == M_STOPPING	/* a run that never starts: destroy hands its arg back */
-		:: k == M_MANAGED -> runner_run(0)
+		:: k != M_STOPPING && (!takes_back(k) || ok) -> runner_run(0)
 		fi;
 		d_step { worker_busy = 0; st = 0; nx = 0; d = 0; r = 0; g = 0; k = 0; ok = 0; pl = 0 }
 	:: pool_stop -> break
@@ -642,7 +766,7 @@ end_idle:
 	worker_done = 1
 }
 
-proctype foreign(byte me)
+proctype foreign(byte self)
 {
 	LOCALS;
 	byte ops = FOPS;
@@ -650,10 +774,10 @@ proctype foreign(byte me)
 	do
 	:: ops > 0 -> ops--;
 		if
-		:: start_timer(me, 0)	/* if its arena holds the slot, free */
-		:: reset(me, 0)
+		:: start_timer(self, 0)	/* if its arena holds the slot, free */
+		:: reset(self, 0)
 		:: cancel_id(0)
-		:: cancel_sync(me)
+		:: cancel_sync(self)
 		fi;
 		CLEAR_LOCALS
 	:: ops == 0 -> break
@@ -663,13 +787,24 @@ proctype foreign(byte me)
 
 init
 {
+	byte self = SELF_INIT;
 	LOCALS;
 
 	atomic {
+#if ATTACHED
+		mode = M_ATTACHED;
+#endif
 		ok = (STARTER == 0);
 		start_timer(STARTER, ok);	/* the first start, before the others run */
 		CLEAR_LOCALS;
 		run owner();
+#if RESCUE
+		run drain();
+		run rescuer(SELF_RESCUER);
+#endif
+#if RESCUE >= 2
+		run rescuer(SELF_RESCUER + 1);
+#endif
 #if POOL
 		run worker();
 #endif
@@ -681,7 +816,7 @@ init
 #endif
 	}
 #if DESTROY
-	/* api.c destroy_with, after the last call returned */
+	/* api_lifecycle.c destroy_with, after the last call returned */
 	(fdone == NFOREIGN && owner_ops == 0) -> stopping = 1;
 	mode = M_STOPPING;	/* stop_threads: spoke_shard_stop ... */
 	owner_done;
@@ -689,6 +824,7 @@ init
 #if POOL
 	worker_done;
 #endif
+	rdone == RESCUE;	/* rescuers are other shards' threads or pool workers: joined */
 	/* spoke_arenas_release_pending: each timer that will never run hands its arg back */
 	d_step {
 		if
@@ -696,6 +832,7 @@ init
 		:: else
 		fi;
 		assert(!pend && !running && !(W & WRITING));	/* every started timer ended once */
+		assert(!rescue);
 		finished = 1
 	}
 #endif

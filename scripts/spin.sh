@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# spin.sh - check the Promela model of the timer state word (percpu/state.pml,
-# docs/design/model.md) with Spin.
+# spin.sh - check the Promela model of the timer state word and of the rescue
+# handoff (percpu/state.pml, docs/design/model.md) with Spin.
 #
 #   scripts/spin.sh                   every configuration CI runs (--list), each an
 #                                     exhaustive search for assertion violations,
@@ -11,6 +11,8 @@
 #                                     it: fails unless Spin finds a violation in each
 #   scripts/spin.sh --list            the configurations and the mutants
 #   scripts/spin.sh --names           the configurations' names, one a line
+#   scripts/spin.sh --mutant-names    the mutants' names and configurations, NAME|CONFIG
+#                                     a line
 #   -D...                             model switches (state.pml header) added to a
 #                                     NAME's; with no NAME: one search with those alone
 #                                     over state.pml's defaults, e.g. -DNFOREIGN=2
@@ -37,6 +39,13 @@ configs=(
   "ttl|-O0|-DKIND=4 -DLAWN_FAILS=1 -DNFOREIGN=1 -DFOPS=1 -DOOPS=1|TTL timers (and the other kinds) on the stage or in the lawn, which may refuse one: owner_make_oneshot, then the wheel"
   "wrap|-O0|-DKIND=0 -DNFOREIGN=1 -DFOPS=4 -DOOPS=0|four foreign calls: four resets wrap the 2-bit sequence inside the owner's claim window"
   "reuse|-O2|-DKIND=3 -DSTARTER=1 -DGENS=3 -DNFOREIGN=1 -DFOPS=4 -DOOPS=0|a foreign thread's arena holds the slot: starts travel as FRESH messages, one-shot or periodic, three generations until the slot is spent"
+  "rescue_pool|-O2|-DKIND=0 -DRESCUE=1 -DNFOREIGN=1 -DFOPS=1 -DOOPS=0|a peer rescues the managed shard while its owner lets go and comes back mid-rescue; a foreign start, reset, cancel or cancel_sync lands while the rescuer claims and dispatches to the pool"
+  "rescue_race|-O0|-DKIND=0 -DRESCUE=2 -DPOOL=0 -DNFOREIGN=0 -DOOPS=1|two rescuers race for a shard with no pool: movable runs run on the rescuer after it lets go, the others wait on owner_runs; the owner's own call goes through the inbox while the shard is held"
+  "rescue_periodic|-O0|-DKIND=1 -DRESCUE=1 -DNFOREIGN=0 -DOOPS=1|a periodic timer rescued: dispatched to the pool, re-armed through the inbox, reset or cancelled by its owner during the rescue"
+  "rescue_inline|-O0|-DKIND=3 -DRESCUE=1 -DPOOL=0 -DNFOREIGN=0 -DOOPS=1 -DGENS=2|no pool: a movable one-shot or periodic run runs on the rescuer (a periodic one re-armed through the inbox), the others wait on owner_runs for the owner's thread; the slot reused"
+  "rescue_detach|-O0|-DKIND=0 -DRESCUE=1 -DATTACHED=1 -DDETACH=1 -DNFOREIGN=0 -DOOPS=1|an attached owner (its call count in its arena) rescued: movable runs to the pool, the others left to the owner; it calls, polls and detaches (or its new thread fails to start) during a rescue"
+  "rescue_destroy|-O0|-DKIND=0 -DRESCUE=1 -DDESTROY=1 -DNFOREIGN=0 -DOOPS=1|destroy begins during a rescue: the shard handed back, every run ended or its argument handed back"
+  "rescue_fence|-O0|-DKIND=0 -DRESCUE=2 -DASYM=0 -DPOOL=0 -DNFOREIGN=0 -DOOPS=1|no membarrier: both sides of the handshake run a full fence"
 )
 
 # name|configuration|what is wrong
@@ -60,6 +69,16 @@ mutants=(
   "PARK_RETIRES|destroy|runner_finish retires a periodic timer that destroy stops, instead of parking it"
   "FRESH_NOT_INIT|reuse|arena_take hands out a fresh slot without starter_init_fresh (generation 0)"
   "AUX_NOT_FREED|periodic|spoke_handle_release does not give back a periodic timer's second slot"
+  "OWNER_CANCEL_SAME_GEN|oneshot|owner_cancel_direct frees the word without the next generation"
+  "CANCEL_DIRECT_NO_DISARM|oneshot|cancel_direct frees the handle without taking it out of its engine"
+  "DISARM_BY_NEW_WORD|ttl|cancel_direct disarms by the word after its CAS (FREE, no kind) instead of the word before it"
+  "LAZY_FIRES_AT_FILED|oneshot|claim_expiry fires a timer at the deadline its node was filed for, not the one a later reset stored"
+  "OWNER_CHECKS_BEFORE_BUSY|rescue_race|the owner looks at rescue before it counts itself busy (with membarrier: the light fence's compiler barrier missing)"
+  "RESCUER_IGNORES_BUSY|rescue_race|rescuer_take does not look at the owner's counts"
+  "RESCUER_NO_FENCE|rescue_race|rescuer_take without the heavy fence: the owner's count may still sit in its store buffer"
+  "OWNER_NO_FENCE|rescue_fence|without membarrier, the owner's side without its full fence: its count stays buffered past its load of rescue"
+  "RESCUER_RELEASES_EARLY|rescue_race|the rescuer lets go of the shard before it has taken its list of runs"
+  "RESCUER_RUNS_NON_MOVABLE|rescue_race|rescuer_place keeps a run that must stay on the owner's thread for the rescuer to run"
 )
 
 usage() { sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -70,6 +89,7 @@ while [ $# -gt 0 ]; do
     --mutants) mode=mutants ;;
     --list) mode=list ;;
     --names) mode=names ;;
+    --mutant-names) mode=mutant_names ;;
     --depth) depth=$2; bounded=1; shift ;;
     --trail) trail=1 ;;
     --keep) keep=$2; shift ;;
@@ -92,6 +112,10 @@ config_field() { # name, field (2: compile, 3: switches) -> its value, or fail
 
 if [ "$mode" = names ]; then
   for c in "${configs[@]}"; do echo "${c%%|*}"; done
+  exit 0
+fi
+if [ "$mode" = mutant_names ]; then
+  for m in "${mutants[@]}"; do echo "$m" | cut -d'|' -f1,2; done
   exit 0
 fi
 if [ "$mode" = list ]; then
@@ -124,8 +148,8 @@ print_trail() { # dir, switches...
       split("FREE ARMED DISPATCHED RUNNING CANCELLED AUX AUX_FREE", n, " ")
       split("one-shot periodic ttl ?", k, " ")
       s = n[v % 8 + 1] " " k[int(v / 128) % 4 + 1] " seq " int(v / 512) % 4 " gen " int(v / 16384) % 4
-      split("8 INBOX 16 RESET 32 STOP 64 WAITERS 2048 WRITING 4096 ORPHAN 8192 FRESH", f, " ")
-      for (i = 1; i < 14; i += 2) { b = f[i] + 0; if (int(v / b) % 2) s = s " " f[i + 1] }
+      split("8 INBOX 16 RESET 32 STOP 64 WAITERS 2048 WRITING 4096 ORPHAN 8192 FRESH 65536 MOVABLE", f, " ")
+      for (i = 1; i < 16; i += 2) { b = f[i] + 0; if (int(v / b) % 2) s = s " " f[i + 1] }
       return s
     }
     function flush() { if (changes != "") print head changes; changes = "" }
@@ -138,7 +162,7 @@ print_trail() { # dir, switches...
     }
     /^[[:space:]]+[A-Za-z_]+(\[[0-9]\])? = -?[0-9]+$/ {
       var = $1; val = $3
-      if (var !~ /^(W|A|deadline|base|now|eng_on|eng_d|eng_in|inq|poolq|slot|aslot|mode|stopping|pend|running|fsleep\[[0-9]\])$/ ||
+      if (var !~ /^(W|A|deadline|base|now|eng_on|eng_d|eng_in|inq|poolq|slot|aslot|mode|stopping|pend|running|fsleep\[[0-9]\]|rescue|turning|turning_sb|in_call|in_call_sb|oarena|rescuing|orun|rrun|ocs|rcs)$/ ||
           last[var] == val) next
       last[var] = val
       changes = changes (changes == "" ? "" : ", ") var " = " (var ~ /^[WA]$/ ? word(val) : val)
