@@ -182,9 +182,14 @@ static void rescue(struct shard *sh, uint64_t now)
 						      memory_order_relaxed, memory_order_relaxed))
 		;
 	SPOKE_PROBE2(rescue, sh->index, absence);
-	rescuer_release(sh);
-	/* It planned its sleep (or its loop's) before this turn; runs may wait for it too. */
+	/*
+	 * The owner planned its sleep (or its loop's) before this turn, and runs
+	 * may wait for it too. Woken while the shard is held, so that the
+	 * wake-up lands before a detach, which waits for the hand-back: a
+	 * detached loop's wake fd is signalled no more.
+	 */
 	spoke_any_wake_owner(sh);
+	rescuer_release(sh);
 	while (runs) {
 		struct spoke_handle *h = runs;
 

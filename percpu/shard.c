@@ -484,6 +484,7 @@ void spoke_any_wake_owner(struct shard *sh)
 	int fd = atomic_load_explicit(&sh->wake_fd, memory_order_acquire);
 
 	spoke_ec_kick(&sh->wake_seq);
+	SPOKE_HOOK(SPOKE_HOOK_WAKE_FD_LOADED);
 	if (fd >= 0)
 		wake_fd_io(fd, false);
 }

@@ -141,6 +141,9 @@
  *                        a rescuer's run of a movable timer and the owner's
  *                        run of another record their lateness at the same
  *                        moment: `fired` counts both.
+ *   rescue_wake_before_owner_detach  a rescuer wakes the stalled loop before
+ *                        it lets the shard go: once the loop has detached
+ *                        and drained its wake fd, nothing signals it.
  *   every_handle_comes_back  once every timer of a mixed load is over
  *                        (one-shots fired and cancelled, periodic timers
  *                        reset and cancelled while armed, queued or running,
@@ -154,6 +157,7 @@
 #include "service_util.h"
 #include "test_hooks.h"
 
+#include <poll.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <string.h>
@@ -2347,6 +2351,82 @@ static void rescue_run_vs_owner_run_lateness(void **state)
 	svc_destroy(lt.s);
 }
 
+/* --- the rescuer's wake-up against the owner's detach -------------------- */
+
+static struct {
+	struct spoke *s;
+	int fd, detach_rc;
+	atomic_int ran;
+} wd;
+
+static void wd_fire(void *arg)
+{
+	(void)arg;
+	atomic_store(&wd.ran, 1);
+}
+
+/* The loop: attach shard 0 with a wake fd, start a movable timer, then stall. */
+static void wd_attach_start(void *arg)
+{
+	(void)arg;
+	BG_CHECK_INT(spoke_attach(wd.s, 0), ==, 0);
+	wd.fd = spoke_wake_fd(wd.s);
+	BG_CHECK(wd.fd >= 0);
+	BG_CHECK_INT(spoke_start_flags(wd.s, SPOKE_ANY_SHARD, 1 * MS, SPOKE_MOVABLE, wd_fire, NULL,
+				       NULL),
+		     ==, 0);
+}
+
+/* The loop comes back to detach, and drains its fd. */
+static void wd_detach(void *arg)
+{
+	uint64_t drain;
+
+	(void)arg;
+	wd.detach_rc = spoke_detach(wd.s);
+	while (read(wd.fd, &drain, sizeof(drain)) > 0)
+		;
+}
+
+/*
+ * An attached loop with a wake fd stalls with a movable timer due; the
+ * rescuer is held in its wake-up of the loop, the fd loaded and not yet
+ * written. The loop detaches and drains its fd: from then on nothing
+ * signals it (api.md, spoke_detach). The rescuer wakes the loop before it
+ * lets the shard go, and a detach waits for that; woken after, its write
+ * landed on a detached loop's drained fd.
+ */
+static void rescue_wake_before_owner_detach(void **state)
+{
+	struct spoke_config c;
+	struct agent ag;
+	struct pollfd p;
+	int readable;
+
+	(void)state;
+	memset(&wd, 0, sizeof(wd));
+	svc_config(&c, 2, 1 * MS, 0);
+	c.rescue_after_ns = 2 * MS;
+	wd.s = svc_create_cfg(&c);
+	atomic_store(&stall_any_at, SPOKE_HOOK_WAKE_FD_LOADED);
+	agent_begin(&ag);
+	agent_post(&ag, wd_attach_start, NULL);
+	agent_wait(&ag);
+	sem_wait_or_fail(&any_stalled, "a rescuer to wake the stalled loop");
+	agent_post(&ag, wd_detach, NULL);
+	sleep_ms(50); /* room for a detach that does not wait for the hand-back */
+	sem_post(&any_resume);
+	agent_wait(&ag);
+	agent_end(&ag);
+	assert_no_bg_failures();
+	assert_int_equal(wd.detach_rc, 0);
+	ASSERT_EVENTUALLY(atomic_load(&wd.ran), "the movable timer to run on the rescuer");
+	p = (struct pollfd){.fd = wd.fd, .events = POLLIN};
+	readable = poll(&p, 1, 20);
+	assert_int_equal(readable, 0);
+	svc_destroy(wd.s);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest all[] = {
@@ -2380,6 +2460,7 @@ int main(int argc, char **argv)
 		HOOK_TEST(pool_naps_behind_unlinked_producer),
 		HOOK_TEST(rescue_vs_owner_return_and_cancel),
 		HOOK_TEST(rescue_run_vs_owner_run_lateness),
+		HOOK_TEST(rescue_wake_before_owner_detach),
 	};
 
 	return svc_main(argc, argv, "hook_races", all, ARRAY_SIZE(all));
