@@ -64,7 +64,7 @@ static uint64_t inbox_backlog(struct shard *sh)
 
 static void shard_stats(struct shard *sh, struct spoke_shard_stats *o, uint64_t *sum)
 {
-	uint64_t counts[SPOKE_LATE_BUCKETS];
+	uint64_t counts[SPOKE_LATE_BUCKETS], cur;
 
 	o->started = counter(sh, CTR_STARTED);
 	o->cancelled = counter(sh, CTR_CANCELLED);
@@ -72,6 +72,9 @@ static void shard_stats(struct shard *sh, struct spoke_shard_stats *o, uint64_t 
 	o->pending = atomic_load_explicit(&sh->pending, memory_order_relaxed);
 	o->inbox_hwm = atomic_load_explicit(&sh->ctr.inbox_hwm, memory_order_relaxed);
 	o->max_late_ns = atomic_load_explicit(&sh->ctr.max_late_ns, memory_order_relaxed);
+	cur = atomic_load_explicit(&sh->ctr.max_late_moved_ns, memory_order_relaxed);
+	if (cur > o->max_late_ns)
+		o->max_late_ns = cur;
 	o->rescues = atomic_load_explicit(&sh->ctr.rescues, memory_order_relaxed);
 	o->max_absence_ns = atomic_load_explicit(&sh->ctr.max_absence_ns, memory_order_relaxed);
 	o->tick_ns = sh->tick_ns;
@@ -80,7 +83,9 @@ static void shard_stats(struct shard *sh, struct spoke_shard_stats *o, uint64_t 
 	o->inbox_queued = inbox_backlog(sh);
 	o->refused = counter(sh, CTR_REFUSED);
 	for (unsigned i = 0; i < SPOKE_LATE_BUCKETS; i++) {
-		counts[i] = atomic_load_explicit(&sh->ctr.late.bucket[i], memory_order_relaxed);
+		counts[i] =
+			atomic_load_explicit(&sh->ctr.late.bucket[i], memory_order_relaxed) +
+			atomic_load_explicit(&sh->ctr.late_moved.bucket[i], memory_order_relaxed);
 		sum[i] += counts[i];
 	}
 	late_percentiles(counts, o);

@@ -15,17 +15,18 @@
  * That add is the run's only count: spoke_stats' `fired` is the total of
  * the buckets, so a run on a pool pays one locked add, not two.
  * Where pool workers may run the shard's callbacks, two runners can record
- * at once, so the add is a relaxed atomic add (a locked instruction); so
- * too with rescue on, where a rescuer runs a movable timer of the shard
- * while its owner runs others (rescue.c). In an instance without a pool and
- * without rescue the shard's owner runs every one of its callbacks, and
+ * at once, so the add is a relaxed atomic add (a locked instruction). In an
+ * instance without a pool the shard's owner runs its callbacks, and
  * successive owners hand the shard over in order (a join, a thread start,
  * the mode's compare-and-swap): one writer at a time, so the runner passes
  * sole and the add is a relaxed load and store, exact, with no locked
- * instruction on the inline run path (docs/design/service.md, "What a call
- * costs"). Either way spoke_stats reads the buckets one by one with relaxed
- * loads, so a report may miss the runs that land while it reads (the same
- * as every other counter of spoke_stats).
+ * instruction on the inline run path. The one exception, a rescuer running
+ * a movable timer (rescue.c), records in a histogram of its own beside it
+ * (shard_counters.late_moved, with atomic adds), which spoke_stats adds
+ * in (docs/design/service.md, "What a call costs"). Either way
+ * spoke_stats reads the buckets one by one with relaxed loads, so a report
+ * may miss the runs that land while it reads (the same as every other
+ * counter of spoke_stats).
  */
 #ifndef SPOKE_PERCPU_LATENESS_H
 #define SPOKE_PERCPU_LATENESS_H

@@ -26,6 +26,20 @@ static inline unsigned pool_neighbours(const struct spoke *s)
 	return s->npools - 1 < POOL_NEIGHBOURS ? s->npools - 1 : POOL_NEIGHBOURS;
 }
 
+/* Wake a sleeper of one of q's n neighbours (which then steals from q); false: none asleep. */
+static inline bool pool_wake_neighbour(struct spoke *s, struct pool_queue *q, unsigned n)
+{
+	unsigned k = q->index;
+
+	/* n < npools: the ring wraps at most once, without a division. */
+	for (unsigned j = 1; j <= n; j++) {
+		k = k + 1 < s->npools ? k + 1 : 0;
+		if (spoke_ec_wake_if_sleeping(&s->pools[k].wake_seq, &s->pools[k].sleepers))
+			return true;
+	}
+	return false;
+}
+
 /*
  * Wake a worker for q's new or remaining work: one of q's own sleepers, or
  * else one of its neighbours' (which then steals from q). No sleeper
@@ -34,17 +48,23 @@ static inline unsigned pool_neighbours(const struct spoke *s)
  */
 static inline void pool_wake_helper(struct spoke *s, struct pool_queue *q, unsigned n)
 {
-	unsigned k = q->index;
-
 	spoke_full_fence();
-	if (spoke_ec_wake_if_sleeping(&q->wake_seq, &q->sleepers))
-		return;
-	/* n < npools: the ring wraps at most once, without a division. */
-	for (unsigned j = 1; j <= n; j++) {
-		k = k + 1 < s->npools ? k + 1 : 0;
-		if (spoke_ec_wake_if_sleeping(&s->pools[k].wake_seq, &s->pools[k].sleepers))
-			return;
-	}
+	if (!spoke_ec_wake_if_sleeping(&q->wake_seq, &q->sleepers))
+		(void)pool_wake_neighbour(s, q, n);
+}
+
+/*
+ * pool_wake_helper for a rescuer's dispatch: a neighbour's sleeper first.
+ * q's own workers share the CPUs of the stalled shard's thread (pinned
+ * beside it), which the stall may be keeping from them too: woken, they
+ * could not run, and nobody else would look at q until a worker woke for
+ * its own reasons.
+ */
+static inline void pool_wake_for_rescue(struct spoke *s, struct pool_queue *q, unsigned n)
+{
+	spoke_full_fence();
+	if (!pool_wake_neighbour(s, q, n))
+		(void)spoke_ec_wake_if_sleeping(&q->wake_seq, &q->sleepers);
 }
 
 #endif /* SPOKE_PERCPU_POOL_H */

@@ -93,28 +93,33 @@ bool spoke_in_callback_of(const struct spoke *s)
 }
 
 /*
- * How late a run of sh due at deadline_ns starts: counted in the histogram
- * and the maximum, and returned. sole: no other thread records sh's runs
- * meanwhile (lateness.h), so neither needs a locked instruction. In a burst
- * every run is later than the last, so the maximum moves on every run.
+ * How late a run of sh due at deadline_ns starts: counted in a histogram
+ * and a maximum, and returned. Without a pool, the shard's owner is the
+ * only thread that records in `late` (lateness.h), so neither needs a
+ * locked instruction; a rescuer running a movable timer there records in
+ * `late_moved` (with a locked add: rescuers may run at once). With a pool
+ * every runner adds to `late`. In a burst every run is later than the
+ * last, so the maximum moves on every run.
  */
-static uint64_t note_lateness(struct shard *sh, uint64_t deadline_ns, bool sole)
+static uint64_t note_lateness(struct shard *sh, uint64_t deadline_ns, bool owner)
 {
+	bool pool = sh->s->nworkers != 0, sole = owner && !pool, apart = !owner && !pool;
+	_Atomic uint64_t *max = apart ? &sh->ctr.max_late_moved_ns : &sh->ctr.max_late_ns;
 	uint64_t now, late, cur;
 
 	SPOKE_HOOK(SPOKE_HOOK_RUN_NOTING);
 	now = spoke_clock_ns();
 	late = now > deadline_ns ? now - deadline_ns : 0;
-	spoke_late_record(&sh->ctr.late, late, sole);
-	cur = atomic_load_explicit(&sh->ctr.max_late_ns, memory_order_relaxed);
+	spoke_late_record(apart ? &sh->ctr.late_moved : &sh->ctr.late, late, sole);
+	cur = atomic_load_explicit(max, memory_order_relaxed);
 	if (late <= cur)
 		return late;
 	if (sole)
-		atomic_store_explicit(&sh->ctr.max_late_ns, late, memory_order_relaxed);
+		atomic_store_explicit(max, late, memory_order_relaxed);
 	else
-		while (late > cur && !atomic_compare_exchange_weak_explicit(
-					     &sh->ctr.max_late_ns, &cur, late, memory_order_relaxed,
-					     memory_order_relaxed))
+		while (late > cur &&
+		       !atomic_compare_exchange_weak_explicit(max, &cur, late, memory_order_relaxed,
+							      memory_order_relaxed))
 			;
 	return late;
 }
@@ -246,7 +251,7 @@ enum runner_next spoke_runner_call(struct shard *sh, struct spoke_handle *h)
 	 * The run's one count: spoke_stats' `fired` is the histogram's total.
 	 * Outside the probe: without <sys/sdt.h> its arguments are not evaluated.
 	 */
-	late = note_lateness(sh, due, owner && s->nworkers == 0 && !sh->rescue_on);
+	late = note_lateness(sh, due, owner);
 	run.s = s;
 	run.h = h;
 	run.id = spoke_make_id(spoke_st_gen(st), spoke_handle_slot_id(h));

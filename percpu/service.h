@@ -294,6 +294,13 @@ struct shard_counters {
 	/* Rescues of the shard (rescue.c), by the rescuers: how many, and the longest absence. */
 	_Atomic uint64_t rescues, max_absence_ns;
 	struct spoke_late_hist late __attribute__((aligned(SPOKE_CACHELINE))); /* lateness.h */
+	/*
+	 * A rescuer's runs of the shard's movable timers in an instance without
+	 * a pool, recorded apart (rescue.c), so that the owner, the one other
+	 * thread that runs them, records in `late` with plain stores.
+	 */
+	_Atomic uint64_t max_late_moved_ns;
+	struct spoke_late_hist late_moved __attribute__((aligned(SPOKE_CACHELINE)));
 };
 
 struct shard {

@@ -218,7 +218,11 @@ static void rescuer_place(struct shard *sh, struct spoke_handle *h)
 		(movable || atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_MANAGED);
 
 	if (to_pool) {
-		owner_dispatch(sh, h);
+		struct pool_queue *q = sh->pool;
+
+		cds_wfcq_node_init(&h->qnode);
+		if (!cds_wfcq_enqueue(&q->head, &q->tail, &h->qnode))
+			pool_wake_for_rescue(sh->s, q, pool_neighbours(sh->s));
 	} else if (movable) {
 		h->qnode.next = (struct cds_wfcq_node *)sh->rescued_runs;
 		sh->rescued_runs = h;
