@@ -2175,6 +2175,16 @@ static void generation_wrap_spends_slot(void **state)
 
 #define HOOK_TEST(f) cmocka_unit_test_setup_teardown(f, hooks_setup, hooks_teardown)
 
+/* Two shards, callbacks inline, rescue after 2 ms: the rescue tests' instance. */
+static struct spoke *rescue_instance_2ms(void)
+{
+	struct spoke_config c;
+
+	svc_config(&c, 2, 1 * MS, 0);
+	c.rescue_after_ns = 2 * MS;
+	return svc_create_cfg(&c);
+}
+
 /* --- a rescue against its owner's return, and a cancel during it --------- */
 
 static struct {
@@ -2234,16 +2244,13 @@ static void rr_poll(void *arg)
  */
 static void rescue_vs_owner_return_and_cancel(void **state)
 {
-	struct spoke_config c;
 	struct agent ag;
 	int cancel_rc, returned_while_held;
 
 	(void)state;
 	memset(&rr, 0, sizeof(rr));
 	trec_reset_globals();
-	svc_config(&c, 2, 1 * MS, 0);
-	c.rescue_after_ns = 2 * MS;
-	rr.s = svc_create_cfg(&c);
+	rr.s = rescue_instance_2ms();
 	atomic_store(&stall_any_at, SPOKE_HOOK_RESCUE_HELD);
 	agent_begin(&ag);
 	agent_post(&ag, rr_attach_start, NULL);
@@ -2318,14 +2325,11 @@ static void lt_fire(void *arg)
  */
 static void rescue_run_vs_owner_run_lateness(void **state)
 {
-	struct spoke_config c;
 	struct spoke_shard_stats st;
 
 	(void)state;
 	memset(&lt, 0, sizeof(lt));
-	svc_config(&c, 2, 1 * MS, 0);
-	c.rescue_after_ns = 2 * MS;
-	lt.s = svc_create_cfg(&c);
+	lt.s = rescue_instance_2ms();
 	lt.loop = pthread_self();
 	atomic_store(&spoke_test_hook, lt_hook);
 	assert_int_equal(spoke_attach(lt.s, 0), 0);
@@ -2398,16 +2402,13 @@ static void wd_detach(void *arg)
  */
 static void rescue_wake_before_owner_detach(void **state)
 {
-	struct spoke_config c;
 	struct agent ag;
 	struct pollfd p;
 	int readable;
 
 	(void)state;
 	memset(&wd, 0, sizeof(wd));
-	svc_config(&c, 2, 1 * MS, 0);
-	c.rescue_after_ns = 2 * MS;
-	wd.s = svc_create_cfg(&c);
+	wd.s = rescue_instance_2ms();
 	atomic_store(&stall_any_at, SPOKE_HOOK_WAKE_FD_LOADED);
 	agent_begin(&ag);
 	agent_post(&ag, wd_attach_start, NULL);
