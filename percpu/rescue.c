@@ -174,6 +174,7 @@ static void rescue(struct shard *sh, uint64_t now)
 	sh->rescuing = false;
 	runs = sh->rescued_runs;
 	due = next < 0 ? UINT64_MAX : sh->clock_ns + (uint64_t)next;
+	atomic_store_explicit(&sh->rescued_ns, now, memory_order_relaxed);
 	spoke_holder_publish_due(sh, due);
 	atomic_fetch_add_explicit(&sh->ctr.rescues, 1, memory_order_relaxed);
 	cur = atomic_load_explicit(&sh->ctr.max_absence_ns, memory_order_relaxed);

@@ -334,6 +334,7 @@ struct shard {
 	struct spoke_handle *owner_runs;
 	_Atomic uint32_t turning;
 	_Atomic uint64_t owner_turn_ns;
+	_Atomic uint64_t rescued_ns; /* when a rescuer last took a turn of it */
 	/* The stage: timers of the current tick, by slack-wide slot (stage.h). */
 	struct spoke_stage stage;
 	/*
@@ -867,11 +868,19 @@ void spoke_owner_turned(struct shard *sh, uint64_t now, int64_t next_ns);
 void spoke_holder_publish_due(struct shard *sh, uint64_t due);
 void spoke_any_lower_due(struct shard *sh, uint64_t due, uint64_t seen);
 
-/* The moment sh, whose work is due at due, becomes stalled. */
+/*
+ * The moment sh, whose work is due at due, becomes stalled: rescue_after_ns
+ * after it, or at once if its owner has not taken a turn since the last
+ * rescue (its absence has been counted already; waiting again would add
+ * rescue_after_ns to every timer due during one long stall).
+ */
 static inline uint64_t spoke_stalled_at(const struct shard *sh, uint64_t due)
 {
 	uint64_t x;
 
+	if (atomic_load_explicit(&sh->rescued_ns, memory_order_relaxed) >
+	    atomic_load_explicit(&sh->owner_turn_ns, memory_order_relaxed))
+		return due;
 	return __builtin_add_overflow(due, sh->rescue_after_ns, &x) ? UINT64_MAX : x;
 }
 

@@ -1022,6 +1022,7 @@ int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index)
 				      : cfg->rescue_after_ns;
 	sh->rescue_on = sh->rescue_after_ns != 0;
 	atomic_init(&sh->owner_turn_ns, sh->epoch_ns);
+	atomic_init(&sh->rescued_ns, 0);
 	spoke_stage_init(&sh->stage, sh->tick_ns, o && o->slack_ns ? o->slack_ns : cfg->slack_ns,
 			 sh->epoch_ns);
 	cds_wfcq_init(&sh->inbox_head, &sh->inbox_tail);
