@@ -220,7 +220,7 @@ static void check_refused(const char *tool, const char *sub, const char *a, cons
 	run_words(&r, tool, sub, a, b);
 	if (r.status != 2 || !strstr(r.err, word) || r.out[0])
 		fail_msg("%s %s %s %s: exit %d (want 2), stderr '%s' (want it to name %s)", tool,
-			 sub ? sub : "", a, b ? b : "", r.status, r.err, word);
+			 sub ? sub : "", a ? a : "", b ? b : "", r.status, r.err, word);
 }
 
 /* The first option of c that takes an argument, or NULL. */

@@ -190,24 +190,28 @@ static void retire_cancelled(struct shard *sh, struct spoke_handle *h, uint64_t 
 
 /*
  * The holder of sh (its owner, or a rescuer): h's run is claimed
- * (DISPATCHED): to its shard's pool queue, waking a worker (pool.h). Out of
- * line: inlined, its wake-up loop would make run_or_dispatch save registers
- * on every run it makes inline.
+ * (DISPATCHED): to its shard's pool queue, waking a worker (pool.h; a
+ * rescuer wakes a neighbour's first). Out of line: inlined, its wake-up loop
+ * would make run_or_dispatch save registers on every run it makes inline.
  */
 static __attribute__((noinline)) void owner_dispatch(struct shard *sh, struct spoke_handle *h)
 {
 	struct pool_queue *q = sh->pool;
 
 	cds_wfcq_node_init(&h->qnode);
-	if (!cds_wfcq_enqueue(&q->head, &q->tail, &h->qnode))
+	if (cds_wfcq_enqueue(&q->head, &q->tail, &h->qnode))
+		return; /* not the first: a worker was woken for it */
+	if (sh->rescuing)
+		pool_wake_for_rescue(sh->s, q, pool_neighbours(sh->s));
+	else
 		pool_wake_helper(sh->s, q, pool_neighbours(sh->s));
 }
 
 /*
  * The rescuer (rescue.c), holding sh, in place of run_or_dispatch: h is
- * DISPATCHED.
- * To the pool what may run there; to the owner (its inbox) what must run on
- * its thread; on the rescuer's list what moves but has no pool to go to.
+ * DISPATCHED. To the pool what may run there; to the owner (owner_runs,
+ * which its next turn runs) what must run on its thread; on the rescuer's
+ * list what moves but has no pool to go to.
  */
 static void rescuer_place(struct shard *sh, struct spoke_handle *h)
 {
@@ -218,11 +222,7 @@ static void rescuer_place(struct shard *sh, struct spoke_handle *h)
 		(movable || atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_MANAGED);
 
 	if (to_pool) {
-		struct pool_queue *q = sh->pool;
-
-		cds_wfcq_node_init(&h->qnode);
-		if (!cds_wfcq_enqueue(&q->head, &q->tail, &h->qnode))
-			pool_wake_for_rescue(sh->s, q, pool_neighbours(sh->s));
+		owner_dispatch(sh, h);
 	} else if (movable) {
 		h->qnode.next = (struct cds_wfcq_node *)sh->rescued_runs;
 		sh->rescued_runs = h;

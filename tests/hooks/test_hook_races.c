@@ -831,7 +831,6 @@ static void fork_while_lock_held_child_creates(void **state)
 	struct exiting x = {0};
 	pid_t pid = 0;
 	pthread_t xt, ft;
-	int status;
 
 	(void)state;
 	if (TEST_TSAN)
@@ -846,10 +845,7 @@ static void fork_while_lock_held_child_creates(void **state)
 	pthread_join(xt, NULL);
 	pthread_join(ft, NULL);
 	assert_true(pid > 0);
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		fail_msg("the child %s %d", WIFEXITED(status) ? "exited with" : "died of signal",
-			 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+	assert_child_exited_0(pid);
 	assert_int_equal(x.attach_rc, 0);
 	spoke_destroy(x.s);
 }
@@ -859,7 +855,6 @@ static void fork_child_destroys_with_queue_locks_held(void **state)
 	struct spoke *s = svc_new(2, 1 * MS, 1);
 	pthread_mutex_t *locks[3];
 	struct arena *a;
-	int status;
 	pid_t pid;
 
 	(void)state;
@@ -882,10 +877,7 @@ static void fork_child_destroys_with_queue_locks_held(void **state)
 	}
 	for (int i = 0; i < 3; i++)
 		pthread_mutex_unlock(locks[i]);
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		fail_msg("the child %s %d", WIFEXITED(status) ? "exited with" : "died of signal",
-			 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+	assert_child_exited_0(pid);
 	svc_destroy(s);
 }
 

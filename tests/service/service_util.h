@@ -54,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -449,6 +450,17 @@ static inline pthread_t thread_start(void *(*fn)(void *), void *arg)
 
 	assert_int_equal(pthread_create(&t, NULL, fn, arg), 0);
 	return t;
+}
+
+/* Reap the child pid: it must have exited with status 0 (else the test fails, saying how). */
+static inline void assert_child_exited_0(pid_t pid)
+{
+	int status;
+
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("the child %s %d", WIFEXITED(status) ? "exited with" : "died of signal",
+			 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 }
 
 /* ---- a callback held on the pool, one queued behind it ------------------------------------ */

@@ -629,7 +629,6 @@ static void line12_fork_child_inherited_shutdown(void **state)
 {
 	struct spoke *s = svc_new(2, 1 * MS, 1);
 	spoke_id id;
-	int status;
 	pid_t pid;
 
 	(void)state;
@@ -659,10 +658,7 @@ static void line12_fork_child_inherited_shutdown(void **state)
 		spoke_destroy(mine);
 		_exit(atomic_load(&runs) == 1 ? 0 : 15);
 	}
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		fail_msg("the child %s %d", WIFEXITED(status) ? "exited with" : "died of signal",
-			 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+	assert_child_exited_0(pid);
 	/* The parent's instance is untouched. */
 	assert_int_equal(spoke_cancel(s, id), 0);
 	svc_destroy(s);
