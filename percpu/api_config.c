@@ -28,6 +28,12 @@
  */
 #define DEFAULT_INBOX_LIMIT  (1u << 20)
 #define MAX_CALLBACK_THREADS 1024
+/*
+ * Spare workers a starved pool may add (spoke.h says when). Enough for a
+ * burst of callbacks blocked on later timers, few enough that an overload
+ * of long CPU-bound callbacks adds at most this many threads to it.
+ */
+#define DEFAULT_CALLBACK_SPARES 16
 
 void spoke_config_init(struct spoke_config *cfg)
 {
@@ -40,6 +46,7 @@ void spoke_config_init(struct spoke_config *cfg)
 	cfg->inbox_batch = DEFAULT_INBOX_BATCH;
 	cfg->inbox_limit = DEFAULT_INBOX_LIMIT;
 	cfg->rescue_after_ns = DEFAULT_RESCUE_NS;
+	cfg->callback_spares = DEFAULT_CALLBACK_SPARES;
 }
 
 /*
@@ -157,6 +164,9 @@ static int check_pool(struct verdict *v, const struct spoke_config *c, unsigned 
 		return refuse(v, "", "callback_threads_per_shard",
 			      "%u workers x %u shards is above the maximum of %u workers",
 			      c->callback_threads_per_shard, shards, MAX_CALLBACK_THREADS);
+	if (c->callback_spares > MAX_CALLBACK_THREADS)
+		return refuse(v, "", "callback_spares", "%u is above the maximum of %u",
+			      c->callback_spares, MAX_CALLBACK_THREADS);
 	return 0;
 }
 

@@ -127,6 +127,8 @@ void spoke_stats(struct spoke *s, struct spoke_stats *out)
 			t->max_absence_ns = o->max_absence_ns;
 	}
 	late_percentiles(sum, t);
+	out->spares = atomic_load_explicit(&s->spares, memory_order_relaxed);
+	out->spares_started = atomic_load_explicit(&s->spares_started, memory_order_relaxed);
 	spoke_call_leave(a, 0);
 }
 
@@ -244,8 +246,9 @@ int spoke_dump(struct spoke *s, FILE *out, unsigned earliest)
 	}
 	spoke_arenas_each(s, dump_visit, &w);
 	now = spoke_clock_ns();
-	fprintf(out, "spoke %s: %u shards, %u callback threads, at %" PRIu64 " ns\n",
-		spoke_version(), s->nshards, s->nworkers, now);
+	fprintf(out, "spoke %s: %u shards, %u callback threads (+%u spares), at %" PRIu64 " ns\n",
+		spoke_version(), s->nshards, s->nworkers,
+		atomic_load_explicit(&s->spares, memory_order_relaxed), now);
 	for (unsigned k = 0; k < s->nshards; k++)
 		dump_shard(out, &s->shards[k], &w, now);
 	if (fflush(out) != 0)

@@ -9,7 +9,8 @@
  * when it next has work (spoke_owner_turned), looks after the next shard
  * around the ring (spoke_watcher_look_ring), and sleeps until its next
  * deadline or a message that needs it (shard.c announces the sleep to the
- * producers, spoke_any_nudge wakes it). It leaves at destroy, or once an
+ * producers, spoke_any_nudge wakes it), and starts a spare pool worker when
+ * its pool queue is starved (pool.c). It leaves at destroy, or once an
  * attach may take the shard (spoke_owner_may_leave).
  */
 #define _GNU_SOURCE
@@ -103,6 +104,10 @@ static void *shard_main(void *arg)
 		spoke_owner_turned(sh, sh->clock_ns, wait_ns);
 		/* The shard it watches (rescue.c): rescued now, or looked at again in time. */
 		watch_ns = spoke_watcher_look_ring(sh, spoke_clock_ns());
+		if (watch_ns >= 0 && (wait_ns < 0 || watch_ns < wait_ns))
+			wait_ns = watch_ns;
+		/* Its pool queue: a spare worker if it is starved (pool.c). */
+		watch_ns = spoke_owner_watch_pool(sh, sh->clock_ns);
 		if (watch_ns >= 0 && (wait_ns < 0 || watch_ns < wait_ns))
 			wait_ns = watch_ns;
 		/* Messages are flowing: look again in two ticks (see spoke_any_nudge). */

@@ -28,12 +28,45 @@
  * unowned: spoke_shard_takes_back_runs) it hands the handle back to the
  * shard (shard.c spoke_runner_recall), whose owner runs it inline.
  *
+ * Spares. A callback blocked until a later timer fires (a condition that
+ * timer's callback signals) holds its worker; if every worker that could
+ * run that later timer is held so, it would wait until one of them gave
+ * up. So the pool grows: a shard's managed thread, after each turn, looks
+ * at its queue (spoke_owner_watch_pool); if a handle has stayed on it for
+ * rescue_after_ns while no worker took any (the queue's `taken` mark did
+ * not move) and none of its workers is asleep, it starts a spare worker
+ * homed on that queue, up to callback_spares in the pool, at most one per
+ * shard per rescue_after_ns. A spare is a worker like the others (it
+ * steals, watches, shows busy_shard to an attach) and leaves after
+ * SPARE_IDLE_NS without a callback. Its slot (the nspares after the pool's
+ * own workers) goes
+ *
+ *   FREE --(spawner: CAS)--> STARTING --(spawner: thread started)--> RUNNING
+ *   RUNNING --(the spare, idle: CAS)--> LEFT --(a spawner: CAS, join)--> STARTING
+ *   STARTING --(spawner: no thread could start)--> FREE
+ *
+ *   word            written by                       read by
+ *   spare_state     spawners (CAS from FREE, LEFT;   spawners, the spare,
+ *                   release of RUNNING), the spare   destroy (after the shard
+ *                   (RUNNING -> LEFT)                threads are joined)
+ *   thread, home    the spawner holding STARTING     the spare (pthread_create
+ *                                                    orders it), whoever takes
+ *                                                    LEFT (acquire) and joins
+ *   taken           takers, under the consumer lock  the managed threads
+ *   spares          spawner (+1), leaving spare (-1) spoke_stats
+ *
+ * A spare leaves only from RUNNING, which its spawner stores after
+ * pthread_create wrote `thread`: whoever joins it has seen that write.
+ * Destroy joins the RUNNING and LEFT ones once no spawner is left (the
+ * managed threads are joined first: api_lifecycle.c stop_threads).
+ *
  * The queues' producer is a shard's holder (shard.c owner_dispatch); the
  * wake-up of a worker, which producer and workers share, is inline in
  * pool.h; running a callback is run.c's.
  */
 #define _GNU_SOURCE
 #include "pool.h"
+#include "probes.h"
 #include "service.h"
 #include "test_hooks.h"
 
@@ -42,6 +75,9 @@
 #include <stdlib.h>
 
 static _Thread_local const struct spoke *tls_pool_of; /* this thread is a worker of its pool */
+
+/* A spare that ran no callback for this long leaves. */
+#define SPARE_IDLE_NS 2000000000ull
 
 /*
  * Is the caller a pool worker, of any instance? A callback on one
@@ -132,6 +168,10 @@ pool_take(struct spoke *s, struct pool_queue *q, unsigned neighbours, bool *link
 	cds_wfcq_dequeue_lock(&q->head, &q->tail);
 	n = __cds_wfcq_dequeue_nonblocking(&q->head, &q->tail);
 	more = !cds_wfcq_empty(&q->head, &q->tail);
+	if (n && n != CDS_WFCQ_WOULDBLOCK)
+		atomic_store_explicit(&q->taken,
+				      atomic_load_explicit(&q->taken, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
 	cds_wfcq_dequeue_unlock(&q->head, &q->tail);
 	*linking |= n == CDS_WFCQ_WOULDBLOCK;
 	if (!n || n == CDS_WFCQ_WOULDBLOCK)
@@ -215,14 +255,43 @@ static int64_t worker_watch(struct pool_worker *w)
 	return next;
 }
 
+/*
+ * A spare, idle since idle_since: leave if it has been SPARE_IDLE_NS (true),
+ * else lower *wait_ns to when it would be.
+ */
+static bool spare_idle(struct pool_worker *w, uint64_t idle_since, int64_t *wait_ns)
+{
+	uint64_t now = spoke_clock_ns(), left = idle_since + SPARE_IDLE_NS - now;
+	int running = SPARE_RUNNING;
+
+	if (now - idle_since < SPARE_IDLE_NS) {
+		if (*wait_ns < 0 || (uint64_t)*wait_ns > left)
+			*wait_ns = (int64_t)left;
+		return false;
+	}
+	/* Still STARTING: its spawner has not recorded the thread yet; stay a while. */
+	if (!atomic_compare_exchange_strong_explicit(&w->spare_state, &running, SPARE_LEFT,
+						     memory_order_acq_rel, memory_order_acquire)) {
+		if (*wait_ns < 0 || (uint64_t)*wait_ns > SPARE_IDLE_NS)
+			*wait_ns = (int64_t)SPARE_IDLE_NS;
+		return false;
+	}
+	atomic_fetch_sub_explicit(&w->s->spares, 1, memory_order_relaxed);
+	return true;
+}
+
 static void *worker_main(void *arg)
 {
 	struct pool_worker *w = arg;
 	struct spoke *s = w->s;
+	uint64_t idle_since = w->spare ? spoke_clock_ns() : 0;
 
 	tls_pool_of = s;
 	spoke_runner_watch_exit();
-	spoke_thread_name("pool", (unsigned)(w - s->workers));
+	if (w->spare)
+		spoke_thread_name("spare", (unsigned)(w - s->workers) - s->nworkers);
+	else
+		spoke_thread_name("pool", (unsigned)(w - s->workers));
 	spoke_thread_adopt_sched(s);
 	while (!atomic_load_explicit(&s->pool_stop, memory_order_acquire)) {
 		bool linking = false;
@@ -231,6 +300,8 @@ static void *worker_main(void *arg)
 
 		if (h) {
 			worker_run(w, h);
+			if (w->spare)
+				idle_since = spoke_clock_ns();
 			continue;
 		}
 		/*
@@ -244,6 +315,8 @@ static void *worker_main(void *arg)
 		watch_ns = worker_watch(w);
 		if (watch_ns >= 0 && (wait_ns < 0 || watch_ns < wait_ns))
 			wait_ns = watch_ns;
+		if (w->spare && spare_idle(w, idle_since, &wait_ns))
+			break;
 		if (linking)
 			SPOKE_HOOK(SPOKE_HOOK_POOL_LINK_NAP);
 		spoke_ec_sleep(&s->pools[w->home].wake_seq, &s->pools[w->home].sleepers,
@@ -263,8 +336,9 @@ int spoke_pool_start(struct spoke *s)
 	if (s->nworkers == 0)
 		return 0;
 	s->npools = s->nworkers < s->nshards ? s->nworkers : s->nshards;
+	s->nspares = s->cfg.callback_spares;
 	s->pools = spoke_zalloc_lines(s->npools, sizeof(*s->pools));
-	s->workers = spoke_zalloc_lines(s->nworkers, sizeof(*s->workers));
+	s->workers = spoke_zalloc_lines(s->nworkers + s->nspares, sizeof(*s->workers));
 	if (!s->pools || !s->workers) {
 		free(s->pools);
 		free(s->workers);
@@ -279,6 +353,11 @@ int spoke_pool_start(struct spoke *s)
 	}
 	for (unsigned k = 0; k < s->nshards; k++)
 		s->shards[k].pool = &s->pools[k % s->npools];
+	for (unsigned i = s->nworkers; i < s->nworkers + s->nspares; i++) {
+		s->workers[i].s = s;
+		s->workers[i].spare = true;
+		atomic_init(&s->workers[i].spare_state, SPARE_FREE);
+	}
 	for (unsigned i = 0; i < s->nworkers; i++) {
 		struct pool_worker *w = &s->workers[i];
 		int err;
@@ -308,7 +387,76 @@ void spoke_pool_stop(struct spoke *s)
 			pthread_join(s->workers[i].thread, NULL);
 		s->workers[i].running = false;
 	}
+	for (unsigned i = s->nworkers; i < s->nworkers + s->nspares; i++) {
+		int st = atomic_load_explicit(&s->workers[i].spare_state, memory_order_acquire);
+
+		if (st == SPARE_RUNNING || st == SPARE_LEFT)
+			pthread_join(s->workers[i].thread, NULL);
+		atomic_store_explicit(&s->workers[i].spare_state, SPARE_FREE, memory_order_relaxed);
+	}
 	spoke_pool_forget(s);
+}
+
+/* --- spares ------------------------------------------------------------------ */
+
+/*
+ * A managed thread: take a free (or left) spare slot and start a spare
+ * homed on q. Nothing when every slot is in use, or no thread could be
+ * started (the watch tries again after rescue_after_ns).
+ */
+static void pool_add_spare(struct spoke *s, struct pool_queue *q)
+{
+	for (unsigned i = s->nworkers; i < s->nworkers + s->nspares; i++) {
+		struct pool_worker *w = &s->workers[i];
+		int st = atomic_load_explicit(&w->spare_state, memory_order_relaxed);
+
+		if ((st != SPARE_FREE && st != SPARE_LEFT) ||
+		    !atomic_compare_exchange_strong_explicit(&w->spare_state, &st, SPARE_STARTING,
+							     memory_order_acquire,
+							     memory_order_relaxed))
+			continue;
+		if (st == SPARE_LEFT)
+			pthread_join(w->thread, NULL); /* it has returned, or is about to */
+		w->home = q->index;
+		atomic_fetch_add_explicit(&s->spares, 1, memory_order_relaxed);
+		if (spoke_thread_start(s, &w->thread, worker_main, w)) {
+			atomic_fetch_sub_explicit(&s->spares, 1, memory_order_relaxed);
+			atomic_store_explicit(&w->spare_state, SPARE_FREE, memory_order_release);
+			return;
+		}
+		atomic_store_explicit(&w->spare_state, SPARE_RUNNING, memory_order_release);
+		atomic_fetch_add_explicit(&s->spares_started, 1, memory_order_relaxed);
+		SPOKE_PROBE2(pool_spare, q->index,
+			     atomic_load_explicit(&s->spares, memory_order_relaxed));
+		return;
+	}
+}
+
+int64_t spoke_owner_watch_pool(struct shard *sh, uint64_t now)
+{
+	struct pool_queue *q = sh->pool;
+	uint64_t taken;
+
+	if (!q || !sh->s->nspares || !sh->rescue_on)
+		return -1;
+	if (!pool_peek(q)) {
+		sh->pool_seen_ns = 0;
+		return -1;
+	}
+	taken = atomic_load_explicit(&q->taken, memory_order_relaxed);
+	if (sh->pool_seen_ns == 0 || taken != sh->pool_taken_seen) {
+		/* Newly queued, or the workers moved on: the wait starts now. */
+		sh->pool_taken_seen = taken;
+		sh->pool_seen_ns = now;
+		return (int64_t)sh->rescue_after_ns;
+	}
+	if (now - sh->pool_seen_ns < sh->rescue_after_ns)
+		return (int64_t)(sh->pool_seen_ns + sh->rescue_after_ns - now);
+	/* A worker asleep beside work is napping behind a producer still linking. */
+	if (atomic_load_explicit(&q->sleepers, memory_order_relaxed) == 0)
+		pool_add_spare(sh->s, q);
+	sh->pool_seen_ns = now;
+	return (int64_t)sh->rescue_after_ns;
 }
 
 /* Free the pool's memory; its threads are joined, or do not exist (a fork child). */

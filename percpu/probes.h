@@ -13,6 +13,8 @@
  *   spoke:rescue      (shard, absence_ns)        another thread ran a turn of a
  *                                                stalled shard (rescue.c); its
  *                                                owner had been away that long
+ *   spoke:pool_spare  (queue, spares)            a starved pool queue got a spare
+ *                                                worker (pool.c); spares running now
  *
  * A probe is one nop in the code and a note in the ELF file (readelf -n
  * libspoke.so lists them); its arguments are values the function has at

@@ -35,7 +35,8 @@
  *                        expired handles, and the eventcount its workers
  *                        sleep on (pool.c).
  *   struct pool_worker   one per callback thread, serving one pool queue
- *                        (its home) and stealing from its neighbours'.
+ *                        (its home) and stealing from its neighbours'; and
+ *                        a slot per spare a starved queue may add (pool.c).
  *
  * A handle's queue node is in at most one queue at a time: the owner's
  * inbox only while the state word has SPOKE_ST_INBOX, its shard's pool
@@ -320,6 +321,8 @@ struct shard {
 	int fired_inline;	/* callbacks run inline in this turn */
 	unsigned took_messages; /* messages taken in this turn */
 	bool in_turn;		/* inside spoke_owner_turn (callbacks run inline) */
+	/* The managed thread's watch of its pool queue for a starved head (pool.c). */
+	uint64_t pool_taken_seen, pool_seen_ns;
 	/*
 	 * Rescue (rescue.c). The holder's: a rescuer's turn (rescuing), the
 	 * movable runs it keeps to run once it has let go, and the runs it left
@@ -379,21 +382,27 @@ struct shard {
 	struct shard_counters ctr;
 };
 
+/* A spare worker's slot (pool.c says who moves it from which to which). */
+enum { SPARE_FREE, SPARE_STARTING, SPARE_RUNNING, SPARE_LEFT };
+
 /*
  * busy_shard: the shard (index + 1; 0 = none) whose callback the worker is
  * about to run or running, written by the worker only, read by that
  * shard's managed thread while an attach waits (pool.c worker_run). One
  * cache line per worker (the array is aligned to one: spoke_pool_start), so
- * no worker writes a line another worker reads.
+ * no worker writes a line another worker reads. The first nworkers are the
+ * pool's own; the nspares after them are slots for spares (spare_state).
  */
 struct pool_worker {
 	union {
 		struct {
 			struct spoke *s;
 			pthread_t thread;
-			bool running;
+			bool running;  /* a worker of the pool's own, started */
+			bool spare;    /* a spare's slot: constant */
 			unsigned home; /* index of its pool queue in spoke.pools */
 			_Atomic uint32_t busy_shard;
+			_Atomic int spare_state; /* SPARE_*: pool.c */
 		};
 		char line[SPOKE_CACHELINE];
 	};
@@ -410,6 +419,8 @@ struct pool_worker {
  */
 struct pool_queue {
 	struct cds_wfcq_head head __attribute__((aligned(SPOKE_CACHELINE)));
+	/* Handles taken so far, under the consumer lock: the starvation watch's progress mark. */
+	_Atomic uint64_t taken;
 	struct cds_wfcq_tail tail __attribute__((aligned(SPOKE_CACHELINE)));
 	_Atomic uint32_t wake_seq __attribute__((aligned(SPOKE_CACHELINE)));
 	_Atomic uint32_t sleepers;
@@ -428,6 +439,7 @@ struct spoke {
 	unsigned ncpus;
 	unsigned *cpu_shard; /* CPU -> shard for spoke_start */
 	unsigned nworkers;
+	unsigned nspares;	     /* slots for spares after the nworkers (pool.c) */
 	struct pool_worker *workers; /* spoke_zalloc_lines */
 	unsigned npools;	     /* pool queues: one per shard, or per worker if fewer */
 	struct pool_queue *pools;    /* spoke_zalloc_lines */
@@ -444,6 +456,9 @@ struct spoke {
 	/* arena.c calls it as a thread exits (spoke_arena_key_create); api_lifecycle.c sets it. */
 	void (*thread_exit_hook)(struct arena *home);
 	_Atomic int pool_stop;
+	/* Spares running now, and started so far (pool.c). */
+	_Atomic unsigned spares;
+	_Atomic uint64_t spares_started;
 	pthread_key_t arena_key;
 	bool arena_key_live;
 	struct spoke *live_next; /* arena.c: instances whose key exists (under its lock) */
@@ -941,5 +956,11 @@ void spoke_shard_signal_stop(struct shard *sh);
 int spoke_pool_start(struct spoke *s);
 void spoke_pool_stop(struct spoke *s);
 void spoke_pool_forget(struct spoke *s);
+/*
+ * The managed thread of sh, after its turn: start a spare worker if sh's
+ * pool queue is starved (pool.c); the ns until it should look again (-1:
+ * no need).
+ */
+int64_t spoke_owner_watch_pool(struct shard *sh, uint64_t now);
 
 #endif /* SPOKE_PERCPU_SERVICE_H */

@@ -423,7 +423,8 @@ static bool pool_busy_with(const struct shard *sh)
 {
 	const struct spoke *s = sh->s;
 
-	for (unsigned i = 0; i < s->nworkers; i++)
+	/* Spares' slots too: one started during the attach is seen, or sees the attach. */
+	for (unsigned i = 0; i < s->nworkers + s->nspares; i++)
 		if (atomic_load_explicit(&s->workers[i].busy_shard, memory_order_acquire) ==
 		    sh->index + 1)
 			return true;

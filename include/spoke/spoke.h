@@ -132,6 +132,16 @@ struct spoke_config {
 	 * trigger it, far below a stall anyone would accept.
 	 */
 	uint64_t rescue_after_ns;
+	/*
+	 * Spare workers: when a callback has waited rescue_after_ns on its
+	 * pool queue and no worker that could run it has taken any (each busy
+	 * in a callback, perhaps one that waits for that very timer), the
+	 * queue's shard thread starts a spare worker for it, up to this many
+	 * in the pool at once; a spare leaves after 2 s without a callback.
+	 * 0 = a fixed pool; rescue_after_ns 0 also turns spares off. Default
+	 * 16, at most 1024.
+	 */
+	unsigned callback_spares;
 };
 
 struct spoke_shard_stats {
@@ -170,6 +180,9 @@ struct spoke_stats {
 	struct spoke_shard_stats total; /* sums (max for inbox_hwm, max_late_ns, max_absence_ns;
 					   percentiles of all shards' runs together) */
 	struct spoke_shard_stats shard[SPOKE_MAX_SHARDS];
+	/* Spare pool workers (callback_spares): running now, and started so far. */
+	unsigned spares;
+	uint64_t spares_started;
 };
 
 /* Fill cfg with the defaults; edit it, then pass it to spoke_create(). */

@@ -193,6 +193,13 @@ static inline void svc_register(struct spoke *s)
 	fail_msg("too many live services in one test");
 }
 
+/*
+ * The defaults, but a fixed pool (callback_spares 0): many cases hold the
+ * pool's workers on purpose (a callback queued behind a blocker, in its
+ * DISPATCHED window), which a spare would end after rescue_after_ns. The
+ * cases about spares set callback_spares themselves; the stress programs
+ * run with the default.
+ */
 static inline void svc_config(struct spoke_config *c, unsigned shards, uint64_t tick_ns,
 			      unsigned callback_threads)
 {
@@ -200,6 +207,7 @@ static inline void svc_config(struct spoke_config *c, unsigned shards, uint64_t 
 	c->shards = shards;
 	c->tick_ns = tick_ns;
 	c->callback_threads = callback_threads;
+	c->callback_spares = 0;
 }
 
 static inline struct spoke *svc_create_cfg(const struct spoke_config *c)

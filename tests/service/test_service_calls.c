@@ -889,6 +889,105 @@ static void pool_per_shard_spread_and_steal(void **state)
 	held_shard_runs_on_neighbour(3, 0);
 }
 
+/* ---- spare workers ---------------------------------------------------------------- */
+
+/* A chain: link i's callback waits until link i+1's (a later timer) has returned. */
+struct chain_link {
+	atomic_int ran, saw_next, done;
+	atomic_int *release; /* non-NULL: also wait for this, not bounded */
+	struct chain_link *next;
+};
+
+static void chain_fn(void *arg)
+{
+	struct chain_link *l = arg;
+
+	atomic_store(&l->ran, 1);
+	if (l->release)
+		while (!atomic_load(l->release))
+			sleep_ns(100 * US);
+	if (l->next)
+		atomic_store(&l->saw_next, WAIT_UNTIL(atomic_load(&l->next->done), HOLD_LIMIT_NS));
+	atomic_store(&l->done, 1);
+}
+
+/*
+ * One worker, three callbacks of one shard each waiting until the next,
+ * later one has returned: with a fixed pool the first would hold the only
+ * worker until it gave up. The pool adds a spare for each blocked one (two),
+ * every link sees the next, and the spares leave once idle.
+ */
+static void pool_adds_spares_for_blocked_callbacks(void **state)
+{
+	struct chain_link l[3] = {{.next = &l[1]}, {.next = &l[2]}, {0}};
+	struct spoke_config c;
+	struct spoke_stats st;
+	struct spoke *s;
+
+	(void)state;
+	svc_config(&c, 1, 1 * MS, 1);
+	c.callback_spares = 2; /* the two the chain needs */
+	s = svc_create_cfg(&c);
+	for (unsigned i = 0; i < ARRAY_SIZE(l); i++)
+		assert_int_equal(spoke_start(s, (1 + 5 * i) * MS, chain_fn, &l[i], NULL), 0);
+	ASSERT_EVENTUALLY(atomic_load(&l[0].saw_next) && atomic_load(&l[1].saw_next),
+			  "each blocked link to see the next");
+	spoke_stats(s, &st);
+	assert_true(st.spares_started >= 2);
+	assert_true(st.spares <= c.callback_spares);
+	ASSERT_EVENTUALLY((spoke_stats(s, &st), st.spares == 0), "the spares to leave once idle");
+	ASSERT_EVENTUALLY(threads_named("spoke-spare-0") == 0, "spare threads to exit");
+	/* A slot a spare left is used again. */
+	memset(l, 0, sizeof(l));
+	l[0].next = &l[1];
+	assert_int_equal(spoke_start(s, 1 * MS, chain_fn, &l[0], NULL), 0);
+	assert_int_equal(spoke_start(s, 6 * MS, chain_fn, &l[1], NULL), 0);
+	ASSERT_EVENTUALLY(atomic_load(&l[0].saw_next), "a blocked callback to see the next again");
+	spoke_stats(s, &st);
+	assert_true(st.spares_started >= 3);
+	svc_destroy(s);
+}
+
+/*
+ * callback_spares 0, or rescue_after_ns 0: the pool stays at its size. The
+ * later timer cannot run while the only worker is held, however long the
+ * test looks (the check is of an absence the fixed pool guarantees); it
+ * runs once the worker is let go.
+ */
+static void pool_stays_fixed(uint64_t rescue_after_ns, unsigned spares)
+{
+	atomic_int release = 0;
+	struct chain_link l[2] = {{.release = &release}, {0}};
+	struct spoke_config c;
+	struct spoke_stats st;
+	struct spoke *s;
+	int later_ran;
+
+	svc_config(&c, 1, 1 * MS, 1);
+	c.rescue_after_ns = rescue_after_ns;
+	c.callback_spares = spares;
+	s = svc_create_cfg(&c);
+	assert_int_equal(spoke_start(s, 1 * MS, chain_fn, &l[0], NULL), 0);
+	assert_int_equal(spoke_start(s, 2 * MS, chain_fn, &l[1], NULL), 0);
+	ASSERT_EVENTUALLY(atomic_load(&l[0].ran), "the holding callback to start");
+	sleep_ns(50 * MS); /* five times the default rescue_after_ns */
+	spoke_stats(s, &st);
+	later_ran = atomic_load(&l[1].ran);
+	atomic_store(&release, 1); /* before any check: a failed one must not leave it held */
+	assert_int_equal(st.spares_started, 0);
+	assert_int_equal(later_ran, 0);
+	ASSERT_EVENTUALLY(atomic_load(&l[1].ran), "the later timer once the worker is free");
+	svc_destroy(s);
+	assert_int_equal(threads_named("spoke-spare-0"), 0);
+}
+
+static void pool_without_spares_stays_fixed(void **state)
+{
+	(void)state;
+	pool_stays_fixed(10 * MS, 0);
+	pool_stays_fixed(0, 16);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest all[] = {
@@ -906,6 +1005,8 @@ int main(int argc, char **argv)
 		SVC_TEST(threads_carry_their_names),
 		SVC_TEST(destroy_release_hands_back_args),
 		SVC_TEST(pool_per_shard_spread_and_steal),
+		SVC_TEST(pool_adds_spares_for_blocked_callbacks),
+		SVC_TEST(pool_without_spares_stays_fixed),
 	};
 
 	return svc_main(argc, argv, "calls", all, ARRAY_SIZE(all));

@@ -24,7 +24,8 @@
 /*
  * Config API defaults: spoke_config_init gives a 1 ms tick, one shard per
  * online CPU (0 or the count), the hierarchical engine, pinned threads,
- * inbox_batch 4096, inbox_limit 2^20, Lawn on every shard, no overrides. spoke_create with
+ * inbox_batch 4096, inbox_limit 2^20, rescue after 10 ms, 16 spares, Lawn on every shard,
+ * no overrides. spoke_create with
  * NULL and with those defaults both run one shard per online CPU at 1 ms,
  * none attached, all counters 0, and a timer runs; so does shards = 0
  * ("0 = one per online CPU").
@@ -47,6 +48,8 @@ static void config_defaults(void **state)
 	assert_true(c.pin_threads);
 	assert_int_equal(c.inbox_batch, 4096);
 	assert_int_equal(c.inbox_limit, 1u << 20);
+	assert_int_equal(c.rescue_after_ns, 10 * MS);
+	assert_int_equal(c.callback_spares, 16);
 	assert_int_equal(c.lawn_shards, 0);
 	assert_null(c.shard_overrides);
 	assert_int_equal(c.n_shard_overrides, 0);

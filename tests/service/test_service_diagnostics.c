@@ -79,6 +79,7 @@ static const char *const bad_starts[] = {
 	"slack_ns: 20000 ",
 	"shard_overrides[1].level_bits: 20 ",
 	"table_size: 3 ",
+	"callback_spares: 1025 is above the maximum of 1024",
 };
 
 /* c takes the first n of the three overrides in o. */
@@ -174,6 +175,9 @@ static void bad_edit(size_t k, struct spoke_config *c, struct spoke_shard_config
 		c->table_size = 3;
 		o[1].engine = "hashed-sorted";
 		use_overrides(c, o, 2);
+		break;
+	case 23:
+		c->callback_spares = 1025;
 		break;
 	}
 }

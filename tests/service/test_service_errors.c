@@ -220,6 +220,10 @@ static void spoke_create_bad_callback_threads_einval(void **state)
 	BAD(cfg.callback_threads = 1025);
 	BAD(cfg.callback_threads = UINT_MAX);
 	GOOD(cfg.callback_threads = 0);
+	BAD(cfg.callback_spares = 1025);
+	BAD(cfg.callback_spares = UINT_MAX);
+	GOOD(cfg.callback_spares = 1024);
+	GOOD(cfg.callback_spares = 0);
 }
 
 static void spoke_create_bad_callback_threads_per_shard_einval(void **state)
