@@ -29,15 +29,21 @@
  * owner's next turn, and a callback re-arming itself so would run once a
  * turn); any other delay is run within the slack of its deadline.
  */
-static uint64_t deadline_on(const struct shard *sh, uint64_t delay_ns)
+static uint64_t deadline_after(const struct shard *sh, uint64_t now, uint64_t delay_ns)
 {
-	uint64_t now = spoke_clock_ns(), d;
+	uint64_t d;
 
 	if (delay_ns == 0)
 		return spoke_any_next_tick_ns(sh, now);
 	if (__builtin_add_overflow(now, delay_ns, &d))
 		return UINT64_MAX;
 	return d;
+}
+
+/* The same from the clock, now. */
+static uint64_t deadline_on(const struct shard *sh, uint64_t delay_ns)
+{
+	return deadline_after(sh, spoke_clock_ns(), delay_ns);
 }
 
 /*
@@ -54,6 +60,18 @@ static uint64_t deadline_at(const struct shard *sh, uint64_t deadline_ns, bool o
 	uint64_t now = owner ? sh->clock_ns : spoke_clock_ns();
 
 	return deadline_ns > now ? deadline_ns : spoke_any_next_tick_ns(sh, now);
+}
+
+/*
+ * Inside a call (counted in the caller's arena, guard.h), mine:
+ * spoke_shard_mine(s): may the caller touch sh's engines itself? Only its
+ * owner, and only while no rescuer holds it (rescue.c: the call's count
+ * keeps a rescuer from taking it after this look). One plain load of a line
+ * the owner's own path reads anyway.
+ */
+static inline bool owner_holds(const struct shard *sh, const struct shard *mine)
+{
+	return sh == mine && !spoke_owner_rescued(sh);
 }
 
 /* Where a start goes: a shard by index, or one of these. */
@@ -154,28 +172,35 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	struct spoke_handle *h;
 	struct shard *sh, *mine;
 	struct arena *a;
-	uint64_t deadline, st;
+	uint64_t now, deadline, st;
 	spoke_id new_id;
 	bool own;
 	int k, err = spoke_call_enter(s, &a); /* first: destroy waits for all that follows */
 
 	if (err)
 		return err;
+	/*
+	 * A delay's clock read first, so that nothing found below (the shard,
+	 * whether this thread owns it) has to be kept across the call.
+	 */
+	now = r->absolute ? 0 : spoke_clock_ns();
 	/* Once: the atomics below would make the compiler read the thread-locals again. */
 	mine = spoke_shard_mine(s);
 	k = start_shard(s, r, mine);
 	if (k < 0)
 		return spoke_call_leave(a, k);
 	sh = &s->shards[k];
-	/*
-	 * While a rescuer holds the shard (rescue.c) even its owner sends a
-	 * message; the owner's starts are never refused (it is the one that
-	 * drains the inbox).
-	 */
-	own = sh == mine && !spoke_owner_rescued(sh);
+	/* The owner's starts are never refused (it is the one that drains the inbox). */
 	if (sh != mine && !spoke_any_admit(sh, (unsigned)k, a))
 		return spoke_call_leave(a, -ENOBUFS);
-	deadline = r->absolute ? deadline_at(sh, r->when_ns, own) : deadline_on(sh, r->when_ns);
+	/*
+	 * While a rescuer holds the shard (rescue.c) even its owner sends a
+	 * message. The owner of an absolute start reads sh->clock_ns
+	 * (deadline_at), so it asks first; a delay's asks where it branches.
+	 */
+	own = r->absolute && owner_holds(sh, mine);
+	deadline = r->absolute ? deadline_at(sh, r->when_ns, own)
+			       : deadline_after(sh, now, r->when_ns);
 	h = start_handle(s, a, r, deadline);
 	if (!h)
 		return spoke_call_leave(a, start_no_handle((unsigned)k, a, sh == mine));
@@ -186,7 +211,7 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	if (id)
 		*id = new_id;
 	SPOKE_PROBE3(start, new_id, k, deadline);
-	if (own) {
+	if (r->absolute ? own : owner_holds(sh, mine)) {
 		starter_publish(h, st, true);
 		spoke_count(sh, CTR_STARTED, true);
 		spoke_owner_arm_new(sh, h, deadline);
@@ -328,7 +353,7 @@ static int cancel_once(struct spoke *s, struct arena *a, struct spoke_handle *h,
 	int r;
 
 	if (spoke_st_status(st) == SPOKE_ST_ARMED && !(st & (SPOKE_ST_INBOX | SPOKE_ST_WRITING)) &&
-	    spoke_shard_mine(s) == sh && !spoke_owner_rescued(sh))
+	    owner_holds(sh, spoke_shard_mine(s)))
 		return cancel_direct(sh, a, h, st);
 	r = any_try_cancel(h, st, &post);
 	if (r == 0 && post)
@@ -515,8 +540,7 @@ static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint
 	case SPOKE_ST_ARMED:
 		if (st & SPOKE_ST_WRITING)
 			return 0;
-		if (!(st & SPOKE_ST_INBOX) && spoke_shard_owned_by_me(sh) &&
-		    !spoke_owner_rescued(sh))
+		if (!(st & SPOKE_ST_INBOX) && owner_holds(sh, spoke_shard_mine(s)))
 			return reset_direct(sh, h, st, d);
 		break;
 	case SPOKE_ST_DISPATCHED:
@@ -625,8 +649,7 @@ int spoke_set_period(struct spoke *s, spoke_id id, uint64_t period_ns)
 		return spoke_call_leave(a, -EINVAL);
 	if (!spoke_running_in_callback(h) &&
 	    !(spoke_st_status(st) == SPOKE_ST_ARMED && !(st & SPOKE_ST_INBOX) &&
-	      spoke_shard_owned_by_me(&s->shards[spoke_st_shard(st)]) &&
-	      !spoke_owner_rescued(&s->shards[spoke_st_shard(st)])))
+	      owner_holds(&s->shards[spoke_st_shard(st)], spoke_shard_mine(s))))
 		return spoke_call_leave(a, -EPERM);
 	atomic_store_explicit(&spoke_periodic_of(h)->period_ns, period_ns, memory_order_relaxed);
 	return spoke_call_leave(a, 0);

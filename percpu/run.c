@@ -103,13 +103,17 @@ bool spoke_in_callback_of(const struct spoke *s)
  */
 static uint64_t note_lateness(struct shard *sh, uint64_t deadline_ns, bool owner)
 {
-	bool pool = sh->s->nworkers != 0, sole = owner && !pool, apart = !owner && !pool;
-	_Atomic uint64_t *max = apart ? &sh->ctr.max_late_moved_ns : &sh->ctr.max_late_ns;
 	uint64_t now, late, cur;
+	bool pool, sole, apart;
+	_Atomic uint64_t *max;
 
 	SPOKE_HOOK(SPOKE_HOOK_RUN_NOTING);
-	now = spoke_clock_ns();
+	now = spoke_clock_ns(); /* first: nothing derived is kept across the call */
 	late = now > deadline_ns ? now - deadline_ns : 0;
+	pool = sh->pool != NULL;
+	sole = owner && !pool;
+	apart = !owner && !pool;
+	max = apart ? &sh->ctr.max_late_moved_ns : &sh->ctr.max_late_ns;
 	spoke_late_record(apart ? &sh->ctr.late_moved : &sh->ctr.late, late, sole);
 	cur = atomic_load_explicit(max, memory_order_relaxed);
 	if (late <= cur)

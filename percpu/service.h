@@ -881,7 +881,7 @@ void spoke_owner_await_rescue(struct shard *sh);
 /* due_ns (shard.c): the owner at the end of a turn, the holder of sh, any thread. */
 void spoke_owner_turned(struct shard *sh, uint64_t now, int64_t next_ns);
 void spoke_holder_publish_due(struct shard *sh, uint64_t due);
-void spoke_any_lower_due(struct shard *sh, uint64_t due, uint64_t seen);
+void spoke_any_lower_due(struct shard *sh, uint64_t due);
 
 /*
  * The moment sh, whose work is due at due, becomes stalled: rescue_after_ns
@@ -899,16 +899,15 @@ static inline uint64_t spoke_stalled_at(const struct shard *sh, uint64_t due)
 	return __builtin_add_overflow(due, sh->rescue_after_ns, &x) ? UINT64_MAX : x;
 }
 
-/* Any thread: sh has work due at d; with rescue on, lower its due_ns if d is earlier. */
+/*
+ * Any thread: sh has work due at d; lower its due_ns if d is earlier. With
+ * rescue off due_ns stays 0 (spoke_shard_init), below every d: one compare
+ * with memory, and no flag to test first.
+ */
 static inline void spoke_note_due(struct shard *sh, uint64_t d)
 {
-	uint64_t seen;
-
-	if (!sh->rescue_on)
-		return;
-	seen = atomic_load_explicit(&sh->due_ns, memory_order_relaxed);
-	if (d < seen)
-		spoke_any_lower_due(sh, d, seen);
+	if (d < atomic_load_explicit(&sh->due_ns, memory_order_relaxed))
+		spoke_any_lower_due(sh, d);
 }
 int64_t spoke_watcher_look(struct shard *sh, uint64_t now);
 int64_t spoke_watcher_look_ring(struct shard *mine, uint64_t now);

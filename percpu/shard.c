@@ -245,13 +245,15 @@ static void run_or_dispatch(struct shard *sh, struct spoke_handle *h)
 {
 	int mode = atomic_load_explicit(&sh->mode, memory_order_relaxed);
 
-	if (sh->rescuing) {
+	/* sh->pool: NULL without a pool, set before the shard's threads start. */
+	if (!sh->rescuing && mode != SHARD_ATTACHING_NOWAIT &&
+	    (!sh->pool || spoke_shard_takes_back_runs(mode))) {
+		if (spoke_runner_run(sh, h))
+			sh->fired_inline++;
+	} else if (sh->rescuing) {
 		rescuer_place(sh, h); /* a rescuer's turn: rescue.c */
 	} else if (mode == SHARD_ATTACHING_NOWAIT) {
 		spoke_runner_recall(sh, h);
-	} else if (sh->s->nworkers == 0 || spoke_shard_takes_back_runs(mode)) {
-		if (spoke_runner_run(sh, h))
-			sh->fired_inline++;
 	} else {
 		owner_dispatch(sh, h);
 	}
@@ -595,12 +597,14 @@ static void wake_watchers(struct shard *sh, uint64_t due)
 
 /*
  * Any thread: sh has work due at `due` (a start, a reset, a message): lower
- * due_ns to it if it is earlier. The caller read due_ns as `seen` (the
- * start path reads it inline, to store nothing in the common case). Out of
- * line: the rare case, kept out of spoke_any_nudge's registers.
+ * due_ns to it if it is earlier. The caller found it earlier (spoke_note_due,
+ * inline, stores nothing in the common case). Out of line: the rare case,
+ * kept out of spoke_any_nudge's registers.
  */
-__attribute__((noinline)) void spoke_any_lower_due(struct shard *sh, uint64_t due, uint64_t seen)
+__attribute__((noinline)) void spoke_any_lower_due(struct shard *sh, uint64_t due)
 {
+	uint64_t seen = atomic_load_explicit(&sh->due_ns, memory_order_relaxed);
+
 	while (due < seen) {
 		if (atomic_compare_exchange_weak_explicit(
 			    &sh->due_ns, &seen, due, memory_order_release, memory_order_relaxed)) {
@@ -1016,12 +1020,13 @@ int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index)
 		sh->inbox_limit = UINT64_MAX;
 	sh->tick_div = spoke_divisor_of(sh->tick_ns);
 	sh->epoch_ns = spoke_clock_ns();
-	atomic_init(&sh->due_ns, UINT64_MAX);
 	/* A healthy owner turns within two ticks: a rescue never waits less. */
 	sh->rescue_after_ns = cfg->rescue_after_ns && cfg->rescue_after_ns / 2 < sh->tick_ns
 				      ? 2 * sh->tick_ns
 				      : cfg->rescue_after_ns;
 	sh->rescue_on = sh->rescue_after_ns != 0;
+	/* Nothing due yet; with rescue off, 0 for good: nothing is ever lower (spoke_note_due). */
+	atomic_init(&sh->due_ns, sh->rescue_on ? UINT64_MAX : 0);
 	atomic_init(&sh->owner_turn_ns, sh->epoch_ns);
 	atomic_init(&sh->rescued_ns, 0);
 	spoke_stage_init(&sh->stage, sh->tick_ns, o && o->slack_ns ? o->slack_ns : cfg->slack_ns,
