@@ -68,7 +68,7 @@ int spoke_attach(struct spoke *s, unsigned shard)
 		return err;
 	if (shard >= s->nshards)
 		return spoke_call_leave(a, -EINVAL);
-	if (spoke_shard_mine(s) || owns_shard_elsewhere(s))
+	if (spoke_any_my_shard(s) || owns_shard_elsewhere(s))
 		return spoke_call_leave(a, -EBUSY);
 	/* It joins the managed thread, a cancellation point; no call may be cut short. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
@@ -85,7 +85,7 @@ static int enter_attached(struct spoke *s, struct arena **a, struct shard **sh)
 	err = spoke_call_enter(s, a);
 	if (err)
 		return err;
-	*sh = spoke_shard_mine(s);
+	*sh = spoke_any_my_shard(s);
 	if (!*sh || atomic_load_explicit(&(*sh)->mode, memory_order_relaxed) != SHARD_ATTACHED)
 		return spoke_call_leave(*a, -EPERM);
 	return 0;
@@ -134,7 +134,7 @@ int spoke_detach(struct spoke *s)
 void spoke_detach_at_exit(struct arena *a)
 {
 	struct spoke *s = a->s;
-	struct shard *sh = spoke_shard_mine(s);
+	struct shard *sh = spoke_any_my_shard(s);
 
 	if (!sh || atomic_load_explicit(&sh->mode, memory_order_relaxed) != SHARD_ATTACHED)
 		return;

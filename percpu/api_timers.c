@@ -64,7 +64,7 @@ static uint64_t deadline_at(const struct shard *sh, uint64_t deadline_ns, bool o
 
 /*
  * Inside a call (counted in the caller's arena, guard.h), mine:
- * spoke_shard_mine(s): may the caller touch sh's engines itself? Only its
+ * spoke_any_my_shard(s): may the caller touch sh's engines itself? Only its
  * owner, and only while no rescuer holds it (rescue.c: the call's count
  * keeps a rescuer from taking it after this look). One plain load of a line
  * the owner's own path reads anyway.
@@ -90,7 +90,7 @@ struct start_req {
 	bool movable; /* SPOKE_MOVABLE: a rescue may run it on another thread (rescue.c) */
 };
 
-/* Inside a call (s is alive): the shard a plain spoke_start uses; mine: spoke_shard_mine(s). */
+/* Inside a call (s is alive): the shard a plain spoke_start uses; mine: spoke_any_my_shard(s). */
 static unsigned home_shard(struct spoke *s, const struct shard *mine)
 {
 	int cpu;
@@ -109,7 +109,7 @@ static unsigned ttl_shard(struct spoke *s, uint64_t ttl_ns)
 	return s->lawn_shard[(h >> 32) % s->nlawn];
 }
 
-/* Inside a call: the shard index r goes to, or -EINVAL; mine: spoke_shard_mine(s). */
+/* Inside a call: the shard index r goes to, or -EINVAL; mine: spoke_any_my_shard(s). */
 static int start_shard(struct spoke *s, const struct start_req *r, const struct shard *mine)
 {
 	if (r->shard == SHARD_HOME)
@@ -185,7 +185,7 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	 */
 	now = r->absolute ? 0 : spoke_clock_ns();
 	/* Once: the atomics below would make the compiler read the thread-locals again. */
-	mine = spoke_shard_mine(s);
+	mine = spoke_any_my_shard(s);
 	k = start_shard(s, r, mine);
 	if (k < 0)
 		return spoke_call_leave(a, k);
@@ -353,7 +353,7 @@ static int cancel_once(struct spoke *s, struct arena *a, struct spoke_handle *h,
 	int r;
 
 	if (spoke_st_status(st) == SPOKE_ST_ARMED && !(st & (SPOKE_ST_INBOX | SPOKE_ST_WRITING)) &&
-	    owner_holds(sh, spoke_shard_mine(s)))
+	    owner_holds(sh, spoke_any_my_shard(s)))
 		return cancel_direct(sh, a, h, st);
 	r = any_try_cancel(h, st, &post);
 	if (r == 0 && post)
@@ -540,7 +540,7 @@ static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint
 	case SPOKE_ST_ARMED:
 		if (st & SPOKE_ST_WRITING)
 			return 0;
-		if (!(st & SPOKE_ST_INBOX) && owner_holds(sh, spoke_shard_mine(s)))
+		if (!(st & SPOKE_ST_INBOX) && owner_holds(sh, spoke_any_my_shard(s)))
 			return reset_direct(sh, h, st, d);
 		break;
 	case SPOKE_ST_DISPATCHED:
@@ -583,7 +583,7 @@ int spoke_reset(struct spoke *s, spoke_id id, uint64_t delay_ns)
 		r = h ? reset_once(s, h, st, delay_ns) : -ENOENT;
 		if (r == 0)
 			spoke_count(&s->shards[spoke_st_shard(st)], CTR_RESET,
-				    spoke_shard_owned_by_me(&s->shards[spoke_st_shard(st)]));
+				    spoke_any_owns_shard(&s->shards[spoke_st_shard(st)]));
 	} while (r == -EAGAIN);
 	SPOKE_PROBE3(reset, id, delay_ns, r);
 	return spoke_call_leave(a, r);
@@ -649,7 +649,7 @@ int spoke_set_period(struct spoke *s, spoke_id id, uint64_t period_ns)
 		return spoke_call_leave(a, -EINVAL);
 	if (!spoke_running_in_callback(h) &&
 	    !(spoke_st_status(st) == SPOKE_ST_ARMED && !(st & SPOKE_ST_INBOX) &&
-	      owner_holds(&s->shards[spoke_st_shard(st)], spoke_shard_mine(s))))
+	      owner_holds(&s->shards[spoke_st_shard(st)], spoke_any_my_shard(s))))
 		return spoke_call_leave(a, -EPERM);
 	atomic_store_explicit(&spoke_periodic_of(h)->period_ns, period_ns, memory_order_relaxed);
 	return spoke_call_leave(a, 0);

@@ -25,7 +25,7 @@
  * armed for the reset's deadline. A timer is pending until its callback
  * starts, for cancel and reset alike. A worker runs a callback
  * only if its shard is managed; else (attached, being attached or detached,
- * unowned: spoke_shard_takes_back_runs) it hands the handle back to the
+ * unowned: spoke_any_takes_back_runs) it hands the handle back to the
  * shard (shard.c spoke_runner_recall), whose owner runs it inline.
  *
  * Spares. A callback blocked until a later timer fires (a condition that
@@ -223,7 +223,7 @@ static void worker_run(struct pool_worker *w, struct spoke_handle *h)
 	spoke_light_fence(s);
 	mode = atomic_load_explicit(&sh->mode, memory_order_acquire);
 	/* A movable timer may run here whoever drives its shard (rescue.c). */
-	if (spoke_shard_takes_back_runs(mode) &&
+	if (spoke_any_takes_back_runs(mode) &&
 	    !(atomic_load_explicit(&h->state, memory_order_relaxed) & SPOKE_ST_MOVABLE))
 		spoke_runner_recall(sh, h);
 	else if (mode != SHARD_STOPPING)

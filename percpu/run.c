@@ -29,7 +29,7 @@
 static _Thread_local struct spoke_run *tls_run;
 
 /*
- * The shard the calling thread owns (service.h spoke_shard_owned_by_me):
+ * The shard the calling thread owns (service.h spoke_any_owns_shard):
  * here, below every file that reads it; set by managed.c as a thread takes
  * a shard over and lets it go.
  */
@@ -217,7 +217,7 @@ static enum runner_claim claim_run(struct shard *sh, struct spoke_handle *h, uin
 	claim = runner_claim_run(h, &st);
 	if (claim == RUNNER_RETIRED) {
 		spoke_handle_retired(sh->s, h, st);
-		spoke_count(sh, CTR_CANCELLED, spoke_shard_owned_by_me(sh));
+		spoke_count(sh, CTR_CANCELLED, spoke_any_owns_shard(sh));
 	}
 	return claim;
 }
@@ -241,7 +241,7 @@ enum runner_next spoke_runner_call(struct shard *sh, struct spoke_handle *h)
 
 	if (claim != RUNNER_RUNS)
 		return claim == RUNNER_RETIRED ? RUNNER_NEXT_NOT_RUN : RUNNER_NEXT_UNDISPATCHED;
-	owner = spoke_shard_owned_by_me(sh);
+	owner = spoke_any_owns_shard(sh);
 	if (spoke_st_kind(st) == SPOKE_KIND_PERIODIC) {
 		const struct spoke_periodic *per = spoke_periodic_of(h);
 

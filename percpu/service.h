@@ -250,7 +250,7 @@ static inline struct spoke_handle *spoke_arena_slot(const struct arena *a, size_
  * attached thread exited and no thread could be started) -> ATTACHING,
  * any -> STOPPING (destroy). Only MANAGED and UNOWNED can be attached, so a
  * shard never has two owners. Pool workers hand back, rather than run, the
- * callbacks of a shard in the modes of spoke_shard_takes_back_runs().
+ * callbacks of a shard in the modes of spoke_any_takes_back_runs().
  */
 enum shard_mode {
 	SHARD_MANAGED = 0,	/* driven by its own thread */
@@ -267,7 +267,7 @@ enum shard_mode {
  * attached, unowned, or being detached (its thread may still fail to start,
  * and then it stays attached).
  */
-static inline bool spoke_shard_takes_back_runs(int mode)
+static inline bool spoke_any_takes_back_runs(int mode)
 {
 	return mode == SHARD_ATTACHING || mode == SHARD_ATTACHING_NOWAIT ||
 	       mode == SHARD_ATTACHED || mode == SHARD_UNOWNED || mode == SHARD_DETACHING;
@@ -579,13 +579,13 @@ extern _Thread_local struct spoke_tls_arena spoke_tls_arena;
 extern _Thread_local struct spoke_tls_owner spoke_tls_owner;
 
 /* Is the calling thread sh's owner? */
-static inline bool spoke_shard_owned_by_me(const struct shard *sh)
+static inline bool spoke_any_owns_shard(const struct shard *sh)
 {
 	return spoke_tls_owner.sh == sh && spoke_tls_owner.serial == sh->s->serial;
 }
 
 /* The shard the calling thread owns, or NULL. */
-static inline struct shard *spoke_shard_mine(const struct spoke *s)
+static inline struct shard *spoke_any_my_shard(const struct spoke *s)
 {
 	return spoke_tls_owner.serial == s->serial ? spoke_tls_owner.sh : NULL;
 }
@@ -783,10 +783,7 @@ bool spoke_wait_broken(const struct spoke_wait *me);
  *   spoke_runner_*   the thread holding a DISPATCHED handle (protocol.h
  *                    "runner": a pool worker, a rescuer, or the owner)
  *   spoke_shard_*,   named for what they act on: the thread in spoke_create
- *   spoke_pool_*     or spoke_destroy (init, start, stop, free), except the
- *                    static inline questions any thread may ask about the
- *                    calling thread or a mode (spoke_shard_owned_by_me,
- *                    spoke_shard_mine, spoke_shard_takes_back_runs)
+ *   spoke_pool_*     or spoke_destroy (init, start, stop, free)
  *
  * The state-word transitions behind them are protocol.h's, named the same
  * way without spoke_ (its legend: starter_, any_, writer_, waiter_,

@@ -247,7 +247,7 @@ static void run_or_dispatch(struct shard *sh, struct spoke_handle *h)
 
 	/* sh->pool: NULL without a pool, set before the shard's threads start. */
 	if (!sh->rescuing && mode != SHARD_ATTACHING_NOWAIT &&
-	    (!sh->pool || spoke_shard_takes_back_runs(mode))) {
+	    (!sh->pool || spoke_any_takes_back_runs(mode))) {
 		if (spoke_runner_run(sh, h))
 			sh->fired_inline++;
 	} else if (sh->rescuing) {

@@ -167,7 +167,7 @@
 			   (freed(s)))	/* spoke_st_retired */
 #endif
 
-/* enum shard_mode, the modes the model visits; takes back: spoke_shard_takes_back_runs */
+/* enum shard_mode, the modes the model visits; takes back: spoke_any_takes_back_runs */
 #define M_MANAGED   0
 #define M_NOWAIT    1	/* SHARD_ATTACHING_NOWAIT */
 #define M_ATTACHED  2
