@@ -97,25 +97,20 @@ static void *shard_main(void *arg)
 	become_owner(sh, true);
 	spoke_owner_hold(sh);
 	while (!spoke_owner_may_leave(sh)) {
-		int64_t wait_ns, watch_ns;
+		int64_t wait_ns;
 
 		spoke_owner_turn(sh, false);
 		wait_ns = spoke_owner_next_ns(sh);
 		spoke_owner_turned(sh, sh->clock_ns, wait_ns);
 		/* The shard it watches (rescue.c): rescued now, or looked at again in time. */
-		watch_ns = spoke_watcher_look_ring(sh, spoke_clock_ns());
-		if (watch_ns >= 0 && (wait_ns < 0 || watch_ns < wait_ns))
-			wait_ns = watch_ns;
+		wait_ns = spoke_sooner_ns(wait_ns, spoke_watcher_look_ring(sh, spoke_clock_ns()));
 		/* Its pool queue: a spare worker if it is starved (pool.c). */
-		watch_ns = spoke_owner_watch_pool(sh, sh->clock_ns);
-		if (watch_ns >= 0 && (wait_ns < 0 || watch_ns < wait_ns))
-			wait_ns = watch_ns;
+		wait_ns = spoke_sooner_ns(wait_ns, spoke_owner_watch_pool(sh, sh->clock_ns));
 		/* Messages are flowing: look again in two ticks (see spoke_any_nudge). */
-		if (sh->took_messages && (wait_ns < 0 || (uint64_t)wait_ns > 2 * sh->tick_ns))
-			wait_ns = (int64_t)(2 * sh->tick_ns);
-		if (atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHING &&
-		    (wait_ns < 0 || wait_ns > POOL_RECHECK_NS))
-			wait_ns = POOL_RECHECK_NS;
+		if (sh->took_messages)
+			wait_ns = spoke_sooner_ns(wait_ns, (int64_t)(2 * sh->tick_ns));
+		if (atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHING)
+			wait_ns = spoke_sooner_ns(wait_ns, POOL_RECHECK_NS);
 		shard_sleep(sh, wait_ns);
 	}
 	spoke_owner_unhold(sh);

@@ -244,12 +244,8 @@ static int64_t worker_watch(struct pool_worker *w)
 	uint64_t now = spoke_clock_ns();
 	int64_t next = -1;
 
-	for (unsigned k = w->home; k < s->nshards; k += s->npools) {
-		int64_t ns = spoke_watcher_look(&s->shards[k], now);
-
-		if (ns >= 0 && (next < 0 || ns < next))
-			next = ns;
-	}
+	for (unsigned k = w->home; k < s->nshards; k += s->npools)
+		next = spoke_sooner_ns(next, spoke_watcher_look(&s->shards[k], now));
 	atomic_store_explicit(&s->pools[w->home].watch_until_ns,
 			      next < 0 ? UINT64_MAX : now + (uint64_t)next, memory_order_release);
 	return next;
@@ -261,19 +257,17 @@ static int64_t worker_watch(struct pool_worker *w)
  */
 static bool spare_idle(struct pool_worker *w, uint64_t idle_since, int64_t *wait_ns)
 {
-	uint64_t now = spoke_clock_ns(), left = idle_since + SPARE_IDLE_NS - now;
+	uint64_t now = spoke_clock_ns();
 	int running = SPARE_RUNNING;
 
 	if (now - idle_since < SPARE_IDLE_NS) {
-		if (*wait_ns < 0 || (uint64_t)*wait_ns > left)
-			*wait_ns = (int64_t)left;
+		*wait_ns = spoke_sooner_ns(*wait_ns, (int64_t)(idle_since + SPARE_IDLE_NS - now));
 		return false;
 	}
 	/* Still STARTING: its spawner has not recorded the thread yet; stay a while. */
 	if (!atomic_compare_exchange_strong_explicit(&w->spare_state, &running, SPARE_LEFT,
 						     memory_order_acq_rel, memory_order_acquire)) {
-		if (*wait_ns < 0 || (uint64_t)*wait_ns > SPARE_IDLE_NS)
-			*wait_ns = (int64_t)SPARE_IDLE_NS;
+		*wait_ns = spoke_sooner_ns(*wait_ns, (int64_t)SPARE_IDLE_NS);
 		return false;
 	}
 	atomic_fetch_sub_explicit(&w->s->spares, 1, memory_order_relaxed);
@@ -284,11 +278,12 @@ static void *worker_main(void *arg)
 {
 	struct pool_worker *w = arg;
 	struct spoke *s = w->s;
-	uint64_t idle_since = w->spare ? spoke_clock_ns() : 0;
+	bool spare = w - s->workers >= s->nworkers; /* a slot after the pool's own */
+	uint64_t idle_since = spare ? spoke_clock_ns() : 0;
 
 	tls_pool_of = s;
 	spoke_runner_watch_exit();
-	if (w->spare)
+	if (spare)
 		spoke_thread_name("spare", (unsigned)(w - s->workers) - s->nworkers);
 	else
 		spoke_thread_name("pool", (unsigned)(w - s->workers));
@@ -296,11 +291,11 @@ static void *worker_main(void *arg)
 	while (!atomic_load_explicit(&s->pool_stop, memory_order_acquire)) {
 		bool linking = false;
 		struct spoke_handle *h = pool_next(w, &linking);
-		int64_t wait_ns, watch_ns;
+		int64_t wait_ns;
 
 		if (h) {
 			worker_run(w, h);
-			if (w->spare)
+			if (spare)
 				idle_since = spoke_clock_ns();
 			continue;
 		}
@@ -311,11 +306,8 @@ static void *worker_main(void *arg)
 		 * counts as work to pool_has_work, which would let it spin on it
 		 * instead).
 		 */
-		wait_ns = linking ? 50000 : -1;
-		watch_ns = worker_watch(w);
-		if (watch_ns >= 0 && (wait_ns < 0 || watch_ns < wait_ns))
-			wait_ns = watch_ns;
-		if (w->spare && spare_idle(w, idle_since, &wait_ns))
+		wait_ns = spoke_sooner_ns(linking ? 50000 : -1, worker_watch(w));
+		if (spare && spare_idle(w, idle_since, &wait_ns))
 			break;
 		if (linking)
 			SPOKE_HOOK(SPOKE_HOOK_POOL_LINK_NAP);
@@ -355,7 +347,6 @@ int spoke_pool_start(struct spoke *s)
 		s->shards[k].pool = &s->pools[k % s->npools];
 	for (unsigned i = s->nworkers; i < s->nworkers + s->nspares; i++) {
 		s->workers[i].s = s;
-		s->workers[i].spare = true;
 		atomic_init(&s->workers[i].spare_state, SPARE_FREE);
 	}
 	for (unsigned i = 0; i < s->nworkers; i++) {

@@ -399,7 +399,6 @@ struct pool_worker {
 			struct spoke *s;
 			pthread_t thread;
 			bool running;  /* a worker of the pool's own, started */
-			bool spare;    /* a spare's slot: constant */
 			unsigned home; /* index of its pool queue in spoke.pools */
 			_Atomic uint32_t busy_shard;
 			_Atomic int spare_state; /* SPARE_*: pool.c */
@@ -886,6 +885,12 @@ void spoke_any_lower_due(struct shard *sh, uint64_t due);
  * rescue (its absence has been counted already; waiting again would add
  * rescue_after_ns to every timer due during one long stall).
  */
+/* The sooner of two waits in ns, each -1 for none (as the sleeps take them). */
+static inline int64_t spoke_sooner_ns(int64_t a, int64_t b)
+{
+	return a < 0 || (b >= 0 && b < a) ? b : a;
+}
+
 static inline uint64_t spoke_stalled_at(const struct shard *sh, uint64_t due)
 {
 	uint64_t x;
