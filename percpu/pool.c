@@ -53,7 +53,9 @@
  *                                                    orders it), whoever takes
  *                                                    LEFT (acquire) and joins
  *   taken           takers, under the consumer lock  the managed threads
- *   spares          spawner (+1), leaving spare (-1) spoke_stats
+ *   spares,         spawner (+1 before the thread    spoke_stats
+ *   spares_started  starts, -1 if it cannot), leaving
+ *                   spare (spares -1)
  *
  * A spare leaves only from RUNNING, which its spawner stores after
  * pthread_create wrote `thread`: whoever joins it has seen that write.
@@ -409,14 +411,20 @@ static void pool_add_spare(struct spoke *s, struct pool_queue *q)
 		if (st == SPARE_LEFT)
 			pthread_join(w->thread, NULL); /* it has returned, or is about to */
 		w->home = q->index;
+		/*
+		 * Counted before the thread exists: what the spare does then
+		 * happens after the counts, so whoever saw its work sees them.
+		 */
 		atomic_fetch_add_explicit(&s->spares, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->spares_started, 1, memory_order_relaxed);
 		if (spoke_thread_start(s, &w->thread, worker_main, w)) {
 			atomic_fetch_sub_explicit(&s->spares, 1, memory_order_relaxed);
+			atomic_fetch_sub_explicit(&s->spares_started, 1, memory_order_relaxed);
 			atomic_store_explicit(&w->spare_state, SPARE_FREE, memory_order_release);
 			return;
 		}
+		SPOKE_HOOK(SPOKE_HOOK_SPARE_STARTED);
 		atomic_store_explicit(&w->spare_state, SPARE_RUNNING, memory_order_release);
-		atomic_fetch_add_explicit(&s->spares_started, 1, memory_order_relaxed);
 		SPOKE_PROBE2(pool_spare, q->index,
 			     atomic_load_explicit(&s->spares, memory_order_relaxed));
 		return;

@@ -54,6 +54,17 @@
  *   SPOKE_HOOK_POOL_LINK_NAP  a pool worker found nothing to take but a
  *                             node a producer has not linked yet, and is
  *                             about to nap (pool.c worker_main)
+ *   SPOKE_HOOK_RUN_NOTING     a runner is about to read the clock to note
+ *                             a run's lateness (run.c note_lateness)
+ *   SPOKE_HOOK_LATE_SOLE_LOADED  a sole writer of a lateness bucket has
+ *                             loaded it and not yet stored it plus one
+ *                             (lateness.h spoke_late_record)
+ *   SPOKE_HOOK_WAKE_FD_LOADED a waker has kicked the owner's futex and
+ *                             loaded its wake fd, not yet written it
+ *                             (shard.c spoke_any_wake_owner)
+ *   SPOKE_HOOK_SPARE_STARTED  a managed thread has started a spare pool
+ *                             worker and not yet marked its slot RUNNING
+ *                             (pool.c pool_add_spare)
  */
 #ifndef SPOKE_PERCPU_TEST_HOOKS_H
 #define SPOKE_PERCPU_TEST_HOOKS_H
@@ -77,6 +88,7 @@ enum spoke_hook {
 	SPOKE_HOOK_RUN_NOTING,
 	SPOKE_HOOK_LATE_SOLE_LOADED,
 	SPOKE_HOOK_WAKE_FD_LOADED,
+	SPOKE_HOOK_SPARE_STARTED,
 };
 
 #ifdef SPOKE_TEST_HOOKS

@@ -61,6 +61,10 @@
  *   pool_naps_behind_unlinked_producer  a pool queue blocked by a producer
  *                        preempted inside its enqueue (held there by hand):
  *                        its worker naps 50 us between looks, no spin.
+ *   spare_counted_before_it_runs  the managed thread is held after it has
+ *                        started a spare worker: the spare's work (a
+ *                        blocked callback let go) is seen, and spoke_stats
+ *                        must already count the spare.
  *   remaining_as_periodic_run_ends  a periodic run's runner is held as it
  *                        ends the run (next deadline computed, run not yet
  *                        ended), pool and inline: spoke_remaining asked then
@@ -1640,6 +1644,54 @@ static void pool_naps_behind_unlinked_producer(void **state)
 	free(dummy);
 }
 
+/* --- a spare worker counted before it runs ---------------------------------------- */
+
+static atomic_int sc_later_done;
+
+static void sc_later_fn(void *arg)
+{
+	(void)arg;
+	atomic_store(&sc_later_done, 1);
+}
+
+static void sc_blocked_fn(void *arg)
+{
+	*(atomic_int *)arg = WAIT_UNTIL(atomic_load(&sc_later_done), HOLD_LIMIT_NS);
+}
+
+/*
+ * One worker, held by a callback that waits for a later timer's: the
+ * managed thread starts a spare and is held before it goes on. The spare
+ * runs the later timer, the blocked callback returns, and spoke_stats read
+ * after that must count the spare (it once counted it only after the
+ * spawner went on: a test reading the stats after the work saw 0 under load).
+ */
+static void spare_counted_before_it_runs(void **state)
+{
+	atomic_int saw_later = 0;
+	struct spoke_config c;
+	struct spoke_stats st;
+	struct spoke *s;
+
+	(void)state;
+	atomic_store(&sc_later_done, 0);
+	atomic_store(&stall_any_at, SPOKE_HOOK_SPARE_STARTED);
+	svc_config(&c, 1, 1 * MS, 1);
+	c.callback_spares = 1;
+	s = svc_create_cfg(&c);
+	assert_int_equal(spoke_start(s, 1 * MS, sc_blocked_fn, &saw_later, NULL), 0);
+	assert_int_equal(spoke_start(s, 2 * MS, sc_later_fn, NULL, NULL), 0);
+	sem_wait_or_fail(&any_stalled, "a spare to be started");
+	ASSERT_EVENTUALLY(atomic_load(&saw_later), "the spare to run the later timer");
+	spoke_stats(s, &st);
+	sem_post(&any_resume);
+	if (st.spares_started != 1 || st.spares != 1)
+		fail_msg("a spare did the work, and spoke_stats says spares_started %" PRIu64
+			 ", spares %" PRIu64 " (want 1, 1)",
+			 st.spares_started, (uint64_t)st.spares);
+	svc_destroy(s);
+}
+
 /* --- spoke_remaining while a periodic run ends ---------------------------------- */
 
 #define RF_PERIOD (50 * MS)
@@ -2451,6 +2503,7 @@ int main(int argc, char **argv)
 		HOOK_TEST(remaining_as_periodic_run_ends),
 		HOOK_TEST(arena_trims_drained_backlog),
 		HOOK_TEST(pool_naps_behind_unlinked_producer),
+		HOOK_TEST(spare_counted_before_it_runs),
 		HOOK_TEST(rescue_vs_owner_return_and_cancel),
 		HOOK_TEST(rescue_run_vs_owner_run_lateness),
 		HOOK_TEST(rescue_wake_before_owner_detach),
