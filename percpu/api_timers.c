@@ -67,11 +67,23 @@ static uint64_t deadline_at(const struct shard *sh, uint64_t deadline_ns, bool o
  * spoke_any_my_shard(s): may the caller touch sh's engines itself? Only its
  * owner, and only while no rescuer holds it (rescue.c: the call's count
  * keeps a rescuer from taking it after this look). One plain load of a line
- * the owner's own path reads anyway.
+ * the owner's own path reads anyway; the word it read goes to *due_word, for
+ * a start or reset that makes the shard's work earlier (spoke_owner_note_due).
  */
+static inline bool owner_holds_due(const struct shard *sh, const struct shard *mine,
+				   uint64_t *due_word)
+{
+	if (sh != mine)
+		return false;
+	*due_word = spoke_owner_due_word(sh);
+	return !spoke_owner_rescued_in(*due_word);
+}
+
 static inline bool owner_holds(const struct shard *sh, const struct shard *mine)
 {
-	return sh == mine && !spoke_owner_rescued(sh);
+	uint64_t unused;
+
+	return owner_holds_due(sh, mine, &unused);
 }
 
 /* Where a start goes: a shard by index, or one of these. */
@@ -172,7 +184,7 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	struct spoke_handle *h;
 	struct shard *sh, *mine;
 	struct arena *a;
-	uint64_t now, deadline, st;
+	uint64_t now, deadline, st, due_word = 0;
 	spoke_id new_id;
 	bool own;
 	int k, err = spoke_call_enter(s, &a); /* first: destroy waits for all that follows */
@@ -198,7 +210,7 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	 * message. The owner of an absolute start reads sh->clock_ns
 	 * (deadline_at), so it asks first; a delay's asks where it branches.
 	 */
-	own = r->absolute && owner_holds(sh, mine);
+	own = r->absolute && owner_holds_due(sh, mine, &due_word);
 	deadline = r->absolute ? deadline_at(sh, r->when_ns, own)
 			       : deadline_after(sh, now, r->when_ns);
 	h = start_handle(s, a, r, deadline);
@@ -211,11 +223,11 @@ start_timer(struct spoke *s, const struct start_req *r, spoke_id *id)
 	if (id)
 		*id = new_id;
 	SPOKE_PROBE3(start, new_id, k, deadline);
-	if (r->absolute ? own : owner_holds(sh, mine)) {
+	if (r->absolute ? own : owner_holds_due(sh, mine, &due_word)) {
 		starter_publish(h, st, true);
 		spoke_count(sh, CTR_STARTED, true);
 		spoke_owner_arm_new(sh, h, deadline);
-		spoke_note_due(sh, deadline);
+		spoke_owner_note_due(sh, deadline, due_word);
 	} else {
 		starter_publish(h, st, false);
 		if (sh == mine)
@@ -480,7 +492,8 @@ static bool reset_is_later(const struct spoke_handle *h, uint64_t st, uint64_t d
  * at once, ordered before this one; a foreign cancel sets CANCELLED | INBOX
  * and the owner retires it in its next turn, after this has cleared WRITING.
  */
-static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, uint64_t d)
+static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, uint64_t d,
+			uint64_t due_word)
 {
 	bool later;
 
@@ -493,7 +506,7 @@ static int reset_direct(struct shard *sh, struct spoke_handle *h, uint64_t st, u
 	spoke_handle_set_base(h, st, d);
 	if (!later) {
 		spoke_owner_arm(sh, h, d);
-		spoke_note_due(sh, d);
+		spoke_owner_note_due(sh, d, due_word);
 	}
 	owner_reset_release(h);
 	return 0;
@@ -533,15 +546,15 @@ static void reset_publish(struct shard *sh, struct spoke_handle *h, uint64_t d, 
 static int reset_once(struct spoke *s, struct spoke_handle *h, uint64_t st, uint64_t delay_ns)
 {
 	struct shard *sh = &s->shards[spoke_st_shard(st)];
-	uint64_t d = deadline_on(sh, delay_ns);
+	uint64_t d = deadline_on(sh, delay_ns), due_word;
 	bool periodic = spoke_st_kind(st) == SPOKE_KIND_PERIODIC, later;
 
 	switch (spoke_st_status(st)) {
 	case SPOKE_ST_ARMED:
 		if (st & SPOKE_ST_WRITING)
 			return 0;
-		if (!(st & SPOKE_ST_INBOX) && owner_holds(sh, spoke_any_my_shard(s)))
-			return reset_direct(sh, h, st, d);
+		if (!(st & SPOKE_ST_INBOX) && owner_holds_due(sh, spoke_any_my_shard(s), &due_word))
+			return reset_direct(sh, h, st, d, due_word);
 		break;
 	case SPOKE_ST_DISPATCHED:
 		/* Due, its callback not started: the runner hands it back (runner_undispatch). */

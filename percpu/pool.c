@@ -238,7 +238,7 @@ static void worker_run(struct pool_worker *w, struct spoke_handle *h)
 /*
  * Worker, idle: look at the shards whose callbacks come to its queue, and
  * rescue one that is stalled (rescue.c); the ns until it should look again
- * (-1: never), which its queue records for whoever lowers a shard's due_ns.
+ * (-1: never), which its queue records for whoever lowers a shard's due.
  */
 static int64_t worker_watch(struct pool_worker *w)
 {

@@ -6,10 +6,11 @@
  * A timer is only as punctual as the thread that drives its shard: a
  * managed thread the kernel keeps off its CPU, or an attached loop stuck in
  * a slow handler, holds every timer of the shard. So each shard publishes
- * when it next has work (due_ns: set by the turn that handles it, lowered by
- * any start, reset or message that makes it earlier), and other spoke
- * threads watch it: a watcher that finds due_ns + rescue_after_ns passed
- * takes the shard (rescue: 0 -> 1), runs one turn of it (stage, engines,
+ * when it next has work (the due in due_word: set by the turn that handles
+ * it, lowered by any start, reset or message that makes it earlier), and
+ * other spoke threads watch it: a watcher that finds the due +
+ * rescue_after_ns passed takes the shard (the word's SPOKE_DUE_RESCUED bit,
+ * 0 -> 1), runs one turn of it (stage, engines,
  * messages) exactly as its owner would, and lets go. Linux (6.9) does the
  * same for an idle CPU's global timers, pulled by a "migrator" CPU
  * (kernel/time/timer_migration.c); here the pull is for a CPU that is
@@ -19,24 +20,27 @@
  * shards) after each of its turns; the pool workers of queue q watch the
  * shards whose callbacks go to q. Each caps its sleep at the moment the
  * shards it watches would count as stalled, and whoever lowers a shard's
- * due_ns wakes the watchers that planned to sleep past the new moment
+ * due wakes the watchers that planned to sleep past the new moment
  * (spoke_any_lower_due). Nobody wakes for a shard that has nothing due.
  *
  * Exclusion, owner against rescuer: a store-load handshake (guard.h has the
  * same shape). The owner counts itself busy, runs a light fence, then looks
- * at `rescue`; a rescuer sets `rescue` by compare-and-swap, runs the heavy
- * fence (membarrier), then looks at the owner's counts. Either the owner
- * sees the rescue and keeps off its engines (a turn waits for the hand-back
- * on the futex of `rescue`; a start, cancel or reset goes the way another
- * thread's would, through the inbox), or the rescuer sees the owner busy
- * and lets go at once. The owner's counts: a managed thread sets `turning`
+ * at the rescue bit; a rescuer sets it by a locked or, runs the heavy fence
+ * (membarrier), then looks at the owner's counts. Either the owner sees the
+ * rescue and keeps off its engines (a turn waits for the hand-back on the
+ * futex rescue_gen; a start, cancel or reset goes the way another thread's
+ * would, through the inbox), or the rescuer sees the owner busy and lets go
+ * at once. The owner's counts: a managed thread sets `turning`
  * around everything it does but sleep (it calls the API only from inline
  * callbacks, inside its turn); an attached thread touches the shard only
  * inside a call, which counts itself in the thread's arena (guard.h), whose
- * address the shard keeps in owner_arena while it is attached. So the
- * owner's start, cancel and reset pay one plain load (`rescue`) for the
- * chance of a rescue, and a start one more (due_ns, on the same line) to
- * lower it.
+ * address the shard keeps in owner_arena while it is attached. The bit and
+ * the due share one word so that the owner's start, cancel and reset pay
+ * one plain load for the chance of a rescue: the load that tells a start
+ * whether it holds the shard also tells it whether its deadline lowers the
+ * due (api_timers.c owner_holds_due). The price: every write of the due is
+ * a compare-and-swap that carries the bit over, never a store, and a due
+ * lies below 2^63 ns (SPOKE_DUE_NONE: nothing due; 292 years of uptime).
  *
  * What a rescuer runs where (shard.c rescuer_place): a claimed run whose
  * callback would go to the pool anyway goes there; one that would run
@@ -53,8 +57,10 @@
  *
  * Synchronization table (protocol.h's manner), on one shard; a mark: the two
  * never run at once. The Promela model (state_rescue.pml, docs/design/model.md)
- * checks rows 1-3, 6 and 7 under these names; due_ns (rows 4 and 5) only
- * decides when a watcher looks, which the model leaves free.
+ * checks rows 1-3, 6 and 7 under these names; the due (rows 4 and 5) only
+ * decides when a watcher looks, which the model leaves free, and its
+ * writes keep the bit (the model's mutants DUE_STORE_DROPS_RESCUE and
+ * DUE_WRITE_NOT_ATOMIC write it the wrong ways).
  *
  *                                1 2 3 4 5 6 7
  *   1 spoke_owner_hold                     x
@@ -68,13 +74,15 @@
  *   7 spoke_owner_unhold
  *
  *   x  the handshake above: the owner holding (or inside a call that saw
- *      `rescue` clear) and a rescuer holding exclude each other
- *   h  one holder at a time: the rescue CAS admits one rescuer, and a
- *      rescuer's turn (which publishes due_ns) runs only while it holds
+ *      the bit clear) and a rescuer holding exclude each other
+ *   h  one holder at a time: the locked or admits one rescuer (the one
+ *      that found the bit clear), and a rescuer's turn (which publishes
+ *      the due) runs only while it holds
  *
  * A blank: both are atomic on their own (a lowering is a CAS loop that only
- * ever lowers, a publish is a store by the holder; a lowering that a later
- * publish overwrote was handled by that turn, or is in its messages).
+ * ever lowers, a publish a CAS loop by the holder, each keeping the bit; a
+ * lowering that a later publish overwrote was handled by that turn, or is
+ * in its messages).
  */
 #define _GNU_SOURCE
 #include "probes.h"
@@ -91,8 +99,14 @@
 /* Owner, not counted busy: wait until no rescuer holds sh. */
 void spoke_owner_await_rescue(struct shard *sh)
 {
-	while (atomic_load_explicit(&sh->rescue, memory_order_acquire))
-		spoke_ec_wait_word(&sh->rescue, 1, -1);
+	for (;;) {
+		/* The generation first: a hand-back after the look below changes it. */
+		uint32_t gen = atomic_load_explicit(&sh->rescue_gen, memory_order_acquire);
+
+		if (!spoke_owner_rescued(sh))
+			return;
+		spoke_ec_wait_word(&sh->rescue_gen, gen, -1);
+	}
 }
 
 /*
@@ -136,20 +150,24 @@ static bool owner_busy(const struct shard *sh)
 	       (a && atomic_load_explicit(&a->in_call, memory_order_acquire));
 }
 
+/* The bit cleared (release: the owner that sees it clear sees the turn), then the wake. */
 static void rescuer_release(struct shard *sh)
 {
-	atomic_store_explicit(&sh->rescue, 0, memory_order_release);
-	spoke_ec_wake_word(&sh->rescue);
+	atomic_fetch_and_explicit(&sh->due_word, ~SPOKE_DUE_RESCUED, memory_order_release);
+	atomic_fetch_add_explicit(&sh->rescue_gen, 1, memory_order_release);
+	spoke_ec_wake_word(&sh->rescue_gen);
 }
 
-/* Take sh for a turn: true if this thread now holds it (it must release it). */
+/*
+ * Take sh for a turn: true if this thread now holds it (it must release it).
+ * A locked or of the bit, whatever the due beside it: only the thread that
+ * found it clear goes on.
+ */
 static bool rescuer_take(struct shard *sh)
 {
-	uint32_t free_word = 0;
-
 	if (!rescuable_mode(sh) ||
-	    !atomic_compare_exchange_strong_explicit(&sh->rescue, &free_word, 1,
-						     memory_order_seq_cst, memory_order_relaxed))
+	    (atomic_fetch_or_explicit(&sh->due_word, SPOKE_DUE_RESCUED, memory_order_seq_cst) &
+	     SPOKE_DUE_RESCUED))
 		return false;
 	spoke_heavy_fence(sh->s);
 	if (!owner_busy(sh) && rescuable_mode(sh))
@@ -210,13 +228,13 @@ int64_t spoke_watcher_look(struct shard *sh, uint64_t now)
 
 	if (!sh->rescue_on)
 		return -1;
-	at = spoke_stalled_at(sh, atomic_load_explicit(&sh->due_ns, memory_order_acquire));
+	at = spoke_stalled_at(sh, spoke_any_due_ns(sh));
 	if (at > now)
 		return at == UINT64_MAX ? -1 : (int64_t)(at - now);
 	if (rescuer_take(sh))
 		rescue(sh, now);
 	/* Taken or not (its owner is back, or another rescuer has it): look again later. */
-	at = spoke_stalled_at(sh, atomic_load_explicit(&sh->due_ns, memory_order_acquire));
+	at = spoke_stalled_at(sh, spoke_any_due_ns(sh));
 	if (at <= now)
 		return (int64_t)sh->rescue_after_ns;
 	return at == UINT64_MAX ? -1 : (int64_t)(at - now);

@@ -366,13 +366,17 @@ struct shard {
 	_Atomic int wake_fd;		 /* attached: eventfd of spoke_wake_fd, or -1 */
 	/*
 	 * Rescue (rescue.c), on the line producers already read and the owner
-	 * reads on its fast path: when the shard next has work (the holder's
-	 * turn sets it, any start or message lowers it), whether a rescuer
-	 * holds the shard (a futex word), and the home arena of the thread
-	 * attached to it (its calls' count; NULL while managed).
+	 * reads on its fast path. due_word: whether a rescuer holds the shard
+	 * (SPOKE_DUE_RESCUED) and when the shard next has work (the rest; the
+	 * holder's turn sets it, any start or message lowers it; SPOKE_DUE_NONE:
+	 * nothing; 0 for good with rescue off), in one word so that the owner's
+	 * start learns both from one load. rescue_gen: a futex word the owner
+	 * waits on for the hand-back, bumped at each. owner_arena: the home
+	 * arena of the thread attached to the shard (its calls' count; NULL
+	 * while managed).
 	 */
-	_Atomic uint64_t due_ns;
-	_Atomic uint32_t rescue;
+	_Atomic uint64_t due_word;
+	_Atomic uint32_t rescue_gen;
 	struct arena *_Atomic owner_arena;
 	int wake_fd_made;	   /* that eventfd while detached (closed by destroy), or -1 */
 	_Atomic int mode;	   /* enum shard_mode */
@@ -867,9 +871,23 @@ bool spoke_owner_may_leave(struct shard *sh);
  * owner counted itself busy and ran the light fence: then a rescuer that
  * takes the shard later sees the owner and lets go.)
  */
+#define SPOKE_DUE_RESCUED (UINT64_C(1) << 63)
+#define SPOKE_DUE_NONE	  (SPOKE_DUE_RESCUED - 1)
+
+/* The owner of sh: its due word, for spoke_owner_rescued_in and spoke_owner_note_due. */
+static inline uint64_t spoke_owner_due_word(const struct shard *sh)
+{
+	return atomic_load_explicit(&sh->due_word, memory_order_acquire);
+}
+
+static inline bool spoke_owner_rescued_in(uint64_t due_word)
+{
+	return (due_word & SPOKE_DUE_RESCUED) != 0;
+}
+
 static inline bool spoke_owner_rescued(const struct shard *sh)
 {
-	return atomic_load_explicit(&sh->rescue, memory_order_acquire) != 0;
+	return spoke_owner_rescued_in(spoke_owner_due_word(sh));
 }
 void spoke_owner_hold(struct shard *sh);
 void spoke_owner_unhold(struct shard *sh);
@@ -902,14 +920,37 @@ static inline uint64_t spoke_stalled_at(const struct shard *sh, uint64_t due)
 }
 
 /*
- * Any thread: sh has work due at d; lower its due_ns if d is earlier. With
- * rescue off due_ns stays 0 (spoke_shard_init), below every d: one compare
- * with memory, and no flag to test first.
+ * Any thread: sh has work due at d; lower its due if d is earlier. With
+ * rescue off due_word stays 0 (spoke_shard_init), below every d: one
+ * compare with memory, and no flag to test first. While a rescuer holds sh
+ * the word is above every d, and spoke_any_lower_due looks closer.
  */
 static inline void spoke_note_due(struct shard *sh, uint64_t d)
 {
-	if (d < atomic_load_explicit(&sh->due_ns, memory_order_relaxed))
+	if (d < atomic_load_explicit(&sh->due_word, memory_order_relaxed))
 		spoke_any_lower_due(sh, d);
+}
+
+/*
+ * The owner holding sh, with the due word it loaded when it found no
+ * rescuer (spoke_owner_due_word): the same, without a second load. The
+ * word it holds may be stale only lower: while the owner holds sh nobody
+ * else publishes a later due (only a holder does), and a lowering by
+ * another thread below d makes d's own lowering unneeded.
+ */
+static inline void spoke_owner_note_due(struct shard *sh, uint64_t d, uint64_t seen)
+{
+	if (d < seen)
+		spoke_any_lower_due(sh, d);
+}
+
+/* Any thread: when sh next has work (UINT64_MAX: nothing), for its watchers. */
+static inline uint64_t spoke_any_due_ns(const struct shard *sh)
+{
+	uint64_t due =
+		atomic_load_explicit(&sh->due_word, memory_order_acquire) & ~SPOKE_DUE_RESCUED;
+
+	return due == SPOKE_DUE_NONE ? UINT64_MAX : due;
 }
 int64_t spoke_watcher_look(struct shard *sh, uint64_t now);
 int64_t spoke_watcher_look_ring(struct shard *mine, uint64_t now);

@@ -568,7 +568,7 @@ void spoke_any_nudge(struct shard *sh, uint64_t due_ns)
 		spoke_any_wake_owner(sh);
 }
 
-/* --- due_ns: when the shard next has work, for its watchers (rescue.c) ----- */
+/* --- the due: when the shard next has work, for its watchers (rescue.c) ---- */
 
 /* The managed thread that watches shard k (k - 1 around the ring), or NULL. */
 static struct shard *ring_watcher(struct spoke *s, const struct shard *sh)
@@ -603,24 +603,35 @@ static void wake_watchers(struct shard *sh, uint64_t due)
  */
 __attribute__((noinline)) void spoke_any_lower_due(struct shard *sh, uint64_t due)
 {
-	uint64_t seen = atomic_load_explicit(&sh->due_ns, memory_order_relaxed);
+	uint64_t seen = atomic_load_explicit(&sh->due_word, memory_order_relaxed);
 
-	while (due < seen) {
+	/* A compare-and-swap, never a store: the rescue bit beside it is kept. */
+	while (due < (seen & ~SPOKE_DUE_RESCUED)) {
 		if (atomic_compare_exchange_weak_explicit(
-			    &sh->due_ns, &seen, due, memory_order_release, memory_order_relaxed)) {
+			    &sh->due_word, &seen, due | (seen & SPOKE_DUE_RESCUED),
+			    memory_order_release, memory_order_relaxed)) {
 			wake_watchers(sh, due);
 			return;
 		}
 	}
 }
 
-/* The shard's holder, at the end of its turn: the shard next has work at due. */
+/*
+ * The shard's holder, at the end of its turn: the shard next has work at due
+ * (UINT64_MAX: nothing). The rescue bit is kept: the holder's own, or one a
+ * rescuer set for the moment it takes to see the owner busy.
+ */
 void spoke_holder_publish_due(struct shard *sh, uint64_t due)
 {
-	uint64_t old = atomic_exchange_explicit(&sh->due_ns, due, memory_order_release);
+	uint64_t d = due < SPOKE_DUE_NONE ? due : SPOKE_DUE_NONE,
+		 old = atomic_load_explicit(&sh->due_word, memory_order_relaxed);
 
-	if (due < old)
-		wake_watchers(sh, due);
+	while (!atomic_compare_exchange_weak_explicit(&sh->due_word, &old,
+						      d | (old & SPOKE_DUE_RESCUED),
+						      memory_order_release, memory_order_relaxed))
+		;
+	if (d < (old & ~SPOKE_DUE_RESCUED))
+		wake_watchers(sh, d);
 }
 
 /*
@@ -1025,8 +1036,12 @@ int spoke_shard_init(struct spoke *s, struct shard *sh, unsigned index)
 				      ? 2 * sh->tick_ns
 				      : cfg->rescue_after_ns;
 	sh->rescue_on = sh->rescue_after_ns != 0;
-	/* Nothing due yet; with rescue off, 0 for good: nothing is ever lower (spoke_note_due). */
-	atomic_init(&sh->due_ns, sh->rescue_on ? UINT64_MAX : 0);
+	/*
+	 * Nothing due yet; with rescue off, 0 for good: nothing is ever lower
+	 * (spoke_note_due), and no rescuer sets the bit.
+	 */
+	atomic_init(&sh->due_word, sh->rescue_on ? SPOKE_DUE_NONE : 0);
+	atomic_init(&sh->rescue_gen, 0);
 	atomic_init(&sh->owner_turn_ns, sh->epoch_ns);
 	atomic_init(&sh->rescued_ns, 0);
 	spoke_stage_init(&sh->stage, sh->tick_ns, o && o->slack_ns ? o->slack_ns : cfg->slack_ns,

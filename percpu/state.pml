@@ -216,7 +216,7 @@ bool finished;		/* the end's checks passed */
  * holds a store of each it has not yet made visible: 0 none, 1 a 1, 2 a 0
  * (state_rescue.pml: the encoding, and why one entry suffices).
  */
-bool rescue;		/* sh->rescue: a rescuer holds the shard */
+bool rescue;		/* sh->due_word's SPOKE_DUE_RESCUED: a rescuer holds the shard */
 bool turning;		/* sh->turning: the managed thread is busy on it */
 byte turning_sb;
 bool in_call;		/* the attached thread's arena count (nonzero) */
@@ -226,6 +226,20 @@ bool rescuing;		/* sh->rescuing: the holder's turn is a rescue */
 bool orun;		/* h is on sh->owner_runs */
 bool rrun;		/* h is on sh->rescued_runs */
 byte rdone;		/* rescuers that made all their tries */
+
+/*
+ * A write of the due beside `rescue` (spoke_any_lower_due,
+ * spoke_holder_publish_due): in the C a compare-and-swap keeping the bit,
+ * which changes nothing of the model's state: no step (state_rescue.pml
+ * says why). dseen: the bit as a non-atomic write read it.
+ */
+#if defined(MUTANT_DUE_STORE_DROPS_RESCUE)
+#define due_write() d_step { rescue = 0 }	/* a store of the due alone */
+#elif defined(MUTANT_DUE_WRITE_NOT_ATOMIC)
+#define due_write() d_step { dseen = rescue }; d_step { rescue = dseen; dseen = 0 }	/* load, store */
+#else
+#define due_write()	/* nothing changes */
+#endif
 
 /* Who a process is (its local `self`): the checks of who holds and who runs. */
 #define SELF_OWNER   0	/* foreign threads: 1, 2 */

@@ -6,10 +6,10 @@
  *
  * The handshake is a store-load one on each side: the owner stores its
  * count (turning, or in_call for an attached thread), runs the light fence,
- * loads `rescue`; a rescuer compare-and-swaps `rescue` 0 -> 1, runs the
- * heavy fence, loads the counts. Sequential consistency would make any such
- * pair correct without fences, so the model gives the owner what x86-TSO
- * gives it: a store buffer. Its store of a count is first buffered
+ * loads `rescue`; a rescuer sets `rescue` by a locked or (going on only if
+ * it found it 0), runs the heavy fence, loads the counts. Sequential
+ * consistency would make any such pair correct without fences, so the
+ * model gives the owner what x86-TSO gives it: a store buffer. Its store of a count is first buffered
  * (turning_sb, in_call_sb), and becomes visible to other threads only when
  * the buffer drains: at any moment (proctype drain), at a full fence of its
  * own (the light fence without membarrier, ASYM=0), or when the rescuer's
@@ -24,9 +24,19 @@
  * so what it reads is the same however many stores were queued; a second
  * store of the same variable drains the first (FIFO, nothing lost that a
  * reader after a drain could tell). The rescuer's own stores need no
- * buffer: its compare-and-swap is a locked instruction (visible at once,
- * and a full barrier); its release store of `rescue` is modelled visible at
+ * buffer: its or is a locked instruction (visible at once, and a full
+ * barrier); its release of `rescue` (a locked and) is modelled visible at
  * once, since delaying it only delays the owner, which waits for it.
+ *
+ * `rescue` is the top bit of the shard's due_word (SPOKE_DUE_RESCUED), whose
+ * other bits say when the shard next has work. The due is not modelled (a
+ * rescuer looks whenever it likes), but its writes share the bit's word:
+ * a lowering (spoke_any_lower_due, reached from every post) and the holder's
+ * publish at the end of a turn (spoke_holder_publish_due) are each a
+ * compare-and-swap that carries the bit over from the word it replaces, so
+ * on the model's state they change nothing, and the correct model leaves
+ * them out (due_write). Its mutants write the word the wrong ways: a store
+ * of the due alone, or a load and a later store of what it computed.
  */
 
 /* The owner's store buffer (x86-TSO) for a variable v, entry sb. */
@@ -96,13 +106,13 @@ inline owner_hold(att) {
 
 /* --- the rescuer -------------------------------------------------------------- */
 
-/* rescue.c rescuer_release: `rescue` back to 0 (release), then the futex wake */
+/* rescue.c rescuer_release: `rescue` back to 0 (release), then rescue_gen bumped and woken */
 inline rescuer_release() {
 	d_step { rcs = 0; rescue = 0 }
 }
 
 /*
- * rescue.c rescuer_take: the mode; the compare-and-swap of `rescue`; the
+ * rescue.c rescuer_take: the mode; the locked or of `rescue`; the
  * heavy fence; owner_busy (turning, then owner_arena and its in_call); the
  * mode again. ok: this rescuer holds the shard.
  */
@@ -181,7 +191,8 @@ inline do_rescue() {
 	rescuer_release();	/* lets go before it has taken its runs */
 	d_step { runs = rrun; rrun = 0 };
 #else
-	atomic { rescuing = 0; runs = rrun; rrun = 0 };	/* runs = sh->rescued_runs; due_ns published */
+	atomic { rescuing = 0; runs = rrun; rrun = 0 };	/* runs = sh->rescued_runs */
+	due_write();	/* spoke_holder_publish_due */
 	rescuer_release();
 #endif
 	if

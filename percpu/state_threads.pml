@@ -22,8 +22,13 @@
  */
 
 /* Locals every proctype declares (the inlines share them). */
+#if defined(MUTANT_DUE_WRITE_NOT_ATOMIC)
+#define LOCALS_DUE ; bool dseen	/* state_rescue.pml due_write */
+#else
+#define LOCALS_DUE
+#endif
 #define LOCALS \
-	int st, nx; short k; byte d, r, g, gid; bool ok, pl, post_, later
+	int st, nx; short k; byte d, r, g, gid; bool ok, pl, post_, later LOCALS_DUE
 /*
  * gid: the ghost identity of the start an id names (ngens when the id was
  * read), which the 2-bit generation shrinks away. Each proctype also has
@@ -35,9 +40,13 @@
 
 /* --- the inbox, the pool queue, the futex ------------------------------------ */
 
-/* shard.c spoke_any_post: one node per handle, posted by whoever set INBOX */
+/*
+ * shard.c spoke_any_post: one node per handle, posted by whoever set INBOX;
+ * then spoke_any_nudge, which may lower the shard's due (due_write)
+ */
 inline any_post() {
-	d_step { assert(!inq); assert(W & INBOX); inq = 1 }
+	d_step { assert(!inq); assert(W & INBOX); inq = 1 };
+	due_write()
 }
 
 /* shard.c owner_dispatch */
@@ -376,7 +385,7 @@ inline pick_kind(kd) {
  * whose arena holds the slot: its free list, or a fresh slot and
  * starter_init_fresh), spoke_handle_alloc_aux for a periodic timer,
  * start_handle fills it in; starter_publish; then spoke_owner_arm_new on
- * the owner (owned), else the message.
+ * the owner (owned) and its lowering of the due, else the message.
  */
 inline start_timer(me, owned) {
 	atomic {
@@ -403,7 +412,8 @@ inline start_timer(me, owned) {
 	starter_publish(armed_word(g, k), owned, me, d);
 #endif
 	if
-	:: owned -> atomic { owner_arm_new(d) }	/* spoke_owner_arm_new */
+	:: owned -> atomic { owner_arm_new(d) };	/* spoke_owner_arm_new */
+		due_write()	/* spoke_owner_note_due */
 	:: else -> any_post()
 	fi
 }
@@ -694,7 +704,7 @@ proctype owner()
 	/* its turn begins: spoke_owner_hold as it wakes (managed); spoke_poll (attached) */
 	:: !ocs && mode != M_DETACHING -> owner_hold(att)
 	/* its turn ends and it sleeps, or stalls: spoke_owner_unhold, spoke_call_leave */
-	:: ocs && stalls > 0 -> stalls--; busy_store(att, 0)
+	:: ocs && stalls > 0 -> stalls--; due_write(); busy_store(att, 0)	/* spoke_owner_turned first */
 	/*
 	 * api_attach.c spoke_detach (enter_attached_holding, then managed.c
 	 * spoke_owner_detach): a new managed thread drives the shard, this

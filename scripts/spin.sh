@@ -79,6 +79,8 @@ mutants=(
   "OWNER_NO_FENCE|rescue_fence|without membarrier, the owner's side without its full fence: its count stays buffered past its load of rescue"
   "RESCUER_RELEASES_EARLY|rescue_race|the rescuer lets go of the shard before it has taken its list of runs"
   "RESCUER_RUNS_NON_MOVABLE|rescue_race|rescuer_place keeps a run that must stay on the owner's thread for the rescuer to run"
+  "DUE_STORE_DROPS_RESCUE|rescue_race|a write of the shard's due (a lowering, a holder's publish) stores the due alone, dropping the rescue bit beside it"
+  "DUE_WRITE_NOT_ATOMIC|rescue_race|a write of the shard's due loads the word and later stores what it computed: a rescue bit taken or let go in between is undone"
 )
 
 usage() { sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'; }

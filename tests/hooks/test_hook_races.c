@@ -141,6 +141,11 @@
  *                        none of them is used in leave memory (mincore);
  *                        the old ids name none of the timers that reuse
  *                        the slots.
+ *   rescue_vs_owner_return_and_cancel  a rescuer holds an attached loop's
+ *                        shard: a cancel, a lowering of the shard's due
+ *                        (which must keep the rescue bit in the same word)
+ *                        and the loop's return land then; the movable
+ *                        timer runs off the loop, the other on it.
  *   rescue_run_vs_owner_run_lateness  with inline callbacks and rescue on,
  *                        a rescuer's run of a movable timer and the owner's
  *                        run of another record their lateness at the same
@@ -2282,14 +2287,16 @@ static void rr_poll(void *arg)
 /*
  * An attached loop stalls with three timers due; a rescuer takes its shard
  * and is held before its turn. Meanwhile another thread cancels one timer
- * (0: it never runs) and the loop comes back: its poll waits for the
- * hand-back. Then the movable timer has run once, off the loop; the other
+ * (0: it never runs) and lowers the shard's due (the word that also holds
+ * the rescue bit: the bit must stay), and the loop comes back: its poll
+ * waits for the hand-back. Then the movable timer has run once, off the loop; the other
  * runs once, in the loop's poll; the cancelled one never.
  */
 static void rescue_vs_owner_return_and_cancel(void **state)
 {
 	struct agent ag;
 	int cancel_rc, returned_while_held;
+	bool still_held;
 
 	(void)state;
 	memset(&rr, 0, sizeof(rr));
@@ -2301,6 +2308,9 @@ static void rescue_vs_owner_return_and_cancel(void **state)
 	agent_wait(&ag);
 	sem_wait_or_fail(&any_stalled, "a rescuer to take the stalled shard");
 	cancel_rc = spoke_cancel(rr.s, rr.cancelled_id);
+	/* Work made earlier, as a start or message would: the rescue bit beside it stays. */
+	spoke_any_lower_due(&rr.s->shards[0], 1);
+	still_held = spoke_owner_rescued(&rr.s->shards[0]);
 	agent_post(&ag, rr_poll, NULL);
 	sleep_ms(50); /* room for a poll that does not wait for the hand-back */
 	returned_while_held = atomic_load(&rr.poll_returned);
@@ -2308,6 +2318,7 @@ static void rescue_vs_owner_return_and_cancel(void **state)
 	agent_wait(&ag);
 	agent_end(&ag);
 	assert_int_equal(cancel_rc, 0);
+	assert_true(still_held);
 	assert_int_equal(returned_while_held, 0);
 	assert_no_bg_failures();
 	assert_true(rr.poll_rc >= 0);
