@@ -867,9 +867,8 @@ bool spoke_owner_announce_sleep(struct shard *sh, int64_t wait_ns);
 bool spoke_owner_may_leave(struct shard *sh);
 
 /*
- * Rescue (rescue.c). The owner of sh: is a rescuer holding it? (After the
- * owner counted itself busy and ran the light fence: then a rescuer that
- * takes the shard later sees the owner and lets go.)
+ * sh->due_word (rescue.c): the top bit says a rescuer holds the shard, the
+ * rest when it next has work (SPOKE_DUE_NONE: nothing).
  */
 #define SPOKE_DUE_RESCUED (UINT64_C(1) << 63)
 #define SPOKE_DUE_NONE	  (SPOKE_DUE_RESCUED - 1)
@@ -880,6 +879,11 @@ static inline uint64_t spoke_owner_due_word(const struct shard *sh)
 	return atomic_load_explicit(&sh->due_word, memory_order_acquire);
 }
 
+/*
+ * Rescue (rescue.c). The owner of sh: is a rescuer holding it? (After the
+ * owner counted itself busy and ran the light fence: then a rescuer that
+ * takes the shard later sees the owner and lets go.)
+ */
 static inline bool spoke_owner_rescued_in(uint64_t due_word)
 {
 	return (due_word & SPOKE_DUE_RESCUED) != 0;
@@ -892,10 +896,16 @@ static inline bool spoke_owner_rescued(const struct shard *sh)
 void spoke_owner_hold(struct shard *sh);
 void spoke_owner_unhold(struct shard *sh);
 void spoke_owner_await_rescue(struct shard *sh);
-/* due_ns (shard.c): the owner at the end of a turn, the holder of sh, any thread. */
+/* The due (shard.c): the owner at the end of a turn, the holder of sh, any thread. */
 void spoke_owner_turned(struct shard *sh, uint64_t now, int64_t next_ns);
 void spoke_holder_publish_due(struct shard *sh, uint64_t due);
 void spoke_any_lower_due(struct shard *sh, uint64_t due);
+
+/* The sooner of two waits in ns, each -1 for none (as the sleeps take them). */
+static inline int64_t spoke_sooner_ns(int64_t a, int64_t b)
+{
+	return a < 0 || (b >= 0 && b < a) ? b : a;
+}
 
 /*
  * The moment sh, whose work is due at due, becomes stalled: rescue_after_ns
@@ -903,11 +913,6 @@ void spoke_any_lower_due(struct shard *sh, uint64_t due);
  * rescue (its absence has been counted already; waiting again would add
  * rescue_after_ns to every timer due during one long stall).
  */
-/* The sooner of two waits in ns, each -1 for none (as the sleeps take them). */
-static inline int64_t spoke_sooner_ns(int64_t a, int64_t b)
-{
-	return a < 0 || (b >= 0 && b < a) ? b : a;
-}
 
 static inline uint64_t spoke_stalled_at(const struct shard *sh, uint64_t due)
 {
@@ -934,9 +939,9 @@ static inline void spoke_note_due(struct shard *sh, uint64_t d)
 /*
  * The owner holding sh, with the due word it loaded when it found no
  * rescuer (spoke_owner_due_word): the same, without a second load. The
- * word it holds may be stale only lower: while the owner holds sh nobody
- * else publishes a later due (only a holder does), and a lowering by
- * another thread below d makes d's own lowering unneeded.
+ * word may since have gone down, never up: while the owner holds sh nobody
+ * else publishes a later due (only a holder does), and another thread's
+ * lowering below d makes d's own unneeded.
  */
 static inline void spoke_owner_note_due(struct shard *sh, uint64_t d, uint64_t seen)
 {
