@@ -142,6 +142,8 @@ struct cell_result {
 	uint64_t in_stall;	       /* stolen-cpu: callbacks during the stall, all runs */
 	uint64_t pending_ran;	       /* held-pending timers that ran, all runs */
 	double stall_ms;	       /* stolen-cpu: the stall, median of the runs */
+	double steal_ms;	       /* stolen-cpu: host steal on the other CPUs, all runs
+					  (-1: not known) */
 	uint64_t hist[HIST_BUCKETS];
 };
 
@@ -217,6 +219,8 @@ static int pool_runs(const struct plan *p, struct cell_result *cr)
 		p99[r] = x->pct.p99_us;
 		cr->in_stall += x->in_stall;
 		cr->pending_ran += x->pending_ran;
+		cr->steal_ms =
+			cr->steal_ms < 0 || x->steal_ms < 0 ? -1 : cr->steal_ms + x->steal_ms;
 	}
 	cr->slack_us = p->res[0].slack_us;
 	bench_sort_u64(all, n);
@@ -460,8 +464,11 @@ static void stolen_json(const struct plan *p, const struct stolen_cell *c,
 		return;
 	}
 	json_percentiles(&sr->cr);
-	printf(",\"in_stall\":%llu,\"stall_measured_ms\":%.1f,\"runs\":%u}\n",
-	       (unsigned long long)sr->cr.in_stall, sr->cr.stall_ms, p->runs);
+	printf(",\"in_stall\":%llu,\"stall_measured_ms\":%.1f", (unsigned long long)sr->cr.in_stall,
+	       sr->cr.stall_ms);
+	if (sr->cr.steal_ms >= 0)
+		printf(",\"steal_ms\":%.0f", sr->cr.steal_ms);
+	printf(",\"runs\":%u}\n", p->runs);
 }
 
 /* The stolen-CPU table: a row per figure, a column per configuration. */
@@ -504,6 +511,12 @@ static void stolen_table(const struct plan *p, const struct stolen_cell *c,
 		else
 			printf(" %llu of %llu |", (unsigned long long)sr[k].cr.in_stall,
 			       (unsigned long long)sr[k].cr.n);
+	printf("\n| host steal on the other CPUs, all runs (ms) |");
+	for (size_t k = 0; k < ncols; k++)
+		if (sr[k].rc || sr[k].cr.steal_ms < 0)
+			printf(" - |");
+		else
+			printf(" %.0f |", sr[k].cr.steal_ms);
 	printf("\n");
 	for (size_t k = 0; k < ncols; k++)
 		if (sr[k].rc)

@@ -41,6 +41,8 @@ struct bench_late_result {
 				       outlasted their delay: counted, not failed */
 	uint64_t in_stall;	    /* stolen-cpu: callbacks that ran while the CPU was taken */
 	double stall_ms;	    /* stolen-cpu: how long the CPU was taken */
+	double steal_ms;	    /* stolen-cpu: the host's steal time on the other CPUs
+				       meanwhile (/proc/stat; -1: not known) */
 };
 
 /*

@@ -21,6 +21,13 @@
  *   4. waits for every callback, and checks: none early, each exactly once,
  *      the service's counters as the run made them.
  *
+ * On a virtual machine the host may take the other CPUs too, for a few ms
+ * at a time; whoever rescues shard 0 runs there, so such a theft lands on
+ * the rescued timers' lateness. The run reports the steal time the guest's
+ * kernel counted on the other CPUs from step 3 to the last callback
+ * (/proc/stat, in clock ticks: 10 ms steps), so that a late outlier can be
+ * told from a slow rescue.
+ *
  * Without rescue (rescue_after_ns 0) the timers wait for the stall to end:
  * lateness up to the whole stall; with it, another spoke thread takes the
  * shard's expiry over once its work has waited rescue_after_ns. The
@@ -41,8 +48,11 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define STOLEN_CPU	 0		  /* shard 0's CPU (shard k on CPU k % CPUs) */
 #define STOLEN_LEAD_NS	 (50 * NS_PER_MS) /* from the setup to H */
@@ -140,6 +150,33 @@ static int pick_cpus(int *other, struct bench_sample *out)
 	return bench_fail(out, -EXDEV, "no CPU but %d in this process's CPUs", STOLEN_CPU);
 }
 
+/*
+ * The host's steal time so far on every CPU but STOLEN_CPU, in ms (the
+ * guest kernel's count, /proc/stat's eighth field; USER_HZ ticks); -1 if it
+ * cannot be read.
+ */
+static double steal_ms_other_cpus(void)
+{
+	unsigned long long user, nice, sys, idle, iowait, irq, softirq, steal, total = 0;
+	long hz = sysconf(_SC_CLK_TCK);
+	FILE *f = fopen("/proc/stat", "r");
+	char line[256];
+	bool any = false;
+	int cpu;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "cpu%d %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &user,
+			   &nice, &sys, &idle, &iowait, &irq, &softirq, &steal) == 9 &&
+		    cpu != STOLEN_CPU) {
+			total += steal;
+			any = true;
+		}
+	fclose(f);
+	return any && hz > 0 ? (double)total * 1000.0 / (double)hz : -1;
+}
+
 /* Start the measured timers on shard 0, due evenly over the stall. 0 or an error. */
 static int start_timers(struct spoke *s, const struct stolen_cpu_job *j, uint64_t h_ns,
 			struct late_sample *smp, struct bench_sample *out)
@@ -207,12 +244,18 @@ int stolen_cpu_run(const struct stolen_cpu_job *j, unsigned run, uint64_t *late_
 		else if (err)
 			bench_fail(out, err, "the busy thread: pthread_create: %s", strerror(-err));
 	}
+	r->steal_ms = steal_ms_other_cpus();
 	if (!err)
 		err = start_timers(s, j, hog.from_ns, smp, out);
 	if (hogging)
 		pthread_join(hog.th, NULL); /* it ends at H + stall, whatever happened here */
 	if (!err)
 		err = late_wait_stream(j->timers, out);
+	if (r->steal_ms >= 0) {
+		double after = steal_ms_other_cpus();
+
+		r->steal_ms = after >= r->steal_ms ? after - r->steal_ms : -1;
+	}
 	if (!err)
 		err = late_finish(s, &pend, j->timers, 0, &r->pending_ran, out);
 	spoke_destroy(s); /* every callback has run when it returns */

@@ -9,8 +9,9 @@
 # table. For `latency` rows: one table of p50 / p99 / p99.9 / max (us) per
 # pending count, tick and load, with the slack in effect, the process's CPU %
 # and context switches per second (when the run reports them; "-" if not);
-# and its stolen-CPU rows as one table, a row per figure and a column per
-# configuration ("rescue off", ...), a skipped column with its reason.
+# and its stolen-CPU rows as one table, a row per figure (and the host's steal
+# time, when the run reports it) and a column per configuration ("rescue
+# off", ...), a skipped column with its reason.
 # Needs bash and awk (mawk is enough). Used for docs/results/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,6 +45,7 @@ function fig(x) { x += 0; return x >= 100 ? sprintf("%.0f", x) : x >= 10 ? sprin
     sv[c, "p50"] = fig(jnum(line, "p50_us")); sv[c, "p99"] = fig(jnum(line, "p99_us"))
     sv[c, "p99.9"] = fig(jnum(line, "p999_us")); sv[c, "max"] = fig(jnum(line, "max_us"))
     sv[c, "in"] = jnum(line, "in_stall") " of " jnum(line, "n")
+    sv[c, "steal"] = jnum(line, "steal_ms") != "" ? jnum(line, "steal_ms") : "-"
     next
   }
   if (jstr(line, "bench") == "latency" && jnum(line, "p99_us") != "") {
@@ -101,9 +103,10 @@ END {
     printf "\n|---|"
     for (i = 1; i <= n["stolen"]; i++) printf "--:|"
     printf "\n"
-    split("p50 p99 p99.9 max in", fields, " ")
-    for (f = 1; f <= 5; f++) {
-      printf "| %s |", fields[f] == "in" ? "ran during the stall" : fields[f]
+    split("p50 p99 p99.9 max in steal", fields, " ")
+    for (f = 1; f <= 6; f++) {
+      printf "| %s |", fields[f] == "in" ? "ran during the stall" : \
+        fields[f] == "steal" ? "host steal on the other CPUs, all runs (ms)" : fields[f]
       for (i = 1; i <= n["stolen"]; i++) {
         c = list["stolen", i]
         printf " %s |", sv[c] == "skip" ? "skipped" : sv[c, fields[f]]
