@@ -51,14 +51,21 @@ static void drop_owner(void)
 /*
  * Managed thread, holding its shard (rescue.c): sleep until its next
  * deadline (-1: none) or a message that needs it. It lets the shard go for
- * the sleep itself, and holds it again before it returns.
+ * the sleep itself, and holds it again before it returns. It looked at the
+ * shard it watches at `looked` and planned to look again at `look_at`: if
+ * that shard's work was made earlier since, it does not sleep
+ * (spoke_watcher_ring_moved).
  */
-static void shard_sleep(struct shard *sh, int64_t wait_ns)
+static void shard_sleep(struct shard *sh, int64_t wait_ns, uint64_t looked, uint64_t look_at)
 {
 	uint32_t v = atomic_load_explicit(&sh->wake_seq, memory_order_acquire);
 
 	if (wait_ns == 0 || !spoke_owner_announce_sleep(sh, wait_ns))
 		return;
+	if (spoke_watcher_ring_moved(sh, looked, look_at)) {
+		atomic_store_explicit(&sh->sleep_until_ns, 0, memory_order_relaxed);
+		return;
+	}
 	SPOKE_PROBE2(shard_sleep, sh->index, wait_ns);
 	spoke_owner_unhold(sh);
 	spoke_ec_wait_word(&sh->wake_seq, v, wait_ns);
@@ -97,13 +104,17 @@ static void *shard_main(void *arg)
 	become_owner(sh, true);
 	spoke_owner_hold(sh);
 	while (!spoke_owner_may_leave(sh)) {
-		int64_t wait_ns;
+		int64_t wait_ns, ring_ns;
+		uint64_t looked;
 
 		spoke_owner_turn(sh, false);
 		wait_ns = spoke_owner_next_ns(sh);
 		spoke_owner_turned(sh, sh->clock_ns, wait_ns);
 		/* The shard it watches (rescue.c): rescued now, or looked at again in time. */
-		wait_ns = spoke_sooner_ns(wait_ns, spoke_watcher_look_ring(sh, spoke_clock_ns()));
+		looked = spoke_clock_ns();
+		ring_ns = spoke_watcher_look_ring(sh, looked);
+		SPOKE_HOOK(SPOKE_HOOK_WATCHER_LOOKED);
+		wait_ns = spoke_sooner_ns(wait_ns, ring_ns);
 		/* Its pool queue: a spare worker if it is starved (pool.c). */
 		wait_ns = spoke_sooner_ns(wait_ns, spoke_owner_watch_pool(sh, sh->clock_ns));
 		/* Messages are flowing: look again in two ticks (see spoke_any_nudge). */
@@ -111,7 +122,8 @@ static void *shard_main(void *arg)
 			wait_ns = spoke_sooner_ns(wait_ns, (int64_t)(2 * sh->tick_ns));
 		if (atomic_load_explicit(&sh->mode, memory_order_relaxed) == SHARD_ATTACHING)
 			wait_ns = spoke_sooner_ns(wait_ns, POOL_RECHECK_NS);
-		shard_sleep(sh, wait_ns);
+		shard_sleep(sh, wait_ns, looked,
+			    ring_ns < 0 ? UINT64_MAX : looked + (uint64_t)ring_ns);
 	}
 	spoke_owner_unhold(sh);
 	drop_owner();

@@ -153,6 +153,10 @@ static bool pool_has_work(void *arg)
 	for (unsigned j = 1; j <= n; j++)
 		if (pool_peek(pool_victim(w, j)))
 			return true;
+	/* A shard it watches made earlier since its look (rescue.c spoke_watcher_look_moved). */
+	for (unsigned k = w->home; k < s->nshards; k += s->npools)
+		if (spoke_watcher_look_moved(&s->shards[k], w->looked_ns, w->look_at_ns))
+			return true;
 	return false;
 }
 
@@ -248,8 +252,11 @@ static int64_t worker_watch(struct pool_worker *w)
 
 	for (unsigned k = w->home; k < s->nshards; k += s->npools)
 		next = spoke_sooner_ns(next, spoke_watcher_look(&s->shards[k], now));
-	atomic_store_explicit(&s->pools[w->home].watch_until_ns,
-			      next < 0 ? UINT64_MAX : now + (uint64_t)next, memory_order_release);
+	w->looked_ns = now;
+	w->look_at_ns = next < 0 ? UINT64_MAX : now + (uint64_t)next;
+	SPOKE_HOOK(SPOKE_HOOK_WATCHER_LOOKED);
+	atomic_store_explicit(&s->pools[w->home].watch_until_ns, w->look_at_ns,
+			      memory_order_release);
 	return next;
 }
 

@@ -21,7 +21,11 @@
  * shards whose callbacks go to q. Each caps its sleep at the moment the
  * shards it watches would count as stalled, and whoever lowers a shard's
  * due wakes the watchers that planned to sleep past the new moment
- * (spoke_any_lower_due). Nobody wakes for a shard that has nothing due.
+ * (spoke_any_lower_due). A lowering that comes between a watcher's look and
+ * the announcement of its sleep finds it awake and wakes nobody, so a
+ * watcher looks at the dues once more after it announced its sleep
+ * (spoke_watcher_look_moved) and does not sleep if one moved earlier.
+ * Nobody wakes for a shard that has nothing due.
  *
  * Exclusion, owner against rescuer: a store-load handshake (guard.h has the
  * same shape). The owner counts itself busy, runs a light fence, then looks
@@ -238,6 +242,37 @@ int64_t spoke_watcher_look(struct shard *sh, uint64_t now)
 	if (at <= now)
 		return (int64_t)sh->rescue_after_ns;
 	return at == UINT64_MAX ? -1 : (int64_t)(at - now);
+}
+
+/*
+ * A watcher that looked at sh at `looked` and planned its next look for
+ * `planned` (absolute; UINT64_MAX: none), and has since announced its sleep
+ * (sleep_until_ns, watch_until_ns) and run a full fence: has sh become due
+ * for a look before `planned`? A lowering that landed between the look and
+ * the announcement found the watcher awake, so it woke nobody; this look
+ * after the fence sees it (the lowering's compare-and-swap, then its load
+ * of the announcement, pair with the announcement, the fence, then this
+ * load: one of the two sees the other). A shard already stalled at the
+ * look (its moment at or before `looked`) is looked at again on the plan.
+ */
+bool spoke_watcher_look_moved(const struct shard *sh, uint64_t looked, uint64_t planned)
+{
+	uint64_t at;
+
+	if (!sh->rescue_on)
+		return false;
+	at = spoke_stalled_at(sh, spoke_any_due_ns(sh));
+	return at > looked && at < planned;
+}
+
+/* A shard's managed thread: spoke_watcher_look_moved for the shard it watches. */
+bool spoke_watcher_ring_moved(const struct shard *mine, uint64_t looked, uint64_t planned)
+{
+	const struct spoke *s = mine->s;
+
+	return s->nshards >= 2 &&
+	       spoke_watcher_look_moved(&s->shards[(mine->index + 1) % s->nshards], looked,
+					planned);
 }
 
 /* A shard's managed thread: look at the shard it watches; ns until it should look again. */

@@ -406,6 +406,8 @@ struct pool_worker {
 			unsigned home; /* index of its pool queue in spoke.pools */
 			_Atomic uint32_t busy_shard;
 			_Atomic int spare_state; /* SPARE_*: pool.c */
+			/* Its own: when it last looked at its shards, and its next look planned. */
+			uint64_t looked_ns, look_at_ns;
 		};
 		char line[SPOKE_CACHELINE];
 	};
@@ -959,6 +961,8 @@ static inline uint64_t spoke_any_due_ns(const struct shard *sh)
 }
 int64_t spoke_watcher_look(struct shard *sh, uint64_t now);
 int64_t spoke_watcher_look_ring(struct shard *mine, uint64_t now);
+bool spoke_watcher_look_moved(const struct shard *sh, uint64_t looked, uint64_t planned);
+bool spoke_watcher_ring_moved(const struct shard *mine, uint64_t looked, uint64_t planned);
 int64_t spoke_holder_next_ns(struct shard *sh, bool owner_runs);
 
 /*

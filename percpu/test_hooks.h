@@ -62,6 +62,10 @@
  *   SPOKE_HOOK_WAKE_FD_LOADED a waker has kicked the owner's futex and
  *                             loaded its wake fd, not yet written it
  *                             (shard.c spoke_any_wake_owner)
+ *   SPOKE_HOOK_WATCHER_LOOKED a watcher (a managed thread, a pool worker)
+ *                             has looked at the shards it watches and not
+ *                             yet announced its sleep (managed.c
+ *                             shard_main, pool.c worker_watch)
  *   SPOKE_HOOK_SPARE_STARTED  a managed thread has started a spare pool
  *                             worker and not yet marked its slot RUNNING
  *                             (pool.c pool_add_spare)
@@ -89,6 +93,7 @@ enum spoke_hook {
 	SPOKE_HOOK_LATE_SOLE_LOADED,
 	SPOKE_HOOK_WAKE_FD_LOADED,
 	SPOKE_HOOK_SPARE_STARTED,
+	SPOKE_HOOK_WATCHER_LOOKED,
 };
 
 #ifdef SPOKE_TEST_HOOKS

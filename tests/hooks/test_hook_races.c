@@ -150,6 +150,13 @@
  *                        a rescuer's run of a movable timer and the owner's
  *                        run of another record their lateness at the same
  *                        moment: `fired` counts both.
+ *   ring_watcher_vs_lowered_due, pool_watcher_vs_lowered_due  a watcher
+ *                        (a shard's managed thread; a pool worker) is held
+ *                        after its look at a stalled shard with nothing
+ *                        due, while another thread's start lowers that
+ *                        shard's due (finding the watcher awake, it wakes
+ *                        nobody): the watcher must not sleep on its old
+ *                        plan, and the timer is rescued.
  *   rescue_wake_before_owner_detach  a rescuer wakes the stalled loop before
  *                        it lets the shard go: once the loop has detached
  *                        and drained its wake fd, nothing signals it.
@@ -2332,6 +2339,97 @@ static void rescue_vs_owner_return_and_cancel(void **state)
 	svc_destroy(rr.s);
 }
 
+/* --- a watcher that looked before a lowering of the due ------------------ */
+
+static struct {
+	struct spoke *s;
+	atomic_int fired;
+} wl;
+
+static void wl_fire(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&wl.fired, 1);
+}
+
+/* Inline on shard 1's managed thread, in its turn: hold it at its next look. */
+static void wl_arm_ring_watcher(void *arg)
+{
+	(void)arg;
+	atomic_store(&stall_any_at, SPOKE_HOOK_WATCHER_LOOKED);
+}
+
+static void wl_attach(void *arg)
+{
+	BG_CHECK_INT(spoke_attach(wl.s, *(unsigned *)arg), ==, 0);
+}
+
+static void wl_detach(void *arg)
+{
+	(void)arg;
+	BG_CHECK_INT(spoke_detach(wl.s), ==, 0);
+}
+
+/*
+ * The watcher is held after its look (nothing due on the stalled shard: it
+ * plans no look) and before it announces its sleep; meanwhile another
+ * thread starts a movable timer on the stalled shard, which lowers its due
+ * and finds the watcher awake, so wakes nobody. Let go, the watcher must
+ * not sleep on its old plan: the timer runs, rescued, while the attached
+ * loop still does not poll. (It slept for ever once.)
+ */
+static void watcher_looked_then_lowered(struct spoke *s, struct agent *loop, unsigned watched)
+{
+	spoke_id id;
+
+	sem_wait_or_fail(&any_stalled, "the watcher to look at the stalled shard");
+	assert_int_equal(spoke_start_flags(s, watched, 1 * MS, SPOKE_MOVABLE, wl_fire, NULL, &id),
+			 0);
+	sem_post(&any_resume);
+	ASSERT_EVENTUALLY(atomic_load(&wl.fired) == 1,
+			  "the movable timer to be rescued while its loop does not poll");
+	assert_true(stats_of(s, watched).rescues >= 1);
+	agent_call(loop, wl_detach, NULL);
+	agent_end(loop);
+	assert_no_bg_failures();
+	svc_destroy(s);
+}
+
+/* The ring: shard 1's managed thread watches shard 0, attached and stalled; no pool. */
+static void ring_watcher_vs_lowered_due(void **state)
+{
+	static unsigned shard0 = 0;
+	struct agent loop;
+
+	(void)state;
+	memset(&wl, 0, sizeof(wl));
+	wl.s = rescue_instance_2ms();
+	agent_begin(&loop);
+	agent_call(&loop, wl_attach, &shard0);
+	/* Due after shard 1 has taken the message in (a turn that plans a look in two ticks). */
+	assert_int_equal(spoke_start_on(wl.s, 1, 5 * MS, wl_arm_ring_watcher, NULL, NULL), 0);
+	watcher_looked_then_lowered(wl.s, &loop, 0);
+}
+
+/* A pool worker watches the one shard, attached and stalled. */
+static void pool_watcher_vs_lowered_due(void **state)
+{
+	static unsigned shard0 = 0;
+	struct spoke_config c;
+	struct agent loop;
+
+	(void)state;
+	memset(&wl, 0, sizeof(wl));
+	svc_config(&c, 1, 1 * MS, 1);
+	c.rescue_after_ns = 2 * MS;
+	wl.s = svc_create_cfg(&c);
+	agent_begin(&loop);
+	agent_call(&loop, wl_attach, &shard0);
+	atomic_store(&stall_any_at, SPOKE_HOOK_WATCHER_LOOKED);
+	spoke_ec_kick(&wl.s->pools[0].wake_seq); /* an idle look, with nothing due */
+	watcher_looked_then_lowered(wl.s, &loop, 0);
+}
+
 /* --- a rescuer's run and the owner's, recording their lateness at once -- */
 
 static struct {
@@ -2518,6 +2616,8 @@ int main(int argc, char **argv)
 		HOOK_TEST(rescue_vs_owner_return_and_cancel),
 		HOOK_TEST(rescue_run_vs_owner_run_lateness),
 		HOOK_TEST(rescue_wake_before_owner_detach),
+		HOOK_TEST(ring_watcher_vs_lowered_due),
+		HOOK_TEST(pool_watcher_vs_lowered_due),
 	};
 
 	return svc_main(argc, argv, "hook_races", all, ARRAY_SIZE(all));
