@@ -55,10 +55,10 @@ static inline void pool_wake_helper(struct spoke *s, struct pool_queue *q, unsig
 
 /*
  * pool_wake_helper for a rescuer's dispatch: a neighbour's sleeper first.
- * q's own workers share the CPUs of the stalled shard's thread (pinned
- * beside it), which the stall may be keeping from them too: woken, they
- * could not run, and nobody else would look at q until a worker woke for
- * its own reasons.
+ * q's own workers are woken by the stalled shard's thread, so they tend to
+ * run on its CPU, which the stall may be keeping from them too: woken
+ * there, they could not run, and nobody else would look at q until a
+ * worker woke for its own reasons.
  */
 static inline void pool_wake_for_rescue(struct spoke *s, struct pool_queue *q, unsigned n)
 {
