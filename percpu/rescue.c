@@ -265,22 +265,26 @@ bool spoke_watcher_look_moved(const struct shard *sh, uint64_t looked, uint64_t 
 	return at > looked && at < planned;
 }
 
+/* The shard mine's managed thread watches (the next around the ring), or NULL. */
+static struct shard *ring_watched(const struct shard *mine)
+{
+	struct spoke *s = mine->s;
+
+	return s->nshards < 2 ? NULL : &s->shards[(mine->index + 1) % s->nshards];
+}
+
 /* A shard's managed thread: spoke_watcher_look_moved for the shard it watches. */
 bool spoke_watcher_ring_moved(const struct shard *mine, uint64_t looked, uint64_t planned)
 {
-	const struct spoke *s = mine->s;
+	const struct shard *w = ring_watched(mine);
 
-	return s->nshards >= 2 &&
-	       spoke_watcher_look_moved(&s->shards[(mine->index + 1) % s->nshards], looked,
-					planned);
+	return w && spoke_watcher_look_moved(w, looked, planned);
 }
 
 /* A shard's managed thread: look at the shard it watches; ns until it should look again. */
 int64_t spoke_watcher_look_ring(struct shard *mine, uint64_t now)
 {
-	struct spoke *s = mine->s;
+	struct shard *w = ring_watched(mine);
 
-	if (s->nshards < 2)
-		return -1;
-	return spoke_watcher_look(&s->shards[(mine->index + 1) % s->nshards], now);
+	return w ? spoke_watcher_look(w, now) : -1;
 }

@@ -597,7 +597,7 @@ static void wake_watchers(struct shard *sh, uint64_t due)
 
 /*
  * Any thread: sh has work due at `due` (a start, a reset, a message): lower
- * due_ns to it if it is earlier. The caller found it earlier (spoke_note_due,
+ * its due to it if it is earlier. The caller found it earlier (spoke_note_due,
  * inline, stores nothing in the common case). Out of line: the rare case,
  * kept out of spoke_any_nudge's registers.
  */
